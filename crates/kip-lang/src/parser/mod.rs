@@ -1,0 +1,354 @@
+//! The KIP parser: recursive descent over the token stream into [`crate::ast`].
+//!
+//! One module per language part: [`kql`] (FIND, WHERE patterns, FILTER expressions),
+//! [`kml`] (UPSERT, DELETE), [`meta`] (DESCRIBE, SEARCH) and [`values`] (JSON values and
+//! placeholders). This file holds the cursor over tokens, the error helpers and the
+//! nesting guard shared by all of them.
+
+mod kml;
+mod kql;
+mod meta;
+mod values;
+
+use crate::ast::{Command, WhereClause};
+use crate::error::{ErrorCode, KipError, KipResult};
+use crate::lexer::{tokenize, Tok, Token};
+use crate::span::{line_col, Span};
+
+/// Limits that keep parsing bounded whatever the input.
+#[derive(Debug, Clone, Copy)]
+pub struct ParseOptions {
+    /// Maximum nesting of braces, brackets, parentheses, nested propositions and
+    /// FILTER sub-expressions. Deeper input is `KIP_1001`, never a stack overflow.
+    pub max_depth: usize,
+    /// Maximum size of the command text in bytes (`KIP_4002` beyond).
+    pub max_input_bytes: usize,
+}
+
+impl Default for ParseOptions {
+    fn default() -> Self {
+        ParseOptions {
+            max_depth: 64,
+            max_input_bytes: 16 * 1024 * 1024,
+        }
+    }
+}
+
+/// Parses exactly one KIP command (a trailing `;` is allowed).
+pub fn parse_command(src: &str) -> KipResult<Command> {
+    parse_command_with(src, ParseOptions::default())
+}
+
+/// [`parse_command`] with explicit limits.
+pub fn parse_command_with(src: &str, opts: ParseOptions) -> KipResult<Command> {
+    let mut p = Parser::new(src, opts)?;
+    if p.at_eof() {
+        return Err(p.empty_input());
+    }
+    let cmd = p.command()?;
+    p.eat(&Tok::Semicolon);
+    if !p.at_eof() {
+        let hint = if p.at_statement_keyword() {
+            "a `command` holds one KIP command: send several as a `commands` array (or load them as a capsule)"
+        } else {
+            "remove the extra text after the end of the command; check that braces and parentheses are balanced"
+        };
+        return Err(p.unexpected("the end of the command").with_hint(hint));
+    }
+    Ok(cmd)
+}
+
+/// Parses a script: one or more commands in sequence (a capsule file such as
+/// `Genesis.kip` holds several `UPSERT`s). Commands may be separated by `;`.
+pub fn parse_script(src: &str) -> KipResult<Vec<Command>> {
+    parse_script_with(src, ParseOptions::default())
+}
+
+/// [`parse_script`] with explicit limits.
+pub fn parse_script_with(src: &str, opts: ParseOptions) -> KipResult<Vec<Command>> {
+    let mut p = Parser::new(src, opts)?;
+    if p.at_eof() {
+        return Err(p.empty_input());
+    }
+    let mut out = Vec::new();
+    while !p.at_eof() {
+        out.push(p.command()?);
+        while p.eat(&Tok::Semicolon) {}
+    }
+    Ok(out)
+}
+
+/// Parses the inside of a `WHERE { ... }` body (patterns, FILTER, NOT, OPTIONAL, UNION)
+/// without the braces. Useful for checking pattern fragments on their own.
+pub fn parse_where_clauses(src: &str) -> KipResult<Vec<WhereClause>> {
+    let mut p = Parser::new(src, ParseOptions::default())?;
+    let clauses = p.clauses_until(&Tok::Eof)?;
+    Ok(clauses)
+}
+
+/// Parses raw bytes: invalid UTF-8 is `KIP_1001` naming the byte offset.
+pub fn parse_script_bytes(bytes: &[u8]) -> KipResult<Vec<Command>> {
+    parse_script(utf8(bytes)?)
+}
+
+/// Checks that `bytes` is UTF-8, as a KIP error otherwise.
+pub fn utf8(bytes: &[u8]) -> KipResult<&str> {
+    std::str::from_utf8(bytes).map_err(|e| {
+        KipError::syntax(format!(
+            "the command is not valid UTF-8 (invalid byte at offset {})",
+            e.valid_up_to()
+        ))
+        .with_hint("send the command text as UTF-8")
+    })
+}
+
+pub(crate) struct Parser<'a> {
+    src: &'a str,
+    toks: Vec<Token>,
+    pos: usize,
+    depth: usize,
+    opts: ParseOptions,
+}
+
+pub(crate) const STATEMENT_KEYWORDS: [&str; 5] = ["FIND", "UPSERT", "DELETE", "DESCRIBE", "SEARCH"];
+
+impl<'a> Parser<'a> {
+    fn new(src: &'a str, opts: ParseOptions) -> KipResult<Self> {
+        if src.len() > opts.max_input_bytes {
+            return Err(KipError::new(
+                ErrorCode::ResourceExhausted,
+                format!(
+                    "the command is {} bytes, more than the limit of {} bytes",
+                    src.len(),
+                    opts.max_input_bytes
+                ),
+            )
+            .with_hint("split the work into several smaller commands or capsules"));
+        }
+        Ok(Parser {
+            src,
+            toks: tokenize(src)?,
+            pos: 0,
+            depth: 0,
+            opts,
+        })
+    }
+
+    fn empty_input(&self) -> KipError {
+        KipError::syntax("the command is empty")
+            .at(1, 1)
+            .with_hint("start with FIND, UPSERT, DELETE, DESCRIBE or SEARCH")
+    }
+
+    // ---- cursor ------------------------------------------------------------------
+
+    pub(crate) fn peek(&self) -> &Token {
+        let last = self.toks.len() - 1;
+        &self.toks[self.pos.min(last)]
+    }
+
+    pub(crate) fn peek_tok(&self) -> &Tok {
+        &self.peek().tok
+    }
+
+    pub(crate) fn peek_nth(&self, n: usize) -> &Tok {
+        let last = self.toks.len() - 1;
+        &self.toks[(self.pos + n).min(last)].tok
+    }
+
+    pub(crate) fn bump(&mut self) -> Token {
+        let t = self.peek().clone();
+        if self.pos < self.toks.len() - 1 {
+            self.pos += 1;
+        }
+        t
+    }
+
+    pub(crate) fn at_eof(&self) -> bool {
+        matches!(self.peek_tok(), Tok::Eof)
+    }
+
+    /// Span of the previously consumed token.
+    pub(crate) fn prev_span(&self) -> Span {
+        if self.pos == 0 {
+            Span::new(0, 0)
+        } else {
+            self.toks[self.pos - 1].span
+        }
+    }
+
+    pub(crate) fn eat(&mut self, tok: &Tok) -> bool {
+        if self.peek_tok() == tok {
+            self.bump();
+            true
+        } else {
+            false
+        }
+    }
+
+    pub(crate) fn at_kw(&self, kw: &str) -> bool {
+        matches!(self.peek_tok(), Tok::Ident(s) if s == kw)
+    }
+
+    pub(crate) fn eat_kw(&mut self, kw: &str) -> bool {
+        if self.at_kw(kw) {
+            self.bump();
+            true
+        } else {
+            false
+        }
+    }
+
+    pub(crate) fn at_statement_keyword(&self) -> bool {
+        STATEMENT_KEYWORDS.iter().any(|k| self.at_kw(k))
+    }
+
+    pub(crate) fn expect(&mut self, tok: &Tok, what: &str) -> KipResult<Span> {
+        if self.peek_tok() == tok {
+            return Ok(self.bump().span);
+        }
+        let mut e = self.unexpected(what);
+        if e.hint.is_none() {
+            let hint = match tok {
+                Tok::RParen => Some("a '(' is not closed: check that every '(' has a matching ')'"),
+                Tok::RBrace => Some("a '{' is not closed: check that every '{' has a matching '}'"),
+                Tok::RBracket => Some("a '[' is not closed: check that every '[' has a matching ']'"),
+                Tok::LBrace => Some("a block or object starts with '{'"),
+                Tok::LParen => Some("a function, FIND or proposition clause starts with '('"),
+                Tok::Comma => Some("separate items with ','"),
+                Tok::Colon => Some("write entries as key: value"),
+                _ => None,
+            };
+            if let Some(h) = hint {
+                e = e.with_hint(h);
+            }
+        }
+        Err(e)
+    }
+
+    pub(crate) fn expect_kw(&mut self, kw: &str, hint: &str) -> KipResult<Span> {
+        if self.at_kw(kw) {
+            Ok(self.bump().span)
+        } else {
+            let mut e = self.unexpected(&format!("keyword {kw}"));
+            if e.hint.is_none() {
+                e = e.with_hint(hint.to_string());
+            }
+            Err(e)
+        }
+    }
+
+    // ---- errors ------------------------------------------------------------------
+
+    pub(crate) fn error_at(&self, code: ErrorCode, span: Span, msg: impl Into<String>) -> KipError {
+        let (l, c) = line_col(self.src, span.start);
+        KipError::new(code, format!("{} at line {l}, column {c}", msg.into())).at(l, c)
+    }
+
+    /// `KIP_1001` "expected X, found Y" at the current token, with a hint inferred from
+    /// what was found where one applies.
+    pub(crate) fn unexpected(&self, expected: &str) -> KipError {
+        let t = self.peek();
+        let found = t.tok.describe();
+        let mut e = self.error_at(
+            ErrorCode::InvalidSyntax,
+            t.span,
+            format!("expected {expected}, found {found}"),
+        );
+        e.found = Some(found);
+        e.expected = Some(expected.to_string());
+        if let Some(h) = self.hint_for_found(&t.tok) {
+            e = e.with_hint(h);
+        }
+        e
+    }
+
+    fn hint_for_found(&self, tok: &Tok) -> Option<String> {
+        match tok {
+            Tok::Eof => Some(
+                "the command ended early: check for a missing '}', ')' or a missing clause".into(),
+            ),
+            Tok::Ident(w) if w == "AND" || w == "and" => {
+                Some("use && for logical AND in FILTER".into())
+            }
+            Tok::Ident(w) if w == "OR" || w == "or" => {
+                Some("use || for logical OR in FILTER".into())
+            }
+            Tok::Ident(w) if w == "TRUE" || w == "FALSE" || w == "NULL" || w == "True" || w == "False" => {
+                Some(format!("JSON literals are lowercase: {}", w.to_lowercase()))
+            }
+            Tok::Ident(w) => {
+                let upper = w.to_uppercase();
+                if upper != *w && is_known_keyword(&upper) {
+                    Some(format!("KIP keywords are uppercase: write {upper}"))
+                } else {
+                    None
+                }
+            }
+            _ => None,
+        }
+    }
+
+    // ---- nesting guard -------------------------------------------------------------
+
+    pub(crate) fn enter(&mut self) -> KipResult<()> {
+        self.depth += 1;
+        if self.depth > self.opts.max_depth {
+            let span = self.peek().span;
+            return Err(self
+                .error_at(
+                    ErrorCode::InvalidSyntax,
+                    span,
+                    format!("nesting deeper than {} levels", self.opts.max_depth),
+                )
+                .with_hint("flatten the command: bind intermediate results to variables instead of nesting"));
+        }
+        Ok(())
+    }
+
+    pub(crate) fn leave(&mut self) {
+        self.depth = self.depth.saturating_sub(1);
+    }
+
+    // ---- statements ----------------------------------------------------------------
+
+    fn command(&mut self) -> KipResult<Command> {
+        match self.peek_tok().clone() {
+            Tok::Ident(w) => match w.as_str() {
+                "FIND" => self.find().map(Command::Find),
+                "UPSERT" => self.upsert().map(Command::Upsert),
+                "DELETE" => self.delete().map(Command::Delete),
+                "DESCRIBE" => self.describe().map(Command::Describe),
+                "SEARCH" => self.search().map(Command::Search),
+                other => {
+                    let mut e = self.unexpected("a KIP command (FIND, UPSERT, DELETE, DESCRIBE or SEARCH)");
+                    let upper = other.to_uppercase();
+                    if e.hint.is_none() {
+                        let h = if ["SELECT", "MATCH", "INSERT", "UPDATE", "CREATE", "MERGE"].contains(&upper.as_str()) {
+                            format!("KIP v1 has no {upper}: query with FIND(...) WHERE {{ ... }} and write with UPSERT {{ ... }}")
+                        } else if let Some(k) = STATEMENT_KEYWORDS.iter().find(|k| upper.starts_with(*k)) {
+                            format!("did you mean {k}? keywords must be separated from what follows")
+                        } else {
+                            "a command starts with FIND, UPSERT, DELETE, DESCRIBE or SEARCH".to_string()
+                        };
+                        e = e.with_hint(h);
+                    }
+                    Err(e)
+                }
+            },
+            _ => Err(self
+                .unexpected("a KIP command (FIND, UPSERT, DELETE, DESCRIBE or SEARCH)")
+                .with_hint("a command starts with FIND, UPSERT, DELETE, DESCRIBE or SEARCH; check for unbalanced braces before this point")),
+        }
+    }
+}
+
+fn is_known_keyword(w: &str) -> bool {
+    const KW: [&str; 33] = [
+        "FIND", "WHERE", "FILTER", "NOT", "OPTIONAL", "UNION", "ORDER", "BY", "ASC", "DESC",
+        "LIMIT", "CURSOR", "UPSERT", "CONCEPT", "PROPOSITION", "SET", "ATTRIBUTES",
+        "PROPOSITIONS", "WITH", "METADATA", "DELETE", "FROM", "DETACH", "DESCRIBE", "PRIMER",
+        "DOMAINS", "TYPES", "TYPE", "SEARCH", "COUNT", "DISTINCT", "IN", "REGEX",
+    ];
+    KW.contains(&w)
+}
