@@ -171,9 +171,12 @@ impl ValueExpr {
             Value::Bool(b) => ValueKind::Bool(*b),
             Value::Number(n) => ValueKind::Number(n.clone()),
             Value::String(s) => ValueKind::String(s.clone()),
-            Value::Array(items) => {
-                ValueKind::Array(items.iter().map(|i| ValueExpr::from_json(i, span)).collect())
-            }
+            Value::Array(items) => ValueKind::Array(
+                items
+                    .iter()
+                    .map(|i| ValueExpr::from_json(i, span))
+                    .collect(),
+            ),
             Value::Object(map) => ValueKind::Object(
                 map.iter()
                     .map(|(k, v)| (k.clone(), ValueExpr::from_json(v, span)))

@@ -38,7 +38,10 @@ impl Binder<'_> {
         self.params.get(&p.name).ok_or_else(|| {
             KipError::new(
                 ErrorCode::ReferenceError,
-                format!("missing parameter :{} (no value for it in `parameters`)", p.name),
+                format!(
+                    "missing parameter :{} (no value for it in `parameters`)",
+                    p.name
+                ),
             )
             .with_hint(format!(
                 "add \"{}\" to the `parameters` object, or replace :{} with a literal value",

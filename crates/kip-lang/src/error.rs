@@ -176,9 +176,9 @@ impl KipError {
 
     /// This error as a JSON value (the content of a response's `error` key).
     pub fn to_json(&self) -> serde_json::Value {
-        serde_json::to_value(self).unwrap_or_else(|_| {
-            serde_json::json!({"code": self.code.as_str(), "message": self.message})
-        })
+        serde_json::to_value(self).unwrap_or_else(
+            |_| serde_json::json!({"code": self.code.as_str(), "message": self.message}),
+        )
     }
 }
 

@@ -316,12 +316,14 @@ impl<'a> Lexer<'a> {
                             &self.src[name_start..end]
                         ),
                     )
-                    .with_hint(
-                        "variable names match [a-zA-Z_][a-zA-Z0-9_]*, e.g. ?drug or ?x1",
-                    ))
+                    .with_hint("variable names match [a-zA-Z_][a-zA-Z0-9_]*, e.g. ?drug or ?x1"))
             }
             _ => Err(self
-                .err(ErrorCode::InvalidSyntax, start, "'?' must be followed by a variable name")
+                .err(
+                    ErrorCode::InvalidSyntax,
+                    start,
+                    "'?' must be followed by a variable name",
+                )
                 .with_hint("write a variable as ?name, e.g. ?drug")),
         }
     }
@@ -333,7 +335,11 @@ impl<'a> Lexer<'a> {
             end += 1;
             if !self.bytes.get(end).is_some_and(|b| b.is_ascii_digit()) {
                 return Err(self
-                    .err(ErrorCode::InvalidSyntax, start, "'-' must be followed by a number")
+                    .err(
+                        ErrorCode::InvalidSyntax,
+                        start,
+                        "'-' must be followed by a number",
+                    )
                     .with_hint("negative numbers are written like -1.5"));
             }
         }
@@ -373,7 +379,10 @@ impl<'a> Lexer<'a> {
                         &self.src[start..word_end]
                     ),
                 )
-                .with_hint("identifiers match [a-zA-Z_][a-zA-Z0-9_]*; quote the key (\"1st_line\") or rename it (first_line)"));
+                .with_hint(format!(
+                    "identifiers must not start with a digit ([a-zA-Z_][a-zA-Z0-9_]*): rename '{w}' or, for an object key, quote it as \"{w}\"",
+                    w = &self.src[start..word_end]
+                )));
         }
         let text = &self.src[start..end];
         match serde_json::from_str::<serde_json::Number>(text) {
@@ -402,7 +411,9 @@ impl<'a> Lexer<'a> {
             let Some(c) = self.char_at(i) else {
                 return Err(self
                     .err(ErrorCode::InvalidSyntax, start, "unterminated string")
-                    .with_hint("close the string with a double quote; escape inner quotes as \\\""));
+                    .with_hint(
+                        "close the string with a double quote; escape inner quotes as \\\"",
+                    ));
             };
             match c {
                 '"' => {
@@ -475,7 +486,10 @@ impl<'a> Lexer<'a> {
     }
 
     fn hex4(&self, at: usize, esc_at: usize) -> KipResult<u32> {
-        let digits = self.src.get(at..at + 4).filter(|s| s.bytes().all(|b| b.is_ascii_hexdigit()));
+        let digits = self
+            .src
+            .get(at..at + 4)
+            .filter(|s| s.bytes().all(|b| b.is_ascii_hexdigit()));
         match digits {
             Some(d) => u32::from_str_radix(d, 16).map_err(|_| self.bad_unicode(esc_at)),
             None => Err(self.bad_unicode(esc_at)),
@@ -488,8 +502,12 @@ impl<'a> Lexer<'a> {
     }
 
     fn bad_surrogate(&self, at: usize) -> KipError {
-        self.err(ErrorCode::InvalidSyntax, at, "unpaired UTF-16 surrogate in \\u escape")
-            .with_hint("a character above U+FFFF is written as a surrogate pair, e.g. \\ud83d\\ude00")
+        self.err(
+            ErrorCode::InvalidSyntax,
+            at,
+            "unpaired UTF-16 surrogate in \\u escape",
+        )
+        .with_hint("a character above U+FFFF is written as a surrogate pair, e.g. \\ud83d\\ude00")
     }
 }
 
@@ -537,7 +555,13 @@ mod tests {
             toks(r#""a\"b\\c\/\n\t\u0041\ud83d\ude00""#),
             vec![Tok::Str("a\"b\\c/\n\tA😀".into()), Tok::Eof]
         );
-        for bad in [r#""\ud83d""#, r#""\ude00x""#, r#""\u12""#, r#""\q""#, "\"abc"] {
+        for bad in [
+            r#""\ud83d""#,
+            r#""\ude00x""#,
+            r#""\u12""#,
+            r#""\q""#,
+            "\"abc",
+        ] {
             let e = tokenize(bad).expect_err(bad);
             assert_eq!(e.code, ErrorCode::InvalidSyntax, "{bad}");
         }
@@ -562,10 +586,22 @@ mod tests {
                 Tok::Eof
             ]
         );
-        assert_eq!(tokenize("1e400").expect_err("overflow").code, ErrorCode::InvalidSyntax);
-        assert_eq!(tokenize("1st").expect_err("digit ident").code, ErrorCode::InvalidIdentifier);
-        assert_eq!(tokenize("?1x").expect_err("digit var").code, ErrorCode::InvalidIdentifier);
-        assert_eq!(tokenize("? x").expect_err("bare ?").code, ErrorCode::InvalidSyntax);
+        assert_eq!(
+            tokenize("1e400").expect_err("overflow").code,
+            ErrorCode::InvalidSyntax
+        );
+        assert_eq!(
+            tokenize("1st").expect_err("digit ident").code,
+            ErrorCode::InvalidIdentifier
+        );
+        assert_eq!(
+            tokenize("?1x").expect_err("digit var").code,
+            ErrorCode::InvalidIdentifier
+        );
+        assert_eq!(
+            tokenize("? x").expect_err("bare ?").code,
+            ErrorCode::InvalidSyntax
+        );
     }
 
     #[test]

@@ -241,7 +241,9 @@ fn expr_prec(e: &Expr, parent: u8) -> String {
 fn clauses(out: &mut Out, cs: &[WhereClause]) {
     for c in cs {
         match c {
-            WhereClause::Concept(cp) => out.line(&format!("?{} {}", cp.var.name, matcher(&cp.matcher))),
+            WhereClause::Concept(cp) => {
+                out.line(&format!("?{} {}", cp.var.name, matcher(&cp.matcher)))
+            }
             WhereClause::Proposition(p) => out.line(&proposition(p)),
             WhereClause::Filter(f) => out.line(&format!("FILTER({})", expr(&f.expr))),
             WhereClause::Not(g) => group(out, "NOT", g),
@@ -289,7 +291,11 @@ fn upsert(out: &mut Out, u: &Upsert) {
     for b in &u.blocks {
         match b {
             UpsertBlock::Concept(c) => {
-                let h = c.handle.as_ref().map(|h| format!(" ?{}", h.name)).unwrap_or_default();
+                let h = c
+                    .handle
+                    .as_ref()
+                    .map(|h| format!(" ?{}", h.name))
+                    .unwrap_or_default();
                 out.line(&format!("CONCEPT{h} {{"));
                 out.indent += 1;
                 out.line(&matcher(&c.identity));
@@ -314,7 +320,11 @@ fn upsert(out: &mut Out, u: &Upsert) {
                 out.line(&format!("}}{}", with_metadata(&c.metadata)));
             }
             UpsertBlock::Proposition(p) => {
-                let h = p.handle.as_ref().map(|h| format!(" ?{}", h.name)).unwrap_or_default();
+                let h = p
+                    .handle
+                    .as_ref()
+                    .map(|h| format!(" ?{}", h.name))
+                    .unwrap_or_default();
                 out.line(&format!("PROPOSITION{h} {{"));
                 out.indent += 1;
                 out.line(&proposition(&p.identity));
@@ -339,7 +349,11 @@ fn command(out: &mut Out, c: &Command) {
         Command::Find(q) => {
             out.line(&format!(
                 "FIND({})",
-                q.projections.iter().map(projection).collect::<Vec<_>>().join(", ")
+                q.projections
+                    .iter()
+                    .map(projection)
+                    .collect::<Vec<_>>()
+                    .join(", ")
             ));
             where_block(out, &q.where_clauses);
             if !q.order_by.is_empty() {
@@ -385,7 +399,9 @@ fn command(out: &mut Out, c: &Command) {
                 out.line("DESCRIBE PROPOSITION TYPES");
                 limit_cursor(out, limit, cursor);
             }
-            DescribeTarget::ConceptType(n) => out.line(&format!("DESCRIBE CONCEPT TYPE {}", slot_str(n))),
+            DescribeTarget::ConceptType(n) => {
+                out.line(&format!("DESCRIBE CONCEPT TYPE {}", slot_str(n)))
+            }
             DescribeTarget::PropositionType(n) => {
                 out.line(&format!("DESCRIBE PROPOSITION TYPE {}", slot_str(n)))
             }

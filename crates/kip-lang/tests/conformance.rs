@@ -8,7 +8,9 @@ use std::fs;
 use std::path::PathBuf;
 
 fn corpus(dir: &str) -> Vec<(String, String)> {
-    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../conformance/parse").join(dir);
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../../conformance/parse")
+        .join(dir);
     let mut out: Vec<(String, String)> = fs::read_dir(&root)
         .unwrap_or_else(|e| panic!("read {}: {e}", root.display()))
         .map(|e| e.expect("dir entry").path())
@@ -33,20 +35,33 @@ fn every_valid_corpus_file_parses_and_round_trips() {
                 let printed = cmd.to_string();
                 match parse_command(&printed) {
                     Ok(again) if again == cmd => {}
-                    Ok(_) => failures.push(format!("{name}: round trip changed the AST:\n{printed}")),
-                    Err(e) => failures.push(format!("{name}: printed text does not parse: {e}\n{printed}")),
+                    Ok(_) => {
+                        failures.push(format!("{name}: round trip changed the AST:\n{printed}"))
+                    }
+                    Err(e) => failures.push(format!(
+                        "{name}: printed text does not parse: {e}\n{printed}"
+                    )),
                 }
             }
             Err(e) => failures.push(format!("{name}: {e}")),
         }
     }
-    assert!(failures.is_empty(), "{} failures:\n{}", failures.len(), failures.join("\n"));
+    assert!(
+        failures.is_empty(),
+        "{} failures:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
 }
 
 #[test]
 fn every_invalid_corpus_file_fails_with_the_expected_code() {
     let files = corpus("invalid");
-    assert!(files.len() >= 62, "corpus has {} invalid files", files.len());
+    assert!(
+        files.len() >= 62,
+        "corpus has {} invalid files",
+        files.len()
+    );
     let mut failures = Vec::new();
     for (name, src) in &files {
         let header = src.lines().next().unwrap_or_default();
@@ -64,7 +79,10 @@ fn every_invalid_corpus_file_fails_with_the_expected_code() {
             )),
             Err(e) => {
                 if !expected.contains(&e.code.as_str()) {
-                    failures.push(format!("{name}: got {} ({}), expected {:?}", e.code, e.message, expected));
+                    failures.push(format!(
+                        "{name}: got {} ({}), expected {:?}",
+                        e.code, e.message, expected
+                    ));
                 }
                 if e.line.is_none() || e.column.is_none() {
                     failures.push(format!("{name}: error without line/column: {e}"));
@@ -75,7 +93,12 @@ fn every_invalid_corpus_file_fails_with_the_expected_code() {
             }
         }
     }
-    assert!(failures.is_empty(), "{} failures:\n{}", failures.len(), failures.join("\n"));
+    assert!(
+        failures.is_empty(),
+        "{} failures:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
 }
 
 #[test]
@@ -83,7 +106,9 @@ fn later_rc_files_that_use_v1_syntax_parse() {
     // valid_rc9plus is informative; the files that only use syntax kip-nexus adopted
     // from DECISIONS.md (predicate variables, several ORDER BY keys) must parse.
     for (name, src) in corpus("valid_rc9plus") {
-        let v1 = ["rc9_001", "rc9_002", "rc9_011"].iter().any(|p| name.starts_with(p));
+        let v1 = ["rc9_001", "rc9_002", "rc9_011"]
+            .iter()
+            .any(|p| name.starts_with(p));
         if v1 {
             parse_command(&src).unwrap_or_else(|e| panic!("{name}: {e}"));
         }

@@ -10,9 +10,9 @@ impl Parser<'_> {
     pub(crate) fn upsert(&mut self) -> KipResult<Upsert> {
         let start = self.expect_kw("UPSERT", "")?;
         if *self.peek_tok() != Tok::LBrace {
-            return Err(self
-                .unexpected("'{' after UPSERT")
-                .with_hint("an UPSERT is UPSERT { CONCEPT ?h { ... } ... } WITH METADATA { ... }"));
+            return Err(self.unexpected("'{' after UPSERT").with_hint(
+                "an UPSERT is UPSERT { CONCEPT ?h { ... } ... } WITH METADATA { ... }",
+            ));
         }
         self.bump();
         let mut blocks = Vec::new();
@@ -25,9 +25,9 @@ impl Parser<'_> {
             } else if self.at_kw("PROPOSITION") {
                 blocks.push(UpsertBlock::Proposition(self.proposition_block()?));
             } else {
-                return Err(self
-                    .unexpected("CONCEPT, PROPOSITION or '}'")
-                    .with_hint("an UPSERT body holds CONCEPT ?h { ... } and PROPOSITION ?h { ... } blocks"));
+                return Err(self.unexpected("CONCEPT, PROPOSITION or '}'").with_hint(
+                    "an UPSERT body holds CONCEPT ?h { ... } and PROPOSITION ?h { ... } blocks",
+                ));
             }
         }
         let metadata = self.with_metadata()?;
@@ -52,9 +52,9 @@ impl Parser<'_> {
         self.bump();
         self.bump();
         if *self.peek_tok() != Tok::LBrace {
-            return Err(self
-                .unexpected("'{' after WITH METADATA")
-                .with_hint("metadata is an object: WITH METADATA { source: \"...\", confidence: 0.9 }"));
+            return Err(self.unexpected("'{' after WITH METADATA").with_hint(
+                "metadata is an object: WITH METADATA { source: \"...\", confidence: 0.9 }",
+            ));
         }
         Ok(Some(self.object()?))
     }
@@ -117,7 +117,9 @@ impl Parser<'_> {
                 } else {
                     return Err(self
                         .unexpected("ATTRIBUTES or PROPOSITIONS after SET")
-                        .with_hint("a CONCEPT block takes SET ATTRIBUTES { ... } and SET PROPOSITIONS { ... }"));
+                        .with_hint(
+                        "a CONCEPT block takes SET ATTRIBUTES { ... } and SET PROPOSITIONS { ... }",
+                    ));
                 }
             } else {
                 return Err(self
@@ -150,19 +152,22 @@ impl Parser<'_> {
                 break;
             }
             if *self.peek_tok() != Tok::LParen {
-                return Err(self
-                    .unexpected("(\"predicate\", target) or '}'")
-                    .with_hint("each entry is (\"predicate\", ?handle | {type, name} | {id} | (...))"));
+                return Err(self.unexpected("(\"predicate\", target) or '}'").with_hint(
+                    "each entry is (\"predicate\", ?handle | {type, name} | {id} | (...))",
+                ));
             }
             let start = self.bump().span;
             let predicate = self.str_slot("a quoted predicate")?;
-            self.expect(&Tok::Comma, "',' after the predicate").map_err(|e| {
-                if e.hint.is_none() {
-                    e.with_hint("an entry is (\"predicate\", target), with a comma between them")
-                } else {
-                    e
-                }
-            })?;
+            self.expect(&Tok::Comma, "',' after the predicate")
+                .map_err(|e| {
+                    if e.hint.is_none() {
+                        e.with_hint(
+                            "an entry is (\"predicate\", target), with a comma between them",
+                        )
+                    } else {
+                        e
+                    }
+                })?;
             let target = self.endpoint(true)?;
             self.expect(&Tok::RParen, "')' closing the entry")?;
             let metadata = self.with_metadata()?;
@@ -249,9 +254,10 @@ impl Parser<'_> {
             }
         };
         if !self.at_kw("WHERE") {
-            return Err(self
-                .unexpected("keyword WHERE")
-                .with_hint(format!("DELETE needs WHERE {{ ... }} binding ?{}", target.var().name)));
+            return Err(self.unexpected("keyword WHERE").with_hint(format!(
+                "DELETE needs WHERE {{ ... }} binding ?{}",
+                target.var().name
+            )));
         }
         let where_clauses = self.where_body()?;
         Ok(Delete {
@@ -282,7 +288,9 @@ impl Parser<'_> {
         if keys.is_empty() {
             return Err(self
                 .error_at(ErrorCode::InvalidSyntax, open.to(close), "empty key list")
-                .with_hint(format!("name at least one key: DELETE {what} {{\"key\"}} ...")));
+                .with_hint(format!(
+                    "name at least one key: DELETE {what} {{\"key\"}} ..."
+                )));
         }
         Ok(keys)
     }

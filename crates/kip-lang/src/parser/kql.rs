@@ -7,7 +7,6 @@ use crate::ast::*;
 use crate::error::{ErrorCode, KipResult};
 use crate::lexer::Tok;
 
-
 /// The fields a dot path may start with.
 pub(crate) const TOP_FIELDS: [&str; 8] = [
     "id",
@@ -58,8 +57,14 @@ impl Parser<'_> {
                 self.expect_kw("BY", "write ORDER BY followed by an expression")?;
                 order_by = self.order_keys()?;
             } else if self.at_kw("LIMIT") || self.at_kw("CURSOR") {
-                if (self.at_kw("LIMIT") && limit.is_some()) || (self.at_kw("CURSOR") && cursor.is_some()) {
-                    let kw = if self.at_kw("LIMIT") { "LIMIT" } else { "CURSOR" };
+                if (self.at_kw("LIMIT") && limit.is_some())
+                    || (self.at_kw("CURSOR") && cursor.is_some())
+                {
+                    let kw = if self.at_kw("LIMIT") {
+                        "LIMIT"
+                    } else {
+                        "CURSOR"
+                    };
                     return Err(self.duplicate_clause(kw));
                 }
                 let (l, c) = self.limit_cursor()?;
@@ -86,7 +91,10 @@ impl Parser<'_> {
     fn order_keys(&mut self) -> KipResult<Vec<OrderKey>> {
         let mut keys = Vec::new();
         loop {
-            if !matches!(self.peek_tok(), Tok::Var(_) | Tok::Ident(_)) || self.at_kw("ASC") || self.at_kw("DESC") {
+            if !matches!(self.peek_tok(), Tok::Var(_) | Tok::Ident(_))
+                || self.at_kw("ASC")
+                || self.at_kw("DESC")
+            {
                 return Err(self
                     .unexpected("a variable, dot path or aggregation after ORDER BY")
                     .with_hint("e.g. ORDER BY ?drug.attributes.risk_level DESC"));
@@ -109,7 +117,9 @@ impl Parser<'_> {
             }
         }
         if let Tok::Ident(w) = self.peek_tok() {
-            if !["LIMIT", "CURSOR"].contains(&w.as_str()) && !super::STATEMENT_KEYWORDS.contains(&w.as_str()) {
+            if !["LIMIT", "CURSOR"].contains(&w.as_str())
+                && !super::STATEMENT_KEYWORDS.contains(&w.as_str())
+            {
                 return Err(self
                     .unexpected("ASC, DESC, ',', LIMIT or CURSOR")
                     .with_hint("the sort direction is ASC or DESC"));
@@ -175,9 +185,9 @@ impl Parser<'_> {
                     path.push(seg);
                 }
                 _ => {
-                    return Err(self
-                        .unexpected("a field name after '.'")
-                        .with_hint("dot paths look like ?x.name, ?x.attributes.key or ?x.metadata.key"))
+                    return Err(self.unexpected("a field name after '.'").with_hint(
+                        "dot paths look like ?x.name, ?x.attributes.key or ?x.metadata.key",
+                    ))
                 }
             }
         }
@@ -200,7 +210,11 @@ impl Parser<'_> {
                     .error_at(
                         ErrorCode::InvalidSyntax,
                         var.span,
-                        format!("'{first}' has no sub-fields in ?{}.{}", var.name, path.join(".")),
+                        format!(
+                            "'{first}' has no sub-fields in ?{}.{}",
+                            var.name,
+                            path.join(".")
+                        ),
                     )
                     .with_hint("only .attributes and .metadata have keys below them"));
             }
@@ -214,7 +228,10 @@ impl Parser<'_> {
 
     /// `WHERE { clauses }`.
     pub(crate) fn where_body(&mut self) -> KipResult<Vec<WhereClause>> {
-        self.expect_kw("WHERE", "add WHERE { ... } with the patterns that bind the variables")?;
+        self.expect_kw(
+            "WHERE",
+            "add WHERE { ... } with the patterns that bind the variables",
+        )?;
         self.expect(&Tok::LBrace, "'{' after WHERE")?;
         let clauses = self.clauses_until(&Tok::RBrace)?;
         self.expect(&Tok::RBrace, "'}' closing WHERE")?;
@@ -258,9 +275,9 @@ impl Parser<'_> {
                 "FILTER" => {
                     let start = self.bump().span;
                     if *self.peek_tok() != Tok::LParen {
-                        return Err(self
-                            .unexpected("'(' after FILTER")
-                            .with_hint("FILTER takes a parenthesized condition: FILTER(?x.attributes.n > 3)"));
+                        return Err(self.unexpected("'(' after FILTER").with_hint(
+                            "FILTER takes a parenthesized condition: FILTER(?x.attributes.n > 3)",
+                        ));
                     }
                     self.bump();
                     let expr = self.expr()?;
@@ -282,7 +299,10 @@ impl Parser<'_> {
                 let Tok::Var(name) = vt.tok else {
                     return Err(self.unexpected("a variable"));
                 };
-                let var = Variable { name, span: vt.span };
+                let var = Variable {
+                    name,
+                    span: vt.span,
+                };
                 match self.peek_tok() {
                     Tok::LBrace => {
                         let matcher = self.concept_matcher()?;
@@ -301,7 +321,9 @@ impl Parser<'_> {
                         ))),
                 }
             }
-            Tok::LParen => Ok(WhereClause::Proposition(self.proposition_pattern(None, false)?)),
+            Tok::LParen => Ok(WhereClause::Proposition(
+                self.proposition_pattern(None, false)?,
+            )),
             Tok::LBrace => Err(self
                 .unexpected("a pattern, FILTER, NOT, OPTIONAL or UNION")
                 .with_hint("a concept clause in WHERE needs a variable: ?x {type: \"Drug\"}")),
@@ -342,7 +364,11 @@ impl Parser<'_> {
             };
             if place.is_some() {
                 return Err(self
-                    .error_at(ErrorCode::InvalidSyntax, key_span, format!("key '{key}' appears twice in a concept clause"))
+                    .error_at(
+                        ErrorCode::InvalidSyntax,
+                        key_span,
+                        format!("key '{key}' appears twice in a concept clause"),
+                    )
                     .with_hint("write each of id, type, name at most once"));
             }
             *place = Some(slot);
@@ -350,18 +376,22 @@ impl Parser<'_> {
                 break;
             }
         }
-        let end = self.expect(&Tok::RBrace, "',' or '}' in a concept clause").map_err(|e| {
-            if e.hint.is_none() {
-                e.with_hint("separate entries with commas: {type: \"Drug\", name: \"Aspirin\"}")
-            } else {
-                e
-            }
-        })?;
+        let end = self
+            .expect(&Tok::RBrace, "',' or '}' in a concept clause")
+            .map_err(|e| {
+                if e.hint.is_none() {
+                    e.with_hint("separate entries with commas: {type: \"Drug\", name: \"Aspirin\"}")
+                } else {
+                    e
+                }
+            })?;
         m.span = start.to(end);
         if m.id.is_none() && m.concept_type.is_none() && m.name.is_none() {
             return Err(self
                 .error_at(ErrorCode::InvalidSyntax, m.span, "empty concept clause")
-                .with_hint("match by {id: ...}, {type: ..., name: ...}, {type: ...} or {name: ...}"));
+                .with_hint(
+                    "match by {id: ...}, {type: ..., name: ...}, {type: ...} or {name: ...}",
+                ));
         }
         Ok(m)
     }
@@ -394,17 +424,17 @@ impl Parser<'_> {
             });
         }
         let subject = self.endpoint(kml)?;
-        self.expect(&Tok::Comma, "',' after the subject").map_err(|e| {
-            e.with_hint("a proposition clause is (subject, \"predicate\", object)")
-        })?;
+        self.expect(&Tok::Comma, "',' after the subject")
+            .map_err(|e| e.with_hint("a proposition clause is (subject, \"predicate\", object)"))?;
         let predicate = self.predicate(kml)?;
-        self.expect(&Tok::Comma, "',' after the predicate").map_err(|e| {
-            if e.hint.is_none() {
-                e.with_hint("a proposition clause is (subject, \"predicate\", object)")
-            } else {
-                e
-            }
-        })?;
+        self.expect(&Tok::Comma, "',' after the predicate")
+            .map_err(|e| {
+                if e.hint.is_none() {
+                    e.with_hint("a proposition clause is (subject, \"predicate\", object)")
+                } else {
+                    e
+                }
+            })?;
         let object = self.endpoint(kml)?;
         let end = self.expect(&Tok::RParen, "')' closing the proposition clause")?;
         self.leave();
@@ -460,11 +490,10 @@ impl Parser<'_> {
 
     /// In KML a concept reference must identify one concept: `{type, name}` or `{id}`.
     pub(crate) fn check_exact_concept(&self, m: &ConceptMatcher) -> KipResult<()> {
-        let ok = match (&m.id, &m.concept_type, &m.name) {
-            (Some(_), None, None) => true,
-            (None, Some(_), Some(_)) => true,
-            _ => false,
-        };
+        let ok = matches!(
+            (&m.id, &m.concept_type, &m.name),
+            (Some(_), None, None) | (None, Some(_), Some(_))
+        );
         if ok {
             Ok(())
         } else {
@@ -495,9 +524,9 @@ impl Parser<'_> {
                 let mut alternatives = vec![first];
                 while *self.peek_tok() == Tok::Pipe {
                     if kml {
-                        return Err(self
-                            .unexpected("',' after the predicate")
-                            .with_hint("UPSERT writes one predicate; alternatives (|) are for queries"));
+                        return Err(self.unexpected("',' after the predicate").with_hint(
+                            "UPSERT writes one predicate; alternatives (|) are for queries",
+                        ));
                     }
                     self.bump();
                     alternatives.push(self.str_slot("a quoted predicate after '|'")?);
@@ -680,7 +709,8 @@ impl Parser<'_> {
                 if w == "true" || w == "false" || w == "null" {
                     return Ok(Expr::Value(self.value()?));
                 }
-                let mut e = self.unexpected("an operand: ?var, a dot path, a JSON value or a function");
+                let mut e =
+                    self.unexpected("an operand: ?var, a dot path, a JSON value or a function");
                 if e.hint.is_none() {
                     let upper = w.to_uppercase();
                     let h = if Function::from_keyword(&upper).is_some() {
@@ -730,7 +760,11 @@ impl Parser<'_> {
                 .error_at(
                     ErrorCode::InvalidSyntax,
                     span,
-                    format!("{kw} takes {} argument(s), found {}", func.arity(), args.len()),
+                    format!(
+                        "{kw} takes {} argument(s), found {}",
+                        func.arity(),
+                        args.len()
+                    ),
                 )
                 .with_hint(format!("write {usage}")));
         }
@@ -744,11 +778,14 @@ impl Parser<'_> {
             );
             if !list_ok {
                 return Err(self
-                    .error_at(ErrorCode::InvalidSyntax, args[1].span(), "the second argument of IN must be a list")
+                    .error_at(
+                        ErrorCode::InvalidSyntax,
+                        args[1].span(),
+                        "the second argument of IN must be a list",
+                    )
                     .with_hint(format!("write {usage}")));
             }
         }
         Ok(Expr::Call { func, args, span })
     }
 }
-

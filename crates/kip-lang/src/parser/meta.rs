@@ -66,7 +66,9 @@ impl Parser<'_> {
                 } else {
                     DESCRIBE_FORMS
                 };
-                return Err(self.unexpected("the end of the DESCRIBE command").with_hint(hint));
+                return Err(self
+                    .unexpected("the end of the DESCRIBE command")
+                    .with_hint(hint));
             }
         }
         Ok(Describe {

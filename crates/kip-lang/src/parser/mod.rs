@@ -212,7 +212,9 @@ impl<'a> Parser<'a> {
             let hint = match tok {
                 Tok::RParen => Some("a '(' is not closed: check that every '(' has a matching ')'"),
                 Tok::RBrace => Some("a '{' is not closed: check that every '{' has a matching '}'"),
-                Tok::RBracket => Some("a '[' is not closed: check that every '[' has a matching ']'"),
+                Tok::RBracket => {
+                    Some("a '[' is not closed: check that every '[' has a matching ']'")
+                }
                 Tok::LBrace => Some("a block or object starts with '{'"),
                 Tok::LParen => Some("a function, FIND or proposition clause starts with '('"),
                 Tok::Comma => Some("separate items with ','"),
@@ -274,7 +276,9 @@ impl<'a> Parser<'a> {
             Tok::Ident(w) if w == "OR" || w == "or" => {
                 Some("use || for logical OR in FILTER".into())
             }
-            Tok::Ident(w) if w == "TRUE" || w == "FALSE" || w == "NULL" || w == "True" || w == "False" => {
+            Tok::Ident(w)
+                if w == "TRUE" || w == "FALSE" || w == "NULL" || w == "True" || w == "False" =>
+            {
                 Some(format!("JSON literals are lowercase: {}", w.to_lowercase()))
             }
             Tok::Ident(w) => {
@@ -345,10 +349,39 @@ impl<'a> Parser<'a> {
 
 fn is_known_keyword(w: &str) -> bool {
     const KW: [&str; 33] = [
-        "FIND", "WHERE", "FILTER", "NOT", "OPTIONAL", "UNION", "ORDER", "BY", "ASC", "DESC",
-        "LIMIT", "CURSOR", "UPSERT", "CONCEPT", "PROPOSITION", "SET", "ATTRIBUTES",
-        "PROPOSITIONS", "WITH", "METADATA", "DELETE", "FROM", "DETACH", "DESCRIBE", "PRIMER",
-        "DOMAINS", "TYPES", "TYPE", "SEARCH", "COUNT", "DISTINCT", "IN", "REGEX",
+        "FIND",
+        "WHERE",
+        "FILTER",
+        "NOT",
+        "OPTIONAL",
+        "UNION",
+        "ORDER",
+        "BY",
+        "ASC",
+        "DESC",
+        "LIMIT",
+        "CURSOR",
+        "UPSERT",
+        "CONCEPT",
+        "PROPOSITION",
+        "SET",
+        "ATTRIBUTES",
+        "PROPOSITIONS",
+        "WITH",
+        "METADATA",
+        "DELETE",
+        "FROM",
+        "DETACH",
+        "DESCRIBE",
+        "PRIMER",
+        "DOMAINS",
+        "TYPES",
+        "TYPE",
+        "SEARCH",
+        "COUNT",
+        "DISTINCT",
+        "IN",
+        "REGEX",
     ];
     KW.contains(&w)
 }

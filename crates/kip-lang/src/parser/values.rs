@@ -132,7 +132,11 @@ impl Parser<'_> {
                 } else {
                     "close the object with '}'"
                 };
-                return Err(if e.hint.is_none() { e.with_hint(hint) } else { e });
+                return Err(if e.hint.is_none() {
+                    e.with_hint(hint)
+                } else {
+                    e
+                });
             }
         };
         self.leave();
@@ -210,7 +214,9 @@ impl Parser<'_> {
             }
             Tok::Str(_) => Err(self
                 .unexpected("a positive integer or :placeholder after LIMIT")
-                .with_hint("LIMIT takes a number, not a string: write LIMIT 10 or LIMIT :limit (unquoted)")),
+                .with_hint(
+                    "LIMIT takes a number, not a string: write LIMIT 10 or LIMIT :limit (unquoted)",
+                )),
             _ => Err(self
                 .unexpected("a positive integer or :placeholder after LIMIT")
                 .with_hint("write LIMIT followed by a number, e.g. LIMIT 10")),
@@ -229,7 +235,9 @@ impl Parser<'_> {
             }
             _ => Err(self
                 .unexpected("a quoted cursor token or :placeholder after CURSOR")
-                .with_hint("pass the next_cursor string of the previous response, in double quotes")),
+                .with_hint(
+                    "pass the next_cursor string of the previous response, in double quotes",
+                )),
         }
     }
 

@@ -1,0 +1,152 @@
+//! A table of invalid commands with the code, line and column each must report, and
+//! checks of the hints an agent acts on.
+
+use kip_lang::{parse_command, parse_script, parse_script_bytes, ErrorCode, ParseOptions};
+
+struct Case {
+    src: &'static str,
+    code: &'static str,
+    line: usize,
+    column: usize,
+    hint_contains: &'static str,
+}
+
+const CASES: &[Case] = &[
+    Case { src: "FIND(?x) WHERE { ?x {type: \"Drug\"} ", code: "KIP_1001", line: 1, column: 36, hint_contains: "'}'" },
+    Case { src: "DELETE CONCEPT ?d\nWHERE { ?d {type: \"Drug\", name: \"X\"} }", code: "KIP_1001", line: 2, column: 1, hint_contains: "DELETE CONCEPT requires DETACH" },
+    Case { src: "FIND(?1x) WHERE { ?1x {type: \"Drug\"} }", code: "KIP_1002", line: 1, column: 6, hint_contains: "[a-zA-Z_]" },
+    Case { src: "UPSERT {\n  CONCEPT ?d {\n    {type: \"Drug\", name: \"A\"}\n    SET ATTRIBUTES { 1st: true }\n  }\n}", code: "KIP_1002", line: 4, column: 22, hint_contains: "digit" },
+    Case { src: "FIND(?x.name) WHERE {\n  ?x {type: 'Drug'}\n}", code: "KIP_1001", line: 2, column: 13, hint_contains: "double quotes" },
+    Case { src: "FIND(?x.name) WHERE { ?x {type: \"Drug\"} FILTER(?x.name = \"A\") }", code: "KIP_1001", line: 1, column: 56, hint_contains: "==" },
+    Case { src: "FIND(?x) WHERE { ?x {type: \"Drug\"} FILTER(?x.attributes.a > 1 AND ?x.attributes.b < 2) }", code: "KIP_1001", line: 1, column: 63, hint_contains: "&&" },
+    Case { src: "find(?x) WHERE { ?x {type: \"Drug\"} }", code: "KIP_1001", line: 1, column: 1, hint_contains: "uppercase" },
+    Case { src: "FIND(?x.risk_level) WHERE { ?x {type: \"Drug\"} }", code: "KIP_1001", line: 1, column: 6, hint_contains: "?x.attributes.risk_level" },
+    Case { src: "FIND(?x) WHERE { ?x {type: Drug} }", code: "KIP_1001", line: 1, column: 28, hint_contains: "\"Drug\"" },
+    Case { src: "FIND(?b) WHERE { (?a, \"follows\"{3,1}, ?b) }", code: "KIP_1001", line: 1, column: 32, hint_contains: "0 <= m <= n" },
+    Case { src: "FIND(?x) WHERE { ?x {type: \"Drug\"} } LIMIT 0", code: "KIP_1001", line: 1, column: 44, hint_contains: "positive integer" },
+    Case { src: "FIND(?x) WHERE { ?x {type: \"Drug\"} } LIMIT 99999999999999999999999", code: "KIP_1001", line: 1, column: 44, hint_contains: "whole number" },
+    Case { src: "FIND(?x) WHERE { ?x {kind: \"Drug\"} }", code: "KIP_1001", line: 1, column: 22, hint_contains: "id, type and/or name" },
+    Case { src: "UPSERT { CONCEPT ?d { {type: \"Drug\"} } }", code: "KIP_1001", line: 1, column: 23, hint_contains: "{type: \"Drug\", name: \"Aspirin\"}" },
+    Case { src: "UPSERT { CONCEPT ?d { {type: \"Drug\", name: \"A\"} SET PROPOSITIONS { (\"p\", ?x {type: \"T\"}) } } }", code: "KIP_1001", line: 1, column: 77, hint_contains: "inline name" },
+    Case { src: "FIND(?x) WHERE { ?x {type: \"Drug\"} } ORDER BY ?x.name DOWN", code: "KIP_1001", line: 1, column: 55, hint_contains: "ASC or DESC" },
+    Case { src: "DESCRIBE CONCEPT TYPE \"Drug\" LIMIT 5", code: "KIP_1001", line: 1, column: 30, hint_contains: "only to DESCRIBE CONCEPT TYPES" },
+    Case { src: "SELECT ?x WHERE { ?x {type: \"Drug\"} }", code: "KIP_1001", line: 1, column: 1, hint_contains: "FIND" },
+    Case { src: "FIND(?x) WHERE { ?x {name: \"\\ud800\"} }", code: "KIP_1001", line: 1, column: 29, hint_contains: "surrogate" },
+    Case { src: "FIND(?x) WHERE { ?x {type: \"Drug\"} } LIMIT :2n", code: "KIP_1002", line: 1, column: 45, hint_contains: "" },
+    Case { src: "FIND(?x) WHERE { ?x {type: \"Drug\"} FILTER(IN(?x.name, \"a\")) }", code: "KIP_1001", line: 1, column: 55, hint_contains: "IN(" },
+    Case { src: "FIND(?x) WHERE { ?x {type: \"Drug\"} FILTER(CONTAINS(?x.name)) }", code: "KIP_1001", line: 1, column: 43, hint_contains: "CONTAINS(?x.name, \"sub\")" },
+    Case { src: "", code: "KIP_1001", line: 1, column: 1, hint_contains: "start with FIND" },
+    Case { src: "DESCRIBE PRIMER DESCRIBE DOMAINS", code: "KIP_1001", line: 1, column: 17, hint_contains: "`commands` array" },
+];
+
+#[test]
+fn invalid_commands_report_code_position_and_hint() {
+    let mut failures = Vec::new();
+    for c in CASES {
+        let e = match parse_command(c.src) {
+            Ok(cmd) => {
+                failures.push(format!("{:?}: parsed as {cmd}", c.src));
+                continue;
+            }
+            Err(e) => e,
+        };
+        let got = (e.code.as_str(), e.line, e.column);
+        if got != (c.code, Some(c.line), Some(c.column)) {
+            failures.push(format!(
+                "{:?}: got {:?} ({}), expected ({}, {}, {})",
+                c.src, got, e.message, c.code, c.line, c.column
+            ));
+        }
+        let hint = e.hint.clone().unwrap_or_default();
+        if !hint.contains(c.hint_contains) {
+            failures.push(format!(
+                "{:?}: hint {:?} lacks {:?}",
+                c.src, hint, c.hint_contains
+            ));
+        }
+        if e.code == ErrorCode::InvalidSyntax && e.found.is_some() {
+            assert!(e.expected.is_some(), "{:?}: found without expected", c.src);
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+#[test]
+fn syntax_errors_name_what_was_found_and_expected() {
+    let e = parse_command("FIND(?x) WHERE { ?x {type: \"Drug\"}").expect_err("unclosed");
+    assert_eq!(e.found.as_deref(), Some("end of input"));
+    assert!(e.expected.expect("expected").contains('}'));
+    assert!(e.message.contains("line 1"));
+}
+
+#[test]
+fn deep_nesting_is_an_error_not_a_stack_overflow() {
+    let opts = ParseOptions::default();
+    let depth = 100_000;
+    let filter = format!(
+        "FIND(?x) WHERE {{ ?x {{type: \"T\"}} FILTER({}?x.name == 1{}) }}",
+        "(".repeat(depth),
+        ")".repeat(depth)
+    );
+    let nots = format!(
+        "FIND(?x) WHERE {{ ?x {{type: \"T\"}} FILTER({}true) }}",
+        "!".repeat(depth)
+    );
+    let arrays = format!(
+        "UPSERT {{ CONCEPT ?x {{ {{type: \"T\", name: \"n\"}} SET ATTRIBUTES {{ a: {}1{} }} }} }}",
+        "[".repeat(depth),
+        "]".repeat(depth)
+    );
+    let groups = format!(
+        "FIND(?x) WHERE {{ {}?x {{type: \"T\"}}{} }}",
+        "NOT { ".repeat(depth),
+        " }".repeat(depth)
+    );
+    let props = format!(
+        "FIND(?x) WHERE {{ {}?x, \"p\", ?y{} }}",
+        "(".repeat(depth),
+        ")".repeat(depth)
+    );
+    for src in [filter, nots, arrays, groups, props] {
+        let e = parse_command(&src).expect_err("too deep");
+        assert_eq!(e.code, ErrorCode::InvalidSyntax);
+        assert!(
+            e.message
+                .contains(&format!("deeper than {}", opts.max_depth)),
+            "{}",
+            e.message
+        );
+    }
+    // Nesting within the bound is fine.
+    let ok = format!(
+        "FIND(?x) WHERE {{ ?x {{type: \"T\"}} FILTER({}true{}) }}",
+        "(".repeat(20),
+        ")".repeat(20)
+    );
+    parse_command(&ok).expect("20 levels parse");
+}
+
+#[test]
+fn oversized_input_is_resource_exhausted() {
+    let opts = ParseOptions {
+        max_input_bytes: 64,
+        ..ParseOptions::default()
+    };
+    let src = format!("FIND(?x) WHERE {{ ?x {{name: \"{}\"}} }}", "a".repeat(100));
+    let e = kip_lang::parse_command_with(&src, opts).expect_err("too big");
+    assert_eq!(e.code, ErrorCode::ResourceExhausted);
+}
+
+#[test]
+fn invalid_utf8_is_a_syntax_error_with_the_offset() {
+    let e = parse_script_bytes(b"FIND(?x) WHERE { ?x {name: \"\xff\"} }").expect_err("bad utf8");
+    assert_eq!(e.code, ErrorCode::InvalidSyntax);
+    assert!(e.message.contains("offset 28"), "{}", e.message);
+}
+
+#[test]
+fn scripts_hold_several_commands() {
+    let cmds =
+        parse_script("DESCRIBE PRIMER\nDESCRIBE DOMAINS; SEARCH CONCEPT \"x\"").expect("script");
+    assert_eq!(cmds.len(), 3);
+}
