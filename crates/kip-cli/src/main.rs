@@ -1,1 +1,178 @@
-fn main() {}
+//! The `kip` command-line interface for kip-nexus.
+//!
+//! Exit codes: 0 success, 1 a KIP error was returned, 2 usage error.
+
+use anyhow::{Context, Result};
+use clap::{Parser, Subcommand};
+use kip_engine::envelope::{self, Access, ExecuteRequest, Outcome, Response};
+use serde_json::{json, Value};
+use std::io::Read;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+/// kip-nexus: a durable knowledge-graph memory for LLM agents, spoken to in KIP.
+#[derive(Parser, Debug)]
+#[command(name = "kip", version, about)]
+struct Cli {
+    /// Data directory of the nexus (default: $KIP_DATA, else the platform data directory).
+    #[arg(long, global = true, env = "KIP_DATA")]
+    data: Option<PathBuf>,
+
+    #[command(subcommand)]
+    command: Cmd,
+}
+
+#[derive(Subcommand, Debug)]
+enum Cmd {
+    /// Check KIP text: prints {"result":"ok"} or the error object.
+    Parse {
+        /// A file of KIP commands (a capsule may hold several), or `-` for stdin.
+        #[arg(default_value = "-")]
+        file: String,
+    },
+    /// Execute an `execute_kip` request.
+    Exec {
+        /// Read the `execute_kip` arguments object ({command|commands, parameters,
+        /// dry_run}) as JSON from FILE (`-` for stdin) and print the response JSON.
+        #[arg(long, value_name = "FILE")]
+        json: Option<String>,
+        /// Serve the request as `execute_kip_readonly` (FIND, SEARCH, DESCRIBE only).
+        #[arg(long)]
+        readonly: bool,
+        /// Validate only (same as "dry_run": true).
+        #[arg(long)]
+        dry_run: bool,
+        /// A KIP command given as text (instead of --json).
+        command: Option<String>,
+    },
+}
+
+fn read_input(file: &str) -> Result<Vec<u8>> {
+    if file == "-" {
+        let mut buf = Vec::new();
+        std::io::stdin()
+            .read_to_end(&mut buf)
+            .context("reading standard input")?;
+        Ok(buf)
+    } else {
+        std::fs::read(file).with_context(|| format!("reading {file}"))
+    }
+}
+
+/// The data directory: `--data`, `$KIP_DATA`, or `<platform data dir>/kip-nexus`.
+fn data_dir(cli: &Cli) -> PathBuf {
+    cli.data.clone().unwrap_or_else(|| {
+        dirs::data_dir()
+            .unwrap_or_else(|| PathBuf::from("."))
+            .join("kip-nexus")
+    })
+}
+
+fn print_json(v: &Value) {
+    println!(
+        "{}",
+        serde_json::to_string(v).unwrap_or_else(|_| "{}".into())
+    );
+}
+
+fn parse_cmd(file: &str) -> Result<ExitCode> {
+    let bytes = read_input(file)?;
+    match kip_lang::parse_script_bytes(&bytes) {
+        Ok(_) => {
+            print_json(&json!({"result": "ok"}));
+            Ok(ExitCode::SUCCESS)
+        }
+        Err(e) => {
+            print_json(&json!({"error": e.to_json()}));
+            Ok(ExitCode::from(1))
+        }
+    }
+}
+
+/// Executes one prepared command. Until the storage engine lands, only `dry_run`
+/// (syntax and parameter validation) is answered.
+fn execute_one(cmd: &kip_lang::Command, dry_run: bool) -> Outcome {
+    if dry_run {
+        let kind = match cmd.kind() {
+            kip_lang::CommandKind::Kql => "KQL",
+            kip_lang::CommandKind::Kml => "KML",
+            kip_lang::CommandKind::Meta => "META",
+        };
+        return Outcome::ok(json!({"dry_run": true, "valid": true, "kind": kind}));
+    }
+    Outcome::Err(
+        kip_lang::KipError::internal(
+            "not implemented yet: this build of kip-nexus validates commands (dry_run) but has no storage engine to execute them",
+        )
+        .with_hint("send the request with \"dry_run\": true to validate it"),
+    )
+}
+
+fn exec_cmd(
+    _data: PathBuf,
+    json_file: Option<String>,
+    text: Option<String>,
+    readonly: bool,
+    dry_run: bool,
+) -> Result<ExitCode> {
+    let args: Value = match (json_file, text) {
+        (Some(f), None) => {
+            let bytes = read_input(&f)?;
+            match serde_json::from_slice(&bytes) {
+                Ok(v) => v,
+                Err(e) => {
+                    let err = kip_lang::KipError::syntax(format!("the request is not valid JSON: {e}"))
+                        .with_hint("send an execute_kip arguments object such as {\"command\": \"DESCRIBE PRIMER\"}");
+                    print_json(&envelope::envelope_failure(err).to_json());
+                    return Ok(ExitCode::from(1));
+                }
+            }
+        }
+        (None, Some(t)) => json!({"command": t}),
+        (Some(_), Some(_)) => anyhow::bail!("give either --json FILE or a command text, not both"),
+        (None, None) => anyhow::bail!("give --json FILE (or -) or a command text"),
+    };
+    let response = match ExecuteRequest::from_json(&args) {
+        Ok(mut req) => {
+            req.dry_run |= dry_run;
+            let access = if readonly {
+                Access::ReadOnly
+            } else {
+                Access::ReadWrite
+            };
+            envelope::run(&req, access, execute_one)
+        }
+        Err(e) => envelope::envelope_failure(e),
+    };
+    print_json(&response.to_json());
+    Ok(exit_code(&response))
+}
+
+fn exit_code(r: &Response) -> ExitCode {
+    if r.has_error() {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    }
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let data = data_dir(&cli);
+    let result = match cli.command {
+        Cmd::Parse { file } => parse_cmd(&file),
+        Cmd::Exec {
+            json,
+            readonly,
+            dry_run,
+            command,
+        } => exec_cmd(data, json, command, readonly, dry_run),
+    };
+    match result {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("kip: {e:#}");
+            ExitCode::from(2)
+        }
+    }
+}

@@ -1,0 +1,109 @@
+//! The `kip` binary end to end: output JSON and exit codes.
+
+use serde_json::{json, Value};
+use std::io::Write;
+use std::process::{Command, Stdio};
+
+fn kip(args: &[&str], stdin: &[u8]) -> (i32, Value) {
+    let dir = std::env::temp_dir().join(format!("kip-cli-test-{}", std::process::id()));
+    let mut child = Command::new(env!("CARGO_BIN_EXE_kip"))
+        .arg("--data")
+        .arg(&dir)
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn kip");
+    child
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(stdin)
+        .expect("write stdin");
+    let out = child.wait_with_output().expect("wait");
+    let text = String::from_utf8(out.stdout).expect("utf8 stdout");
+    let v = serde_json::from_str(text.trim()).unwrap_or(Value::Null);
+    (out.status.code().unwrap_or(-1), v)
+}
+
+#[test]
+fn parse_reports_ok_or_the_error_object() {
+    let (code, v) = kip(
+        &["parse", "-"],
+        b"FIND(?x.name) WHERE { ?x {type: \"Drug\"} }",
+    );
+    assert_eq!((code, v), (0, json!({"result": "ok"})));
+    let (code, v) = kip(
+        &["parse", "-"],
+        b"DELETE CONCEPT ?d\nWHERE { ?d {type: \"Drug\", name: \"X\"} }",
+    );
+    assert_eq!(code, 1);
+    assert_eq!(v["error"]["code"], "KIP_1001");
+    assert_eq!(
+        (v["error"]["line"].clone(), v["error"]["column"].clone()),
+        (json!(2), json!(1))
+    );
+    assert!(v["error"]["hint"]
+        .as_str()
+        .expect("hint")
+        .contains("DETACH"));
+}
+
+#[test]
+fn parse_accepts_capsules_with_several_commands() {
+    let genesis = std::fs::read(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../spec/capsules/Genesis.kip"
+    ))
+    .expect("genesis");
+    let (code, v) = kip(&["parse", "-"], &genesis);
+    assert_eq!((code, v), (0, json!({"result": "ok"})));
+}
+
+#[test]
+fn parse_rejects_invalid_utf8() {
+    let (code, v) = kip(&["parse", "-"], b"DESCRIBE \xff");
+    assert_eq!(code, 1);
+    assert_eq!(v["error"]["code"], "KIP_1001");
+}
+
+#[test]
+fn exec_json_dry_run_validates_single_and_batch_requests() {
+    let req = json!({"command": "FIND(?d.name) WHERE { ?d {type: \"Drug\", name: :n} }", "parameters": {"n": "Aspirin"}, "dry_run": true});
+    let (code, v) = kip(&["exec", "--json", "-"], req.to_string().as_bytes());
+    assert_eq!(code, 0);
+    assert_eq!(
+        v,
+        json!({"result": {"dry_run": true, "valid": true, "kind": "KQL"}})
+    );
+
+    let req = json!({"commands": ["DESCRIBE PRIMER", "FIND(", {"command": "SEARCH CONCEPT :q", "parameters": {}}], "dry_run": true});
+    let (code, v) = kip(&["exec", "--json", "-"], req.to_string().as_bytes());
+    assert_eq!(code, 1);
+    let results = v["result"].as_array().expect("batch");
+    assert_eq!(results.len(), 3);
+    assert_eq!(results[1]["error"]["code"], "KIP_1001");
+    assert_eq!(results[2]["error"]["code"], "KIP_3001");
+}
+
+#[test]
+fn exec_envelope_errors() {
+    let (code, v) = kip(
+        &["exec", "--json", "-"],
+        br#"{"command": "DESCRIBE PRIMER", "commands": []}"#,
+    );
+    assert_eq!(code, 1);
+    assert_eq!(v["error"]["code"], "KIP_1001");
+    let (code, v) = kip(&["exec", "--json", "-"], b"{not json");
+    assert_eq!(code, 1);
+    assert_eq!(v["error"]["code"], "KIP_1001");
+}
+
+#[test]
+fn usage_errors_exit_2() {
+    let (code, _) = kip(&["exec"], b"");
+    assert_eq!(code, 2);
+    let (code, _) = kip(&["no-such-subcommand"], b"");
+    assert_eq!(code, 2);
+}

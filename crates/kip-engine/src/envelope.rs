@@ -1,0 +1,392 @@
+//! The `execute_kip` request envelope (spec §6, DECISIONS.md items 22-25), shared by
+//! every interface: parsing the arguments object, preparing each command (parse +
+//! parameter binding on the AST), batch semantics and the response shapes.
+//!
+//! - Exactly one of `command` / `commands`; both or neither is `KIP_1001`.
+//! - `commands` items are strings (shared `parameters`) or `{command, parameters}`
+//!   objects whose parameters override the shared ones key by key.
+//! - Batch: syntax, KQL and META errors are returned inline and execution continues;
+//!   the first error of a KML command (including the read-only refusal) stops the batch.
+//! - A single `command` holds exactly one KIP command; several are sent as `commands`.
+
+use kip_lang::{bind, parse_command, Command, ErrorCode, KipError};
+use serde_json::{json, Map, Value};
+
+/// One command of a request, with the parameters that apply to it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CommandItem {
+    /// The KIP command text.
+    pub command: String,
+    /// Parameters: the shared ones overlaid with the item's own.
+    pub parameters: Map<String, Value>,
+}
+
+/// A parsed `execute_kip` / `execute_kip_readonly` arguments object.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ExecuteRequest {
+    /// The commands, in order.
+    pub items: Vec<CommandItem>,
+    /// `true` when the request used `commands` (the response is then a batch).
+    pub batch: bool,
+    /// Validate only, write nothing.
+    pub dry_run: bool,
+}
+
+fn envelope_error(msg: impl Into<String>) -> KipError {
+    KipError::syntax(msg).with_hint(
+        "send {\"command\": \"...\"} or {\"commands\": [\"...\", {\"command\": \"...\", \"parameters\": {...}}]}, optionally with \"parameters\": {...} and \"dry_run\": true",
+    )
+}
+
+impl ExecuteRequest {
+    /// Parses the arguments object of `execute_kip`.
+    pub fn from_json(args: &Value) -> Result<ExecuteRequest, KipError> {
+        let Some(obj) = args.as_object() else {
+            return Err(envelope_error("the request must be a JSON object"));
+        };
+        let shared = match obj.get("parameters") {
+            None | Some(Value::Null) => Map::new(),
+            Some(Value::Object(m)) => m.clone(),
+            Some(_) => return Err(envelope_error("`parameters` must be a JSON object")),
+        };
+        let dry_run = match obj.get("dry_run") {
+            None | Some(Value::Null) => false,
+            Some(Value::Bool(b)) => *b,
+            Some(_) => return Err(envelope_error("`dry_run` must be true or false")),
+        };
+        let command = obj.get("command").filter(|v| !v.is_null());
+        let commands = obj.get("commands").filter(|v| !v.is_null());
+        match (command, commands) {
+            (Some(_), Some(_)) => Err(envelope_error(
+                "`command` and `commands` are mutually exclusive: send exactly one of them",
+            )),
+            (None, None) => Err(envelope_error(
+                "the request has neither `command` nor `commands`",
+            )),
+            (Some(c), None) => {
+                let Some(text) = c.as_str() else {
+                    return Err(envelope_error("`command` must be a string"));
+                };
+                Ok(ExecuteRequest {
+                    items: vec![CommandItem {
+                        command: text.to_string(),
+                        parameters: shared,
+                    }],
+                    batch: false,
+                    dry_run,
+                })
+            }
+            (None, Some(cs)) => {
+                let Some(list) = cs.as_array() else {
+                    return Err(envelope_error("`commands` must be an array"));
+                };
+                let mut items = Vec::with_capacity(list.len());
+                for (i, item) in list.iter().enumerate() {
+                    items.push(match item {
+                        Value::String(s) => CommandItem {
+                            command: s.clone(),
+                            parameters: shared.clone(),
+                        },
+                        Value::Object(o) => {
+                            let Some(text) = o.get("command").and_then(Value::as_str) else {
+                                return Err(envelope_error(format!(
+                                    "commands[{i}] must have a string `command`"
+                                )));
+                            };
+                            let mut params = shared.clone();
+                            match o.get("parameters") {
+                                None | Some(Value::Null) => {}
+                                Some(Value::Object(own)) => {
+                                    for (k, v) in own {
+                                        params.insert(k.clone(), v.clone());
+                                    }
+                                }
+                                Some(_) => {
+                                    return Err(envelope_error(format!(
+                                        "commands[{i}].parameters must be a JSON object"
+                                    )))
+                                }
+                            }
+                            CommandItem {
+                                command: text.to_string(),
+                                parameters: params,
+                            }
+                        }
+                        _ => {
+                            return Err(envelope_error(format!(
+                            "commands[{i}] must be a string or an object {{command, parameters}}"
+                        )))
+                        }
+                    });
+                }
+                Ok(ExecuteRequest {
+                    items,
+                    batch: true,
+                    dry_run,
+                })
+            }
+        }
+    }
+}
+
+/// Parses a command text and binds its parameters.
+pub fn prepare(item: &CommandItem) -> Result<Command, KipError> {
+    let cmd = parse_command(&item.command)?;
+    bind(&cmd, &item.parameters)
+}
+
+/// The outcome of one command: a `result` (with optional `next_cursor`) or an `error`.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Outcome {
+    /// Success.
+    Ok {
+        /// The command's result.
+        result: Value,
+        /// Pagination token when more rows exist.
+        next_cursor: Option<String>,
+    },
+    /// Failure.
+    Err(KipError),
+}
+
+impl Outcome {
+    /// A success without a cursor.
+    pub fn ok(result: Value) -> Outcome {
+        Outcome::Ok {
+            result,
+            next_cursor: None,
+        }
+    }
+
+    /// The response object `{"result": ..., "next_cursor"?: ...}` or `{"error": {...}}`.
+    pub fn to_json(&self) -> Value {
+        match self {
+            Outcome::Ok {
+                result,
+                next_cursor,
+            } => {
+                let mut m = Map::new();
+                m.insert("result".into(), result.clone());
+                if let Some(c) = next_cursor {
+                    m.insert("next_cursor".into(), Value::String(c.clone()));
+                }
+                Value::Object(m)
+            }
+            Outcome::Err(e) => json!({ "error": e.to_json() }),
+        }
+    }
+
+    /// True for an error outcome.
+    pub fn is_err(&self) -> bool {
+        matches!(self, Outcome::Err(_))
+    }
+}
+
+/// The response to a request.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Response {
+    /// The response to a `command`.
+    Single(Outcome),
+    /// The response to `commands`: one outcome per executed command.
+    Batch(Vec<Outcome>),
+}
+
+impl Response {
+    /// The response JSON: a single outcome object, or `{"result": [outcome, ...]}`.
+    pub fn to_json(&self) -> Value {
+        match self {
+            Response::Single(o) => o.to_json(),
+            Response::Batch(os) => {
+                json!({ "result": os.iter().map(Outcome::to_json).collect::<Vec<_>>() })
+            }
+        }
+    }
+
+    /// True when the response (or any command of a batch) is an error.
+    pub fn has_error(&self) -> bool {
+        match self {
+            Response::Single(o) => o.is_err(),
+            Response::Batch(os) => os.iter().any(Outcome::is_err),
+        }
+    }
+}
+
+/// Which tool a request came through.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Access {
+    /// `execute_kip`: everything.
+    ReadWrite,
+    /// `execute_kip_readonly`: FIND, SEARCH and DESCRIBE only.
+    ReadOnly,
+}
+
+/// The error `execute_kip_readonly` answers an UPSERT or DELETE with.
+pub fn readonly_refusal() -> KipError {
+    KipError::new(
+        ErrorCode::ImmutableTarget,
+        "read-only interface: UPSERT/DELETE are not allowed",
+    )
+    .with_hint("use execute_kip")
+}
+
+/// Runs a request with the batch semantics of the spec. `exec` runs one prepared
+/// command (honouring `dry_run`); everything else (envelope, parsing, binding,
+/// read-only refusal, stop-on-KML-error) is decided here.
+pub fn run<F>(req: &ExecuteRequest, access: Access, mut exec: F) -> Response
+where
+    F: FnMut(&Command, bool) -> Outcome,
+{
+    let mut outcomes = Vec::with_capacity(req.items.len());
+    for item in &req.items {
+        let (outcome, stop) = match parse_command(&item.command) {
+            // Syntax errors are returned inline and never stop a batch.
+            Err(e) => (Outcome::Err(e), false),
+            Ok(cmd) => {
+                let is_kml = cmd.is_write();
+                let outcome = if is_kml && access == Access::ReadOnly {
+                    Outcome::Err(readonly_refusal())
+                } else {
+                    match bind(&cmd, &item.parameters) {
+                        Err(e) => Outcome::Err(e),
+                        Ok(bound) => exec(&bound, req.dry_run),
+                    }
+                };
+                let stop = is_kml && outcome.is_err();
+                (outcome, stop)
+            }
+        };
+        outcomes.push(outcome);
+        if stop {
+            break;
+        }
+    }
+    if req.batch {
+        Response::Batch(outcomes)
+    } else {
+        Response::Single(
+            outcomes
+                .pop()
+                .unwrap_or_else(|| Outcome::Err(KipError::internal("no command was run"))),
+        )
+    }
+}
+
+/// Answers a request that could not even be parsed (a bad envelope).
+pub fn envelope_failure(e: KipError) -> Response {
+    Response::Single(Outcome::Err(e))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn req(v: Value) -> Result<ExecuteRequest, KipError> {
+        ExecuteRequest::from_json(&v)
+    }
+
+    #[test]
+    fn exactly_one_of_command_and_commands() {
+        let both = req(json!({"command": "DESCRIBE PRIMER", "commands": []})).expect_err("both");
+        assert_eq!(both.code, ErrorCode::InvalidSyntax);
+        assert!(both.message.contains("mutually exclusive"));
+        let neither = req(json!({"parameters": {}})).expect_err("neither");
+        assert_eq!(neither.code, ErrorCode::InvalidSyntax);
+        assert!(req(json!({"command": "DESCRIBE PRIMER"})).is_ok());
+        assert!(req(json!({"commands": ["DESCRIBE PRIMER"]})).is_ok());
+    }
+
+    #[test]
+    fn item_parameters_override_shared_ones() {
+        let r = req(json!({
+            "commands": ["FIND(?x) WHERE { ?x {name: :a} }", {"command": "X", "parameters": {"a": 2, "b": 3}}],
+            "parameters": {"a": 1, "c": 4}
+        }))
+        .expect("valid");
+        assert_eq!(
+            r.items[0].parameters,
+            json!({"a": 1, "c": 4}).as_object().cloned().expect("obj")
+        );
+        assert_eq!(
+            r.items[1].parameters,
+            json!({"a": 2, "b": 3, "c": 4})
+                .as_object()
+                .cloned()
+                .expect("obj")
+        );
+        assert!(r.batch);
+    }
+
+    #[test]
+    fn malformed_envelopes_are_syntax_errors() {
+        for bad in [
+            json!("FIND"),
+            json!({"command": 5}),
+            json!({"commands": "x"}),
+            json!({"commands": [5]}),
+            json!({"commands": [{"parameters": {}}]}),
+            json!({"command": "x", "parameters": []}),
+            json!({"command": "x", "dry_run": "yes"}),
+        ] {
+            assert_eq!(
+                req(bad.clone()).expect_err("bad").code,
+                ErrorCode::InvalidSyntax,
+                "{bad}"
+            );
+        }
+    }
+
+    fn echo(cmd: &Command, dry: bool) -> Outcome {
+        if matches!(cmd, Command::Upsert(u) if u.blocks.is_empty()) {
+            return Outcome::Err(KipError::new(ErrorCode::NotFound, "nothing"));
+        }
+        Outcome::ok(json!({"dry": dry, "write": cmd.is_write()}))
+    }
+
+    #[test]
+    fn batch_continues_after_syntax_and_query_errors_but_stops_at_kml_errors() {
+        let r = req(json!({"commands": [
+            "FIND(",                       // syntax error: inline, continue
+            "DESCRIBE PRIMER",             // ok
+            "FIND(?x) WHERE { ?x {name: :missing} }", // KQL bind error: inline, continue
+            "UPSERT { }",                  // KML error: stop
+            "DESCRIBE DOMAINS"             // not run
+        ]}))
+        .expect("valid");
+        let Response::Batch(out) = run(&r, Access::ReadWrite, echo) else {
+            panic!("batch")
+        };
+        assert_eq!(out.len(), 4);
+        assert!(out[0].is_err() && !out[1].is_err() && out[2].is_err() && out[3].is_err());
+    }
+
+    #[test]
+    fn readonly_refuses_kml_and_stops_the_batch() {
+        let r = req(json!({"commands": ["DESCRIBE PRIMER", "DELETE CONCEPT ?x DETACH WHERE { ?x {id: \"C:1\"} }", "DESCRIBE DOMAINS"]}))
+            .expect("valid");
+        let resp = run(&r, Access::ReadOnly, echo);
+        assert_eq!(
+            resp.to_json()["result"][1],
+            json!({"error": {"code": "KIP_3004", "message": "read-only interface: UPSERT/DELETE are not allowed", "hint": "use execute_kip"}})
+        );
+        let Response::Batch(out) = resp else { panic!() };
+        assert_eq!(out.len(), 2);
+    }
+
+    #[test]
+    fn single_response_shapes() {
+        let r = req(json!({"command": "DESCRIBE PRIMER", "dry_run": true})).expect("valid");
+        let resp = run(&r, Access::ReadWrite, echo);
+        assert_eq!(
+            resp.to_json(),
+            json!({"result": {"dry": true, "write": false}})
+        );
+        let cursor = Outcome::Ok {
+            result: json!([1]),
+            next_cursor: Some("c1".into()),
+        };
+        assert_eq!(
+            cursor.to_json(),
+            json!({"result": [1], "next_cursor": "c1"})
+        );
+    }
+}

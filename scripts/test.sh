@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# The project's test command: formatting, lints, then every test of the workspace.
+# CI (.ci/run) runs exactly this script.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+echo "== cargo fmt --check"
+cargo fmt --all -- --check
+
+echo "== cargo clippy (all targets, warnings are errors)"
+cargo clippy --workspace --all-targets --locked -- -D warnings
+
+echo "== cargo test"
+cargo test --workspace --locked
