@@ -4,7 +4,8 @@
 
 use anyhow::{Context, Result};
 use clap::{Parser, Subcommand};
-use kip_engine::envelope::{self, Access, ExecuteRequest, Outcome, Response};
+use kip_engine::envelope::{self, Access, ExecuteRequest, Response};
+use kip_engine::Nexus;
 use serde_json::{json, Value};
 use std::io::Read;
 use std::path::PathBuf;
@@ -89,27 +90,12 @@ fn parse_cmd(file: &str) -> Result<ExitCode> {
     }
 }
 
-/// Executes one prepared command. Until the storage engine lands, only `dry_run`
-/// (syntax and parameter validation) is answered.
-fn execute_one(cmd: &kip_lang::Command, dry_run: bool) -> Outcome {
-    if dry_run {
-        let kind = match cmd.kind() {
-            kip_lang::CommandKind::Kql => "KQL",
-            kip_lang::CommandKind::Kml => "KML",
-            kip_lang::CommandKind::Meta => "META",
-        };
-        return Outcome::ok(json!({"dry_run": true, "valid": true, "kind": kind}));
-    }
-    Outcome::Err(
-        kip_lang::KipError::internal(
-            "not implemented yet: this build of kip-nexus validates commands (dry_run) but has no storage engine to execute them",
-        )
-        .with_hint("send the request with \"dry_run\": true to validate it"),
-    )
+fn open_nexus(data: &PathBuf) -> Result<Nexus> {
+    Nexus::open(data).map_err(|e| anyhow::anyhow!("{}", e.message))
 }
 
 fn exec_cmd(
-    _data: PathBuf,
+    data: PathBuf,
     json_file: Option<String>,
     text: Option<String>,
     readonly: bool,
@@ -140,7 +126,8 @@ fn exec_cmd(
             } else {
                 Access::ReadWrite
             };
-            envelope::run(&req, access, execute_one)
+            let nexus = open_nexus(&data)?;
+            nexus.execute(&req, access)
         }
         Err(e) => envelope::envelope_failure(e),
     };

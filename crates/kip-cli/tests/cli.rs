@@ -70,7 +70,7 @@ fn parse_rejects_invalid_utf8() {
 
 #[test]
 fn exec_json_dry_run_validates_single_and_batch_requests() {
-    let req = json!({"command": "FIND(?d.name) WHERE { ?d {type: \"Drug\", name: :n} }", "parameters": {"n": "Aspirin"}, "dry_run": true});
+    let req = json!({"command": "FIND(?d.name) WHERE { ?d {type: \"Person\", name: :n} }", "parameters": {"n": "$self"}, "dry_run": true});
     let (code, v) = kip(&["exec", "--json", "-"], req.to_string().as_bytes());
     assert_eq!(code, 0);
     assert_eq!(

@@ -8,6 +8,13 @@
 //!
 //! Architecture invariant: the engine is synchronous; async lives in the server crate.
 
+pub mod bootstrap;
 pub mod envelope;
+pub mod kml;
+pub mod kql;
+pub mod nexus;
+pub mod schema;
+pub mod store;
 
 pub use envelope::{run, Access, CommandItem, ExecuteRequest, Outcome, Response};
+pub use nexus::Nexus;

@@ -1,0 +1,337 @@
+//! `UPSERT`: sequential blocks, handles defined before use, concepts matched or created
+//! by `{type, name}` (or matched by `{id}`), propositions matched or created by their
+//! `(subject, predicate, object)` (or matched by `(id: ...)`), shallow-merged attributes
+//! and metadata with UPSERT < block < entry precedence, schema and protection checks.
+//!
+//! The function only reads and writes through [`GraphWrite`]; the caller owns the
+//! transaction and commits it only when this returns `Ok`.
+
+use super::{merge, object, text};
+use crate::schema::{self, CONCEPT_TYPE};
+use crate::store::{ConceptRecord, ElemRef, GraphWrite, PropRecord};
+use kip_lang::ast::{
+    ConceptBlock, ConceptMatcher, Endpoint, PredicatePattern, PropositionBlock, PropositionMatcher,
+    PropositionPattern, Upsert, UpsertBlock, Variable,
+};
+use kip_lang::{ErrorCode, KipError};
+use serde_json::{json, Map, Value};
+use std::collections::HashMap;
+
+/// Who is writing: agents go through every check; the bootstrap loader is privileged
+/// (it may write the protected core).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Privilege {
+    /// An agent command.
+    Agent,
+    /// The bootstrap / system loader.
+    System,
+}
+
+struct Ctx<'g> {
+    g: &'g mut dyn GraphWrite,
+    handles: HashMap<String, ElemRef>,
+    stmt_meta: Map<String, Value>,
+    privilege: Privilege,
+}
+
+/// Executes an UPSERT; returns `{"blocks", "upsert_concept_nodes", "upsert_proposition_links"}`.
+pub fn upsert(g: &mut dyn GraphWrite, u: &Upsert, privilege: Privilege) -> Result<Value, KipError> {
+    check_handles(u)?;
+    let mut ctx = Ctx {
+        g,
+        handles: HashMap::new(),
+        stmt_meta: object(&u.metadata)?,
+        privilege,
+    };
+    let mut concept_ids = Vec::new();
+    let mut prop_ids = Vec::new();
+    for block in &u.blocks {
+        match block {
+            UpsertBlock::Concept(c) => {
+                let id = ctx.concept_block(c)?;
+                concept_ids.push(ElemRef::Concept(id).id_string());
+            }
+            UpsertBlock::Proposition(p) => {
+                let id = ctx.proposition_block(p)?;
+                prop_ids.push(ElemRef::Prop(id).id_string());
+            }
+        }
+    }
+    Ok(json!({
+        "blocks": u.blocks.len(),
+        "upsert_concept_nodes": concept_ids,
+        "upsert_proposition_links": prop_ids,
+    }))
+}
+
+/// A handle may be defined once per UPSERT.
+fn check_handles(u: &Upsert) -> Result<(), KipError> {
+    let mut seen = HashMap::new();
+    for b in &u.blocks {
+        let h = match b {
+            UpsertBlock::Concept(c) => c.handle.as_ref(),
+            UpsertBlock::Proposition(p) => p.handle.as_ref(),
+        };
+        if let Some(h) = h {
+            if seen.insert(h.name.clone(), ()).is_some() {
+                return Err(KipError::syntax(format!(
+                    "handle ?{} is defined by two blocks of the same UPSERT",
+                    h.name
+                ))
+                .with_hint("give every CONCEPT/PROPOSITION block its own handle"));
+            }
+        }
+    }
+    Ok(())
+}
+
+fn not_found(what: String) -> KipError {
+    KipError::new(ErrorCode::NotFound, format!("NotFound: {what} does not exist"))
+        .with_hint("it may have been deleted or never created; use SEARCH or FIND to get the exact type, name or id, or create it first in a CONCEPT block")
+}
+
+impl Ctx<'_> {
+    fn handle(&self, v: &Variable) -> Result<ElemRef, KipError> {
+        self.handles.get(&v.name).copied().ok_or_else(|| {
+            KipError::new(
+                ErrorCode::ReferenceError,
+                format!("handle ?{} is not defined before it is used", v.name),
+            )
+            .with_hint("define the CONCEPT or PROPOSITION block with this handle earlier in the same UPSERT (blocks run top to bottom)")
+        })
+    }
+
+    /// Resolves an existing concept named by `{type, name}` or `{id}`.
+    fn existing_concept(&self, m: &ConceptMatcher) -> Result<u64, KipError> {
+        if let Some(id) = &m.id {
+            let id = text(id)?;
+            return match ElemRef::parse_id(id) {
+                Some(ElemRef::Concept(n)) if self.g.concept(n)?.is_some() => Ok(n),
+                _ => Err(not_found(format!("concept {{id: \"{id}\"}}"))),
+            };
+        }
+        let (Some(t), Some(n)) = (&m.concept_type, &m.name) else {
+            return Err(KipError::syntax(
+                "a concept reference must be {type, name} or {id}",
+            ));
+        };
+        let (t, n) = (text(t)?, text(n)?);
+        schema::require_concept_type(&*self.g, t)?;
+        self.g
+            .concept_by_key(t, n)?
+            .ok_or_else(|| not_found(format!("concept {{type: \"{t}\", name: \"{n}\"}}")))
+    }
+
+    fn endpoint(&self, e: &Endpoint) -> Result<ElemRef, KipError> {
+        match e {
+            Endpoint::Var(v) => self.handle(v),
+            Endpoint::Concept { matcher, .. } => {
+                Ok(ElemRef::Concept(self.existing_concept(matcher)?))
+            }
+            Endpoint::Proposition(p) => Ok(ElemRef::Prop(self.existing_prop(p)?)),
+        }
+    }
+
+    fn predicate(&self, p: &PredicatePattern) -> Result<String, KipError> {
+        match p {
+            PredicatePattern::Literal {
+                alternatives,
+                hops: None,
+                ..
+            } if alternatives.len() == 1 => {
+                let name = text(&alternatives[0])?;
+                schema::require_predicate(&*self.g, name)?;
+                Ok(name.to_string())
+            }
+            _ => Err(KipError::syntax("UPSERT needs one literal predicate")
+                .with_hint("write the predicate as a quoted string")),
+        }
+    }
+
+    /// Resolves an existing proposition named by `(id: ...)` or a structural pattern.
+    fn existing_prop(&self, p: &PropositionPattern) -> Result<u64, KipError> {
+        match &p.matcher {
+            PropositionMatcher::Id(id) => {
+                let id = text(id)?;
+                match ElemRef::parse_id(id) {
+                    Some(ElemRef::Prop(n)) if self.g.prop(n)?.is_some() => Ok(n),
+                    _ => Err(not_found(format!("proposition (id: \"{id}\")"))),
+                }
+            }
+            PropositionMatcher::Triple(t) => {
+                let s = self.endpoint(&t.subject)?;
+                let pred = self.predicate(&t.predicate)?;
+                let o = self.endpoint(&t.object)?;
+                self.g.prop_by_spo(s, &pred, o)?.ok_or_else(|| {
+                    not_found(format!(
+                        "proposition ({}, \"{pred}\", {})",
+                        s.id_string(),
+                        o.id_string()
+                    ))
+                })
+            }
+        }
+    }
+
+    fn bind(&mut self, h: &Option<Variable>, r: ElemRef) {
+        if let Some(h) = h {
+            self.handles.insert(h.name.clone(), r);
+        }
+    }
+
+    fn concept_block(&mut self, c: &ConceptBlock) -> Result<u64, KipError> {
+        let set_attrs = object(&c.set_attributes)?;
+        let block_meta = merge(&self.stmt_meta, &object(&c.metadata)?);
+        let (id, existing, ty, name) = if c.identity.id.is_some() {
+            let id = self.existing_concept(&c.identity)?;
+            let rec = self
+                .g
+                .concept(id)?
+                .ok_or_else(|| not_found(format!("concept C:{id}")))?;
+            let (t, n) = (rec.concept_type.clone(), rec.name.clone());
+            (id, Some(rec), t, n)
+        } else {
+            let (Some(t), Some(n)) = (&c.identity.concept_type, &c.identity.name) else {
+                return Err(KipError::syntax(
+                    "a CONCEPT block is identified by {type, name} or {id}",
+                ));
+            };
+            let (t, n) = (text(t)?.to_string(), text(n)?.to_string());
+            // `$ConceptType` defines itself (Genesis); every other type must be registered,
+            // possibly by an earlier block of this UPSERT.
+            if !(t == CONCEPT_TYPE && n == CONCEPT_TYPE) {
+                schema::require_concept_type(&*self.g, &t)?;
+            }
+            match self.g.concept_by_key(&t, &n)? {
+                Some(id) => {
+                    let rec = self
+                        .g
+                        .concept(id)?
+                        .ok_or_else(|| not_found(format!("concept C:{id}")))?;
+                    (id, Some(rec), t, n)
+                }
+                None => (self.g.alloc_concept_id()?, None, t, n),
+            }
+        };
+
+        if self.privilege == Privilege::Agent {
+            if let Some(rec) = &existing {
+                if schema::is_system_actor(rec) {
+                    if let Some(new) = set_attrs.get("core_directives") {
+                        if rec.attributes.get("core_directives") != Some(new) {
+                            return Err(schema::immutable(format!(
+                                "ImmutableTarget: the core_directives of {} cannot be changed",
+                                rec.name
+                            )));
+                        }
+                    }
+                }
+            }
+        }
+
+        let base = existing.clone().unwrap_or_else(|| ConceptRecord {
+            concept_type: ty.clone(),
+            name: name.clone(),
+            attributes: Map::new(),
+            metadata: Map::new(),
+        });
+        let rec = ConceptRecord {
+            concept_type: ty.clone(),
+            name: name.clone(),
+            attributes: merge(&base.attributes, &set_attrs),
+            metadata: merge(&base.metadata, &block_meta),
+        };
+        let touches_required = ["description", "subject_types", "object_types"]
+            .iter()
+            .any(|k| set_attrs.contains_key(*k));
+        if existing.is_none() || touches_required {
+            schema::check_type_definition(&ty, &name, &rec.attributes)?;
+        }
+        if existing.as_ref() != Some(&rec) {
+            self.g.put_concept(id, &rec, existing.as_ref())?;
+        }
+        self.bind(&c.handle, ElemRef::Concept(id));
+
+        if let Some(entries) = &c.set_propositions {
+            for e in entries {
+                let pred = text(&e.predicate)?;
+                schema::require_predicate(&*self.g, pred)?;
+                let target = self.endpoint(&e.target)?;
+                let meta = merge(&block_meta, &object(&e.metadata)?);
+                self.upsert_link(ElemRef::Concept(id), pred, target, &Map::new(), &meta)?;
+            }
+        }
+        Ok(id)
+    }
+
+    fn proposition_block(&mut self, p: &PropositionBlock) -> Result<u64, KipError> {
+        let set_attrs = object(&p.set_attributes)?;
+        let meta = merge(&self.stmt_meta, &object(&p.metadata)?);
+        let id = match &p.identity.matcher {
+            PropositionMatcher::Id(_) => {
+                let id = self.existing_prop(&p.identity)?;
+                let old = self
+                    .g
+                    .prop(id)?
+                    .ok_or_else(|| not_found(format!("proposition P:{id}")))?;
+                let rec = PropRecord {
+                    attributes: merge(&old.attributes, &set_attrs),
+                    metadata: merge(&old.metadata, &meta),
+                    ..old.clone()
+                };
+                if rec != old {
+                    self.g.put_prop(id, &rec, Some(&old))?;
+                }
+                id
+            }
+            PropositionMatcher::Triple(t) => {
+                let s = self.endpoint(&t.subject)?;
+                let pred = self.predicate(&t.predicate)?;
+                let o = self.endpoint(&t.object)?;
+                self.upsert_link(s, &pred, o, &set_attrs, &meta)?
+            }
+        };
+        self.bind(&p.handle, ElemRef::Prop(id));
+        Ok(id)
+    }
+
+    /// Matches `(s, p, o)` or creates it, then shallow-merges attributes and metadata.
+    fn upsert_link(
+        &mut self,
+        s: ElemRef,
+        p: &str,
+        o: ElemRef,
+        attrs: &Map<String, Value>,
+        meta: &Map<String, Value>,
+    ) -> Result<u64, KipError> {
+        match self.g.prop_by_spo(s, p, o)? {
+            Some(id) => {
+                let old = self
+                    .g
+                    .prop(id)?
+                    .ok_or_else(|| not_found(format!("proposition P:{id}")))?;
+                let rec = PropRecord {
+                    attributes: merge(&old.attributes, attrs),
+                    metadata: merge(&old.metadata, meta),
+                    ..old.clone()
+                };
+                if rec != old {
+                    self.g.put_prop(id, &rec, Some(&old))?;
+                }
+                Ok(id)
+            }
+            None => {
+                let id = self.g.alloc_prop_id()?;
+                let rec = PropRecord {
+                    subject: s,
+                    predicate: p.to_string(),
+                    object: o,
+                    attributes: attrs.clone(),
+                    metadata: meta.clone(),
+                };
+                self.g.put_prop(id, &rec, None)?;
+                Ok(id)
+            }
+        }
+    }
+}

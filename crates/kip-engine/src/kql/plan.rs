@@ -1,0 +1,641 @@
+//! Compiles a `WHERE` body into executable steps and chooses their order.
+//!
+//! Variables get slots in one table per query. Within a group, required patterns are
+//! ordered greedily by estimated cost given the variables already bound (statistics:
+//! concepts per type, links per predicate); each FILTER goes right after the step that
+//! binds its last variable; OPTIONAL blocks follow in written order, then the FILTERs
+//! that read optional variables, then NOT blocks. UNION branches are compiled as
+//! independent groups. The written order of patterns does not matter.
+
+use crate::schema;
+use crate::store::{ElemRef, GraphRead};
+use kip_lang::ast::*;
+use kip_lang::{ErrorCode, KipError};
+use std::collections::{BTreeSet, HashMap};
+
+/// Variable name -> slot.
+#[derive(Debug, Default, Clone)]
+pub struct Vars {
+    /// Slot names, by slot.
+    pub names: Vec<String>,
+    index: HashMap<String, usize>,
+}
+
+impl Vars {
+    /// The slot of `name`, allocating one if new.
+    pub fn slot(&mut self, name: &str) -> usize {
+        if let Some(&i) = self.index.get(name) {
+            return i;
+        }
+        let i = self.names.len();
+        self.names.push(name.to_string());
+        self.index.insert(name.to_string(), i);
+        i
+    }
+
+    /// The slot of `name`, if the query uses it.
+    pub fn get(&self, name: &str) -> Option<usize> {
+        self.index.get(name).copied()
+    }
+
+    /// Number of slots.
+    pub fn len(&self) -> usize {
+        self.names.len()
+    }
+
+    /// True when there are no variables.
+    pub fn is_empty(&self) -> bool {
+        self.names.is_empty()
+    }
+}
+
+/// A concept matcher with literals resolved.
+#[derive(Debug, Clone)]
+pub struct ConceptMatch {
+    /// `{id}`: the concept number, or `None` for an id that names no concept.
+    pub id: Option<Option<u64>>,
+    /// `{type}`
+    pub concept_type: Option<String>,
+    /// `{name}`
+    pub name: Option<String>,
+}
+
+/// A concept pattern `?x {...}`.
+#[derive(Debug, Clone)]
+pub struct ConceptStep {
+    /// The bound variable.
+    pub var: usize,
+    /// The matcher.
+    pub matcher: ConceptMatch,
+}
+
+/// A subject or object.
+#[derive(Debug, Clone)]
+pub enum EndpointC {
+    /// `?x`
+    Var(usize),
+    /// `{...}` or `?x {...}`
+    Concept(Option<usize>, ConceptMatch),
+    /// A nested proposition.
+    Prop(Box<PropStep>),
+}
+
+/// The predicate of a proposition pattern.
+#[derive(Debug, Clone)]
+pub enum PredC {
+    /// `?p` binds the predicate name.
+    Var(usize),
+    /// Literal alternatives with an optional hop range `(min, max)`.
+    Lits(Vec<String>, Option<(u32, u32)>),
+}
+
+/// The shape of a proposition pattern.
+#[derive(Debug, Clone)]
+pub enum PropKind {
+    /// `(id: ...)`: the link number, or `None` when the id names no link.
+    Id(Option<u64>),
+    /// `(s, p, o)`
+    Triple(EndpointC, PredC, EndpointC),
+}
+
+/// A proposition pattern.
+#[derive(Debug, Clone)]
+pub struct PropStep {
+    /// `?link`
+    pub var: Option<usize>,
+    /// What it matches.
+    pub kind: PropKind,
+}
+
+/// One step of a group.
+#[derive(Debug, Clone)]
+pub enum Step {
+    /// Match a concept pattern.
+    Concept(ConceptStep),
+    /// Match a proposition pattern.
+    Prop(PropStep),
+    /// Keep rows where the expression is true.
+    Filter(Expr),
+    /// Left join.
+    Optional(Group),
+    /// Anti join.
+    Not(Group),
+}
+
+/// A compiled group: steps, then the UNION branches evaluated independently.
+#[derive(Debug, Clone, Default)]
+pub struct Group {
+    /// Steps in execution order.
+    pub steps: Vec<Step>,
+    /// UNION branches.
+    pub unions: Vec<Group>,
+}
+
+/// A compiled WHERE body.
+#[derive(Debug, Clone)]
+pub struct Plan {
+    /// Variable slots.
+    pub vars: Vars,
+    /// The root group.
+    pub root: Group,
+}
+
+struct Compiler<'g> {
+    g: &'g dyn GraphRead,
+    vars: Vars,
+    max_hops: u32,
+}
+
+fn not_found(what: String) -> KipError {
+    KipError::new(
+        ErrorCode::NotFound,
+        format!("NotFound: {what} does not exist"),
+    )
+    .with_hint("the id matches nothing; use SEARCH or FIND to look up the current id")
+}
+
+fn lit(s: &StrSlot) -> Result<String, KipError> {
+    crate::kml::text(s).map(str::to_string)
+}
+
+/// Compiles `clauses`. `required` ids (`{id}` / `(id: ...)` outside OPTIONAL, NOT and
+/// UNION) that match nothing are `KIP_3002`.
+pub fn compile(
+    g: &dyn GraphRead,
+    clauses: &[WhereClause],
+    vars: Vars,
+    max_hops: u32,
+) -> Result<Plan, KipError> {
+    let mut c = Compiler { g, vars, max_hops };
+    let root = c.group(clauses, &BTreeSet::new(), true)?;
+    Ok(Plan { vars: c.vars, root })
+}
+
+/// Variables a clause list binds (NOT bodies excluded: their variables are private).
+pub fn bound_names(clauses: &[WhereClause], out: &mut BTreeSet<String>) {
+    for c in clauses {
+        match c {
+            WhereClause::Concept(cp) => {
+                out.insert(cp.var.name.clone());
+            }
+            WhereClause::Proposition(p) => prop_names(p, out),
+            WhereClause::Filter(_) | WhereClause::Not(_) => {}
+            WhereClause::Optional(gr) | WhereClause::Union(gr) => bound_names(&gr.clauses, out),
+        }
+    }
+}
+
+fn prop_names(p: &PropositionPattern, out: &mut BTreeSet<String>) {
+    if let Some(v) = &p.var {
+        out.insert(v.name.clone());
+    }
+    if let PropositionMatcher::Triple(t) = &p.matcher {
+        for e in [&t.subject, &t.object] {
+            match e {
+                Endpoint::Var(v) => {
+                    out.insert(v.name.clone());
+                }
+                Endpoint::Concept { var, .. } => {
+                    if let Some(v) = var {
+                        out.insert(v.name.clone());
+                    }
+                }
+                Endpoint::Proposition(inner) => prop_names(inner, out),
+            }
+        }
+        if let PredicatePattern::Var(v) = &t.predicate {
+            out.insert(v.name.clone());
+        }
+    }
+}
+
+fn expr_vars(e: &Expr, out: &mut BTreeSet<String>) {
+    match e {
+        Expr::Value(_) => {}
+        Expr::Path(p) => {
+            out.insert(p.var.name.clone());
+        }
+        Expr::Not(inner, _) => expr_vars(inner, out),
+        Expr::Binary { left, right, .. } => {
+            expr_vars(left, out);
+            expr_vars(right, out);
+        }
+        Expr::Call { args, .. } => args.iter().for_each(|a| expr_vars(a, out)),
+    }
+}
+
+impl Compiler<'_> {
+    fn concept_match(&self, m: &ConceptMatcher, required: bool) -> Result<ConceptMatch, KipError> {
+        let id = match &m.id {
+            Some(s) => {
+                let text = lit(s)?;
+                let found = match ElemRef::parse_id(&text) {
+                    Some(ElemRef::Concept(n)) if self.g.concept(n)?.is_some() => Some(n),
+                    _ => None,
+                };
+                if found.is_none() && required {
+                    return Err(not_found(format!("concept {{id: \"{text}\"}}")));
+                }
+                Some(found)
+            }
+            None => None,
+        };
+        let concept_type = match &m.concept_type {
+            Some(t) => {
+                let t = lit(t)?;
+                schema::require_concept_type(self.g, &t)?;
+                Some(t)
+            }
+            None => None,
+        };
+        let name = m.name.as_ref().map(lit).transpose()?;
+        Ok(ConceptMatch {
+            id,
+            concept_type,
+            name,
+        })
+    }
+
+    fn endpoint(&mut self, e: &Endpoint, required: bool) -> Result<EndpointC, KipError> {
+        Ok(match e {
+            Endpoint::Var(v) => EndpointC::Var(self.vars.slot(&v.name)),
+            Endpoint::Concept { var, matcher } => {
+                let slot = var.as_ref().map(|v| self.vars.slot(&v.name));
+                EndpointC::Concept(slot, self.concept_match(matcher, required)?)
+            }
+            Endpoint::Proposition(p) => EndpointC::Prop(Box::new(self.prop(p, required)?)),
+        })
+    }
+
+    fn prop(&mut self, p: &PropositionPattern, required: bool) -> Result<PropStep, KipError> {
+        let var = p.var.as_ref().map(|v| self.vars.slot(&v.name));
+        let kind = match &p.matcher {
+            PropositionMatcher::Id(id) => {
+                let text = lit(id)?;
+                let found = match ElemRef::parse_id(&text) {
+                    Some(ElemRef::Prop(n)) if self.g.prop(n)?.is_some() => Some(n),
+                    _ => None,
+                };
+                if found.is_none() && required {
+                    return Err(not_found(format!("proposition (id: \"{text}\")")));
+                }
+                PropKind::Id(found)
+            }
+            PropositionMatcher::Triple(t) => {
+                let s = self.endpoint(&t.subject, required)?;
+                let o = self.endpoint(&t.object, required)?;
+                let pred = match &t.predicate {
+                    PredicatePattern::Var(v) => PredC::Var(self.vars.slot(&v.name)),
+                    PredicatePattern::Literal {
+                        alternatives, hops, ..
+                    } => {
+                        let mut names = Vec::new();
+                        for a in alternatives {
+                            let n = lit(a)?;
+                            schema::require_predicate(self.g, &n)?;
+                            if !names.contains(&n) {
+                                names.push(n);
+                            }
+                        }
+                        let hops = match hops {
+                            None => None,
+                            Some(h) => {
+                                let max = match h.max {
+                                    Some(m) => m,
+                                    None => self.max_hops.max(h.min),
+                                };
+                                if max > self.max_hops {
+                                    return Err(KipError::new(
+                                        ErrorCode::ResourceExhausted,
+                                        format!("the hop range asks for up to {max} hops; the limit is {}", self.max_hops),
+                                    )
+                                    .with_hint(format!("use a range within {{0,{}}}", self.max_hops)));
+                                }
+                                if h.min == 1 && max == 1 {
+                                    None
+                                } else {
+                                    Some((h.min, max))
+                                }
+                            }
+                        };
+                        if hops.is_some() && var.is_some() {
+                            return Err(KipError::syntax(
+                                "a link variable cannot bind a multi-hop path",
+                            )
+                            .with_hint("drop the ?link before a pattern with a hop range, or use a single hop"));
+                        }
+                        PredC::Lits(names, hops)
+                    }
+                };
+                PropKind::Triple(s, pred, o)
+            }
+        };
+        Ok(PropStep { var, kind })
+    }
+
+    /// Estimated rows a pattern yields given the bound set (lower is better).
+    fn cost(&self, step: &Step, bound: &BTreeSet<usize>) -> u64 {
+        match step {
+            Step::Concept(c) => {
+                if bound.contains(&c.var) {
+                    return 0;
+                }
+                let m = &c.matcher;
+                if m.id.is_some() || (m.concept_type.is_some() && m.name.is_some()) {
+                    1
+                } else if m.name.is_some() {
+                    3
+                } else if let Some(t) = &m.concept_type {
+                    self.g
+                        .stat(&format!("t:{t}"))
+                        .unwrap_or(u64::MAX / 4)
+                        .max(1)
+                        + 1
+                } else {
+                    u64::MAX / 2
+                }
+            }
+            Step::Prop(p) => self.prop_cost(p, bound),
+            _ => 0,
+        }
+    }
+
+    fn endpoint_known(e: &EndpointC, bound: &BTreeSet<usize>) -> bool {
+        match e {
+            EndpointC::Var(v) => bound.contains(v),
+            EndpointC::Concept(var, m) => {
+                var.is_some_and(|v| bound.contains(&v))
+                    || m.id.is_some()
+                    || (m.concept_type.is_some() && m.name.is_some())
+            }
+            EndpointC::Prop(p) => {
+                p.var.is_some_and(|v| bound.contains(&v)) || matches!(p.kind, PropKind::Id(_))
+            }
+        }
+    }
+
+    fn prop_cost(&self, p: &PropStep, bound: &BTreeSet<usize>) -> u64 {
+        if p.var.is_some_and(|v| bound.contains(&v)) {
+            return 1;
+        }
+        match &p.kind {
+            PropKind::Id(_) => 1,
+            PropKind::Triple(s, pred, o) => {
+                let sk = Self::endpoint_known(s, bound);
+                let ok = Self::endpoint_known(o, bound);
+                let pred_count = match pred {
+                    PredC::Lits(names, _) => names
+                        .iter()
+                        .map(|n| self.g.stat(&format!("p:{n}")).unwrap_or(0))
+                        .sum::<u64>()
+                        .max(1),
+                    PredC::Var(_) => self.g.totals().map(|t| t.1).unwrap_or(u64::MAX / 4).max(1),
+                };
+                let hops = matches!(pred, PredC::Lits(_, Some(_)));
+                let base = match (sk, ok) {
+                    (true, true) => 1,
+                    (true, false) | (false, true) => 10.min(pred_count) + 1,
+                    (false, false) => {
+                        let nested =
+                            matches!(s, EndpointC::Prop(_)) || matches!(o, EndpointC::Prop(_));
+                        let concept_side = [s, o].iter().any(|e| {
+                            matches!(e, EndpointC::Concept(_, m) if m.name.is_some() || m.concept_type.is_some())
+                        });
+                        if concept_side {
+                            pred_count.min(1000) + 2
+                        } else if nested {
+                            pred_count + 2
+                        } else {
+                            pred_count + 5
+                        }
+                    }
+                };
+                if hops {
+                    base.saturating_mul(20)
+                } else {
+                    base
+                }
+            }
+        }
+    }
+
+    fn step_vars(step: &Step, out: &mut BTreeSet<usize>) {
+        fn ep(e: &EndpointC, out: &mut BTreeSet<usize>) {
+            match e {
+                EndpointC::Var(v) => {
+                    out.insert(*v);
+                }
+                EndpointC::Concept(v, _) => {
+                    if let Some(v) = v {
+                        out.insert(*v);
+                    }
+                }
+                EndpointC::Prop(p) => prop(p, out),
+            }
+        }
+        fn prop(p: &PropStep, out: &mut BTreeSet<usize>) {
+            if let Some(v) = p.var {
+                out.insert(v);
+            }
+            if let PropKind::Triple(s, pred, o) = &p.kind {
+                ep(s, out);
+                ep(o, out);
+                if let PredC::Var(v) = pred {
+                    out.insert(*v);
+                }
+            }
+        }
+        match step {
+            Step::Concept(c) => {
+                out.insert(c.var);
+            }
+            Step::Prop(p) => prop(p, out),
+            _ => {}
+        }
+    }
+
+    fn group(
+        &mut self,
+        clauses: &[WhereClause],
+        outer: &BTreeSet<usize>,
+        required: bool,
+    ) -> Result<Group, KipError> {
+        let mut patterns = Vec::new();
+        let mut filters = Vec::new();
+        let mut optionals = Vec::new();
+        let mut nots = Vec::new();
+        let mut unions = Vec::new();
+        for c in clauses {
+            match c {
+                WhereClause::Concept(cp) => {
+                    let var = self.vars.slot(&cp.var.name);
+                    let matcher = self.concept_match(&cp.matcher, required)?;
+                    patterns.push(Step::Concept(ConceptStep { var, matcher }));
+                }
+                WhereClause::Proposition(p) => patterns.push(Step::Prop(self.prop(p, required)?)),
+                WhereClause::Filter(f) => filters.push(&f.expr),
+                WhereClause::Optional(gr) => optionals.push(gr),
+                WhereClause::Not(gr) => nots.push(gr),
+                WhereClause::Union(gr) => unions.push(gr),
+            }
+        }
+        // Filter variable sets, by slot.
+        let mut filter_sets = Vec::new();
+        for f in &filters {
+            let mut names = BTreeSet::new();
+            expr_vars(f, &mut names);
+            let slots: BTreeSet<usize> = names.iter().map(|n| self.vars.slot(n)).collect();
+            filter_sets.push(slots);
+        }
+        let mut bound = outer.clone();
+        let mut steps = Vec::new();
+        let mut placed = vec![false; filters.len()];
+        let place_ready =
+            |bound: &BTreeSet<usize>, steps: &mut Vec<Step>, placed: &mut Vec<bool>| {
+                for (i, f) in filters.iter().enumerate() {
+                    if !placed[i] && filter_sets[i].is_subset(bound) {
+                        steps.push(Step::Filter((*f).clone()));
+                        placed[i] = true;
+                    }
+                }
+            };
+        place_ready(&bound, &mut steps, &mut placed);
+        while !patterns.is_empty() {
+            let (best, _) = patterns
+                .iter()
+                .enumerate()
+                .map(|(i, s)| (i, self.cost(s, &bound)))
+                .min_by_key(|(_, c)| *c)
+                .unwrap_or((0, 0));
+            let step = patterns.remove(best);
+            Self::step_vars(&step, &mut bound);
+            steps.push(step);
+            place_ready(&bound, &mut steps, &mut placed);
+        }
+        for gr in optionals {
+            let sub = self.group(&gr.clauses, &bound, false)?;
+            let mut names = BTreeSet::new();
+            bound_names(&gr.clauses, &mut names);
+            for n in names {
+                bound.insert(self.vars.slot(&n));
+            }
+            steps.push(Step::Optional(sub));
+        }
+        // Remaining filters read variables that only OPTIONAL binds (or none at all).
+        for (i, f) in filters.iter().enumerate() {
+            if !placed[i] {
+                steps.push(Step::Filter((*f).clone()));
+            }
+        }
+        for gr in nots {
+            steps.push(Step::Not(self.group(&gr.clauses, &bound, false)?));
+        }
+        let mut union_groups = Vec::new();
+        for gr in unions {
+            union_groups.push(self.group(&gr.clauses, &BTreeSet::new(), false)?);
+        }
+        Ok(Group {
+            steps,
+            unions: union_groups,
+        })
+    }
+}
+
+/// Describes a plan for `kip explain`.
+pub fn explain(plan: &Plan) -> Vec<String> {
+    let mut out = Vec::new();
+    explain_group(&plan.root, &plan.vars, 0, &mut out);
+    out
+}
+
+fn vname(vars: &Vars, i: usize) -> String {
+    format!("?{}", vars.names.get(i).map(String::as_str).unwrap_or("_"))
+}
+
+fn explain_match(m: &ConceptMatch) -> String {
+    let mut parts = Vec::new();
+    if let Some(id) = &m.id {
+        parts.push(match id {
+            Some(n) => format!("id C:{n}"),
+            None => "id <none>".to_string(),
+        });
+    }
+    if let Some(t) = &m.concept_type {
+        parts.push(format!("type {t}"));
+    }
+    if let Some(n) = &m.name {
+        parts.push(format!("name {n:?}"));
+    }
+    parts.join(", ")
+}
+
+fn explain_endpoint(e: &EndpointC, vars: &Vars) -> String {
+    match e {
+        EndpointC::Var(v) => vname(vars, *v),
+        EndpointC::Concept(v, m) => format!(
+            "{}{{{}}}",
+            v.map(|v| format!("{} ", vname(vars, v)))
+                .unwrap_or_default(),
+            explain_match(m)
+        ),
+        EndpointC::Prop(p) => explain_prop(p, vars),
+    }
+}
+
+fn explain_prop(p: &PropStep, vars: &Vars) -> String {
+    let head = p
+        .var
+        .map(|v| format!("{} ", vname(vars, v)))
+        .unwrap_or_default();
+    match &p.kind {
+        PropKind::Id(id) => format!(
+            "{head}(id {})",
+            id.map(|n| format!("P:{n}"))
+                .unwrap_or_else(|| "<none>".into())
+        ),
+        PropKind::Triple(s, pred, o) => {
+            let pred = match pred {
+                PredC::Var(v) => vname(vars, *v),
+                PredC::Lits(names, hops) => {
+                    let mut s = names.join("|");
+                    if let Some((a, b)) = hops {
+                        s.push_str(&format!("{{{a},{b}}}"));
+                    }
+                    s
+                }
+            };
+            format!(
+                "{head}({}, {pred}, {})",
+                explain_endpoint(s, vars),
+                explain_endpoint(o, vars)
+            )
+        }
+    }
+}
+
+fn explain_group(gr: &Group, vars: &Vars, depth: usize, out: &mut Vec<String>) {
+    let pad = "  ".repeat(depth);
+    for s in &gr.steps {
+        match s {
+            Step::Concept(c) => out.push(format!(
+                "{pad}match concept {} {{{}}}",
+                vname(vars, c.var),
+                explain_match(&c.matcher)
+            )),
+            Step::Prop(p) => out.push(format!("{pad}match link {}", explain_prop(p, vars))),
+            Step::Filter(e) => out.push(format!("{pad}filter {}", kip_lang::printer::expr(e))),
+            Step::Optional(g) => {
+                out.push(format!("{pad}optional (left join)"));
+                explain_group(g, vars, depth + 1, out);
+            }
+            Step::Not(g) => {
+                out.push(format!("{pad}not (anti join)"));
+                explain_group(g, vars, depth + 1, out);
+            }
+        }
+    }
+    for u in &gr.unions {
+        out.push(format!("{pad}union (independent branch)"));
+        explain_group(u, vars, depth + 1, out);
+    }
+}

@@ -1,0 +1,265 @@
+//! The Cognitive Nexus: a data directory holding one redb database, opened once per
+//! process, executing KIP commands with one write transaction per KML statement.
+//!
+//! Durability: redb commits with `Durability::Immediate` (the commit is on disk, fsynced,
+//! before `execute` returns). A crash or kill at any point loses no committed write and
+//! never exposes part of one.
+
+use crate::bootstrap::{BOOTSTRAPPED_KEY, BOOTSTRAP_CAPSULES};
+use crate::envelope::{self, Access, ExecuteRequest, Outcome, Response};
+use crate::kml::{delete, upsert};
+use crate::kql::{self, QueryLimits};
+use crate::store::{meta_u64, storage_error, GraphRead, ReadTables, WriteTables, FORMAT_VERSION};
+use kip_lang::{Command, ErrorCode, KipError};
+use redb::{Database, ReadableDatabase};
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+
+/// The database file inside the data directory.
+pub const DB_FILE: &str = "nexus.redb";
+const FORMAT_KEY: &str = "format_version";
+
+/// An open Cognitive Nexus.
+pub struct Nexus {
+    db: Database,
+    path: Option<PathBuf>,
+    limits: QueryLimits,
+}
+
+impl std::fmt::Debug for Nexus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Nexus").field("path", &self.path).finish()
+    }
+}
+
+fn open_error(dir: &Path, e: impl std::fmt::Display) -> KipError {
+    KipError::internal(format!("cannot open the nexus at {}: {e}", dir.display()))
+        .with_hint("check that the directory is writable and not opened by another kip process")
+}
+
+impl Nexus {
+    /// Opens the nexus in `dir` (created on first use, then bootstrapped).
+    pub fn open(dir: impl AsRef<Path>) -> Result<Nexus, KipError> {
+        let dir = dir.as_ref();
+        std::fs::create_dir_all(dir).map_err(|e| open_error(dir, e))?;
+        let file = dir.join(DB_FILE);
+        let db = Database::builder()
+            .set_cache_size(256 * 1024 * 1024)
+            .create(&file)
+            .map_err(|e| open_error(dir, e))?;
+        Nexus::init(db, Some(dir.to_path_buf()))
+    }
+
+    /// A nexus in memory (same engine, nothing on disk): for tests and experiments.
+    pub fn in_memory() -> Result<Nexus, KipError> {
+        let db = Database::builder()
+            .create_with_backend(redb::backends::InMemoryBackend::new())
+            .map_err(storage_error)?;
+        Nexus::init(db, None)
+    }
+
+    fn init(db: Database, path: Option<PathBuf>) -> Result<Nexus, KipError> {
+        let nexus = Nexus {
+            db,
+            path,
+            limits: QueryLimits::default(),
+        };
+        // Create the tables, check the format version, bootstrap once: one transaction.
+        let txn = nexus.db.begin_write().map_err(storage_error)?;
+        {
+            let mut w = WriteTables::open(&txn)?;
+            match meta_u64(&w, FORMAT_KEY)? {
+                Some(v) if v > FORMAT_VERSION => {
+                    return Err(KipError::internal(format!(
+                        "this data directory was written by a newer kip-nexus (storage format {v}); this build reads format {FORMAT_VERSION} and older"
+                    ))
+                    .with_hint("upgrade kip-nexus to open this data directory"));
+                }
+                Some(_) => {}
+                None => crate::store::GraphWrite::set_meta(
+                    &mut w,
+                    FORMAT_KEY,
+                    &FORMAT_VERSION.to_le_bytes(),
+                )?,
+            }
+            if w.meta(BOOTSTRAPPED_KEY)?.is_none() {
+                for (name, text) in BOOTSTRAP_CAPSULES {
+                    let cmds = kip_lang::parse_script(text).map_err(|e| {
+                        KipError::internal(format!("bootstrap capsule {name} does not parse: {e}"))
+                    })?;
+                    for cmd in &cmds {
+                        let Command::Upsert(u) = cmd else {
+                            return Err(KipError::internal(format!(
+                                "bootstrap capsule {name} holds a non-UPSERT command"
+                            )));
+                        };
+                        upsert::upsert(&mut w, u, upsert::Privilege::System).map_err(|e| {
+                            KipError::internal(format!("bootstrap capsule {name} failed: {e}"))
+                        })?;
+                    }
+                }
+                crate::store::GraphWrite::set_meta(&mut w, BOOTSTRAPPED_KEY, b"1")?;
+            }
+        }
+        txn.commit().map_err(storage_error)?;
+        Ok(nexus)
+    }
+
+    /// The data directory, for an on-disk nexus.
+    pub fn path(&self) -> Option<&Path> {
+        self.path.as_deref()
+    }
+
+    /// The query limits in force.
+    pub fn limits(&self) -> &QueryLimits {
+        &self.limits
+    }
+
+    /// Replaces the query limits.
+    pub fn set_limits(&mut self, limits: QueryLimits) {
+        self.limits = limits;
+    }
+
+    /// Executes an `execute_kip` (or `execute_kip_readonly`) arguments object.
+    pub fn execute_json(&self, args: &Value, access: Access) -> Response {
+        match ExecuteRequest::from_json(args) {
+            Ok(req) => self.execute(&req, access),
+            Err(e) => envelope::envelope_failure(e),
+        }
+    }
+
+    /// Executes a parsed request with the spec's batch semantics.
+    pub fn execute(&self, req: &ExecuteRequest, access: Access) -> Response {
+        envelope::run(req, access, |cmd, dry_run| {
+            self.execute_command(cmd, dry_run)
+        })
+    }
+
+    /// Executes one bound command. KML runs in one write transaction, committed only on
+    /// success and never under `dry_run`; reads run on a consistent snapshot.
+    pub fn execute_command(&self, cmd: &Command, dry_run: bool) -> Outcome {
+        if dry_run {
+            return match self.validate(cmd) {
+                Ok(v) => Outcome::ok(v),
+                Err(e) => Outcome::Err(e),
+            };
+        }
+        let r = match cmd {
+            Command::Upsert(_) | Command::Delete(_) => self.write(|w| match cmd {
+                Command::Upsert(u) => upsert::upsert(w, u, upsert::Privilege::Agent),
+                Command::Delete(d) => delete::delete(w, d, &self.limits),
+                _ => Err(KipError::internal("unreachable command kind")),
+            }, dry_run)
+            .map(Outcome::ok),
+            Command::Find(q) => self.read(|r| kql::find(r, q, &self.limits)),
+            Command::Describe(_) | Command::Search(_) => Err(KipError::internal(
+                "not implemented yet: DESCRIBE and SEARCH arrive with the META work",
+            )
+            .with_hint("use FIND on $ConceptType / $PropositionType meanwhile, e.g. FIND(?t.name) WHERE { ?t {type: \"$ConceptType\"} }")),
+        };
+        match r {
+            Ok(o) => o,
+            Err(e) => Outcome::Err(e),
+        }
+    }
+
+    /// `dry_run`: full validation, nothing written. KML runs in a transaction that is
+    /// then aborted, so schema, reference and protection errors surface exactly as they
+    /// would, and `effect` shows the result the command would have had. KQL is compiled
+    /// (schema and id checks) without being run.
+    fn validate(&self, cmd: &Command) -> Result<Value, KipError> {
+        let kind = match cmd.kind() {
+            kip_lang::CommandKind::Kql => "KQL",
+            kip_lang::CommandKind::Kml => "KML",
+            kip_lang::CommandKind::Meta => "META",
+        };
+        let mut out = serde_json::json!({"dry_run": true, "valid": true, "kind": kind});
+        match cmd {
+            Command::Upsert(u) => {
+                let effect =
+                    self.write(|w| upsert::upsert(w, u, upsert::Privilege::Agent), true)?;
+                out["effect"] = effect;
+            }
+            Command::Delete(d) => {
+                let effect = self.write(|w| delete::delete(w, d, &self.limits), true)?;
+                out["effect"] = effect;
+            }
+            Command::Find(q) => {
+                self.read(|r| kql::validate(r, q, &self.limits))?;
+            }
+            Command::Describe(_) | Command::Search(_) => {}
+        }
+        Ok(out)
+    }
+
+    /// Runs `f` in a write transaction: commits on `Ok` (unless `dry_run`), aborts on
+    /// `Err`, so a failed statement leaves nothing behind.
+    pub fn write<T>(
+        &self,
+        f: impl FnOnce(&mut WriteTables<'_>) -> Result<T, KipError>,
+        dry_run: bool,
+    ) -> Result<T, KipError> {
+        let txn = self.db.begin_write().map_err(storage_error)?;
+        let out = {
+            let mut w = WriteTables::open(&txn)?;
+            f(&mut w)
+        };
+        match out {
+            Ok(v) if !dry_run => {
+                txn.commit().map_err(storage_error)?;
+                Ok(v)
+            }
+            Ok(v) => {
+                txn.abort().map_err(storage_error)?;
+                Ok(v)
+            }
+            Err(e) => {
+                txn.abort().map_err(storage_error)?;
+                Err(e)
+            }
+        }
+    }
+
+    /// Runs `f` on a consistent read snapshot.
+    pub fn read<T>(
+        &self,
+        f: impl FnOnce(&ReadTables) -> Result<T, KipError>,
+    ) -> Result<T, KipError> {
+        let txn = self.db.begin_read().map_err(storage_error)?;
+        let r = ReadTables::open(&txn)?;
+        f(&r)
+    }
+
+    /// Loads a capsule (one or more UPSERTs) in one transaction with agent privileges:
+    /// every statement or none. Returns each statement's result.
+    pub fn load_capsule(&self, text: &str) -> Result<Vec<Value>, KipError> {
+        let cmds = kip_lang::parse_script(text)?;
+        self.write(
+            |w| {
+                let mut out = Vec::new();
+                for cmd in &cmds {
+                    let bound = kip_lang::bind(cmd, &serde_json::Map::new())?;
+                    match &bound {
+                        Command::Upsert(u) => {
+                            out.push(upsert::upsert(w, u, upsert::Privilege::Agent)?)
+                        }
+                        Command::Delete(d) => out.push(delete::delete(w, d, &self.limits)?),
+                        _ => {
+                            return Err(KipError::new(
+                                ErrorCode::InvalidSyntax,
+                                "a capsule holds UPSERT and DELETE statements only",
+                            ))
+                        }
+                    }
+                }
+                Ok(out)
+            },
+            false,
+        )
+    }
+
+    /// Number of concepts and propositions.
+    pub fn totals(&self) -> Result<(u64, u64), KipError> {
+        self.read(|r| r.totals())
+    }
+}

@@ -1,0 +1,300 @@
+//! Storage: the tables of the Cognitive Nexus in redb, their keys and value encoding,
+//! and the narrow interface ([`GraphRead`], [`GraphWrite`]) the executors use.
+//!
+//! Every access pattern is an index range, never a scan of unrelated data:
+//!
+//! | table | key -> value | serves |
+//! | --- | --- | --- |
+//! | `concepts` | id -> record | concept by id |
+//! | `concept_key` | (type, name) -> id | `{type, name}`, uniqueness |
+//! | `concept_type` | (type, id) -> () | `{type}` |
+//! | `concept_name` | (name, id) -> () | `{name}` |
+//! | `props` | id -> record | proposition by id |
+//! | `spo` | (subject, predicate, object) -> id | uniqueness, subject(+predicate) |
+//! | `pos` | (predicate, object, subject) -> id | predicate(+object) |
+//! | `osp` | (object, predicate, subject) -> id | object(+predicate), higher-order cascade |
+//! | `stats` | "t:Type" / "p:pred" -> count | planner statistics, DESCRIBE |
+//! | `meta` | key -> bytes | format version, id counters, bootstrap marker |
+//!
+//! Subjects and objects are [`ElemRef`]s encoded as one `u64` (bit 63 set for
+//! propositions), so a link whose subject is another link sorts like any other.
+//! Attributes and metadata are stored as MessagePack (compact, self-describing).
+//!
+//! Architecture invariant: only this module knows about redb. A server database backend
+//! would implement [`GraphRead`]/[`GraphWrite`] and leave the executors untouched.
+
+mod tables;
+
+pub use tables::{ReadTables, WriteTables};
+
+use kip_lang::KipError;
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+use std::fmt;
+
+/// The on-disk format version this build writes and reads.
+pub const FORMAT_VERSION: u64 = 1;
+
+/// Errors from the storage layer, as KIP errors (`KIP_4003`).
+pub fn storage_error(e: impl fmt::Display) -> KipError {
+    KipError::internal(format!("storage error: {e}"))
+        .with_hint("the command was not applied; retry, and report the error if it persists")
+}
+
+/// The result type of storage operations.
+pub type StoreResult<T> = Result<T, KipError>;
+
+const PROP_BIT: u64 = 1 << 63;
+
+/// A reference to a concept or a proposition (a subject or object of a link).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum ElemRef {
+    /// A concept node, by number.
+    Concept(u64),
+    /// A proposition link, by number.
+    Prop(u64),
+}
+
+impl ElemRef {
+    /// The single-`u64` key encoding.
+    pub fn encode(self) -> u64 {
+        match self {
+            ElemRef::Concept(n) => n,
+            ElemRef::Prop(n) => n | PROP_BIT,
+        }
+    }
+
+    /// Decodes [`ElemRef::encode`].
+    pub fn decode(v: u64) -> ElemRef {
+        if v & PROP_BIT != 0 {
+            ElemRef::Prop(v & !PROP_BIT)
+        } else {
+            ElemRef::Concept(v)
+        }
+    }
+
+    /// The public ID string (`C:12`, `P:7`).
+    pub fn id_string(self) -> String {
+        match self {
+            ElemRef::Concept(n) => format!("C:{n}"),
+            ElemRef::Prop(n) => format!("P:{n}"),
+        }
+    }
+
+    /// Parses a public ID; `None` for anything that is not one of ours.
+    pub fn parse_id(s: &str) -> Option<ElemRef> {
+        let (kind, num) = s.split_once(':')?;
+        if num.is_empty()
+            || !num.bytes().all(|b| b.is_ascii_digit())
+            || (num.len() > 1 && num.starts_with('0'))
+        {
+            return None;
+        }
+        let n: u64 = num.parse().ok()?;
+        if n == 0 || n & PROP_BIT != 0 {
+            return None;
+        }
+        match kind {
+            "C" => Some(ElemRef::Concept(n)),
+            "P" => Some(ElemRef::Prop(n)),
+            _ => None,
+        }
+    }
+}
+
+/// A stored concept node.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ConceptRecord {
+    /// Its type (a registered `$ConceptType` name).
+    #[serde(rename = "t")]
+    pub concept_type: String,
+    /// Its name.
+    #[serde(rename = "n")]
+    pub name: String,
+    /// Attributes.
+    #[serde(rename = "a")]
+    pub attributes: Map<String, Value>,
+    /// Metadata.
+    #[serde(rename = "m")]
+    pub metadata: Map<String, Value>,
+}
+
+/// A stored proposition link.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PropRecord {
+    /// Subject.
+    #[serde(rename = "s", with = "elem_ref_serde")]
+    pub subject: ElemRef,
+    /// Predicate (a registered `$PropositionType` name).
+    #[serde(rename = "p")]
+    pub predicate: String,
+    /// Object.
+    #[serde(rename = "o", with = "elem_ref_serde")]
+    pub object: ElemRef,
+    /// Attributes.
+    #[serde(rename = "a")]
+    pub attributes: Map<String, Value>,
+    /// Metadata.
+    #[serde(rename = "m")]
+    pub metadata: Map<String, Value>,
+}
+
+mod elem_ref_serde {
+    use super::ElemRef;
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(r: &ElemRef, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_u64(r.encode())
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<ElemRef, D::Error> {
+        Ok(ElemRef::decode(u64::deserialize(d)?))
+    }
+}
+
+/// Encodes a record as MessagePack.
+pub fn encode<T: Serialize>(rec: &T) -> StoreResult<Vec<u8>> {
+    rmp_serde::to_vec_named(rec).map_err(storage_error)
+}
+
+/// Decodes a MessagePack record.
+pub fn decode<'a, T: Deserialize<'a>>(bytes: &'a [u8]) -> StoreResult<T> {
+    rmp_serde::from_slice(bytes).map_err(storage_error)
+}
+
+/// Whether a scan callback wants more rows.
+pub type Continue = bool;
+
+/// Read access to the graph; implemented by read snapshots and by write transactions
+/// (which see their own uncommitted writes).
+pub trait GraphRead {
+    /// A concept by number.
+    fn concept(&self, id: u64) -> StoreResult<Option<ConceptRecord>>;
+    /// The concept with this `(type, name)`.
+    fn concept_by_key(&self, concept_type: &str, name: &str) -> StoreResult<Option<u64>>;
+    /// Concepts of a type, in id order.
+    fn scan_type(
+        &self,
+        concept_type: &str,
+        f: &mut dyn FnMut(u64) -> StoreResult<Continue>,
+    ) -> StoreResult<()>;
+    /// Concepts with a name (any type), in id order.
+    fn scan_name(
+        &self,
+        name: &str,
+        f: &mut dyn FnMut(u64) -> StoreResult<Continue>,
+    ) -> StoreResult<()>;
+    /// Every concept, in id order.
+    fn scan_concepts(&self, f: &mut dyn FnMut(u64) -> StoreResult<Continue>) -> StoreResult<()>;
+    /// A proposition by number.
+    fn prop(&self, id: u64) -> StoreResult<Option<PropRecord>>;
+    /// The proposition `(s, p, o)`, if it exists.
+    fn prop_by_spo(&self, s: ElemRef, p: &str, o: ElemRef) -> StoreResult<Option<u64>>;
+    /// Links with subject `s` (and predicate `p` if given): `f(predicate, object, id)`.
+    fn scan_out(
+        &self,
+        s: ElemRef,
+        p: Option<&str>,
+        f: &mut dyn FnMut(&str, ElemRef, u64) -> StoreResult<Continue>,
+    ) -> StoreResult<()>;
+    /// Links with object `o` (and predicate `p` if given): `f(predicate, subject, id)`.
+    fn scan_in(
+        &self,
+        o: ElemRef,
+        p: Option<&str>,
+        f: &mut dyn FnMut(&str, ElemRef, u64) -> StoreResult<Continue>,
+    ) -> StoreResult<()>;
+    /// Links with predicate `p`: `f(subject, object, id)`.
+    fn scan_predicate(
+        &self,
+        p: &str,
+        f: &mut dyn FnMut(ElemRef, ElemRef, u64) -> StoreResult<Continue>,
+    ) -> StoreResult<()>;
+    /// Every link, in id order.
+    fn scan_props(&self, f: &mut dyn FnMut(u64) -> StoreResult<Continue>) -> StoreResult<()>;
+    /// A statistics counter (`t:<Type>`: concepts of a type; `p:<pred>`: links of a predicate).
+    fn stat(&self, key: &str) -> StoreResult<u64>;
+    /// Total numbers of concepts and propositions.
+    fn totals(&self) -> StoreResult<(u64, u64)>;
+    /// A raw `meta` value.
+    fn meta(&self, key: &str) -> StoreResult<Option<Vec<u8>>>;
+}
+
+/// Write access inside one transaction. Index maintenance is the implementation's job:
+/// callers pass the old record so stale index entries can be removed.
+pub trait GraphWrite: GraphRead {
+    /// Allocates a new concept number (never reused).
+    fn alloc_concept_id(&mut self) -> StoreResult<u64>;
+    /// Allocates a new proposition number (never reused).
+    fn alloc_prop_id(&mut self) -> StoreResult<u64>;
+    /// Inserts or replaces a concept; `old` is the stored record when replacing.
+    fn put_concept(
+        &mut self,
+        id: u64,
+        rec: &ConceptRecord,
+        old: Option<&ConceptRecord>,
+    ) -> StoreResult<()>;
+    /// Removes a concept (its links must already be gone).
+    fn delete_concept(&mut self, id: u64, rec: &ConceptRecord) -> StoreResult<()>;
+    /// Inserts or replaces a link; `old` is the stored record when replacing.
+    fn put_prop(&mut self, id: u64, rec: &PropRecord, old: Option<&PropRecord>) -> StoreResult<()>;
+    /// Removes a link.
+    fn delete_prop(&mut self, id: u64, rec: &PropRecord) -> StoreResult<()>;
+    /// Sets a raw `meta` value.
+    fn set_meta(&mut self, key: &str, value: &[u8]) -> StoreResult<()>;
+}
+
+/// Reads a `u64` stored in `meta`.
+pub fn meta_u64(g: &dyn GraphRead, key: &str) -> StoreResult<Option<u64>> {
+    Ok(g.meta(key)?
+        .and_then(|b| <[u8; 8]>::try_from(b.as_slice()).ok())
+        .map(u64::from_le_bytes))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn elem_refs_encode_and_parse() {
+        for r in [
+            ElemRef::Concept(1),
+            ElemRef::Prop(1),
+            ElemRef::Concept(u64::MAX >> 1),
+            ElemRef::Prop(42),
+        ] {
+            assert_eq!(ElemRef::decode(r.encode()), r);
+            assert_eq!(ElemRef::parse_id(&r.id_string()), Some(r));
+        }
+        for bad in [
+            "",
+            "C:",
+            "C:0",
+            "C:01",
+            "X:1",
+            "C:-1",
+            "c:1",
+            "C:1a",
+            "P:99999999999999999999",
+            "C:9223372036854775808",
+        ] {
+            assert_eq!(ElemRef::parse_id(bad), None, "{bad}");
+        }
+    }
+
+    #[test]
+    fn records_round_trip_through_the_encoding() {
+        let rec = PropRecord {
+            subject: ElemRef::Concept(3),
+            predicate: "treats".into(),
+            object: ElemRef::Prop(9),
+            attributes: serde_json::json!({"a": [1, 2.5, "x", null, {"k": true}], "big": u64::MAX, "neg": -5})
+                .as_object()
+                .cloned()
+                .expect("obj"),
+            metadata: Map::new(),
+        };
+        let bytes = encode(&rec).expect("encode");
+        assert_eq!(decode::<PropRecord>(&bytes).expect("decode"), rec);
+    }
+}

@@ -1,0 +1,446 @@
+//! The redb tables and the two views over them: [`ReadTables`] (a read snapshot) and
+//! [`WriteTables`] (inside one write transaction). Both implement [`GraphRead`] through
+//! the same generic helpers, so reads inside a write see exactly what a snapshot would.
+
+use super::{
+    decode, encode, storage_error, ConceptRecord, Continue, ElemRef, GraphRead, GraphWrite,
+    PropRecord, StoreResult,
+};
+use redb::{
+    ReadOnlyTable, ReadTransaction, ReadableTable, ReadableTableMetadata, Table, TableDefinition,
+    WriteTransaction,
+};
+
+pub(crate) const META: TableDefinition<&str, &[u8]> = TableDefinition::new("meta");
+pub(crate) const CONCEPTS: TableDefinition<u64, &[u8]> = TableDefinition::new("concepts");
+pub(crate) const CONCEPT_KEY: TableDefinition<(&str, &str), u64> =
+    TableDefinition::new("concept_key");
+pub(crate) const CONCEPT_TYPE: TableDefinition<(&str, u64), ()> =
+    TableDefinition::new("concept_type");
+pub(crate) const CONCEPT_NAME: TableDefinition<(&str, u64), ()> =
+    TableDefinition::new("concept_name");
+pub(crate) const PROPS: TableDefinition<u64, &[u8]> = TableDefinition::new("props");
+pub(crate) const SPO: TableDefinition<(u64, &str, u64), u64> = TableDefinition::new("spo");
+pub(crate) const POS: TableDefinition<(&str, u64, u64), u64> = TableDefinition::new("pos");
+pub(crate) const OSP: TableDefinition<(u64, &str, u64), u64> = TableDefinition::new("osp");
+pub(crate) const STATS: TableDefinition<&str, u64> = TableDefinition::new("stats");
+
+const NEXT_CONCEPT: &str = "next_concept_id";
+const NEXT_PROP: &str = "next_prop_id";
+
+/// Read-only view of every table in one snapshot.
+pub struct ReadTables {
+    meta: ReadOnlyTable<&'static str, &'static [u8]>,
+    concepts: ReadOnlyTable<u64, &'static [u8]>,
+    concept_key: ReadOnlyTable<(&'static str, &'static str), u64>,
+    concept_type: ReadOnlyTable<(&'static str, u64), ()>,
+    concept_name: ReadOnlyTable<(&'static str, u64), ()>,
+    props: ReadOnlyTable<u64, &'static [u8]>,
+    spo: ReadOnlyTable<(u64, &'static str, u64), u64>,
+    pos: ReadOnlyTable<(&'static str, u64, u64), u64>,
+    osp: ReadOnlyTable<(u64, &'static str, u64), u64>,
+    stats: ReadOnlyTable<&'static str, u64>,
+}
+
+impl ReadTables {
+    /// Opens every table of a read transaction (the store must have been initialised).
+    pub fn open(txn: &ReadTransaction) -> StoreResult<ReadTables> {
+        Ok(ReadTables {
+            meta: txn.open_table(META).map_err(storage_error)?,
+            concepts: txn.open_table(CONCEPTS).map_err(storage_error)?,
+            concept_key: txn.open_table(CONCEPT_KEY).map_err(storage_error)?,
+            concept_type: txn.open_table(CONCEPT_TYPE).map_err(storage_error)?,
+            concept_name: txn.open_table(CONCEPT_NAME).map_err(storage_error)?,
+            props: txn.open_table(PROPS).map_err(storage_error)?,
+            spo: txn.open_table(SPO).map_err(storage_error)?,
+            pos: txn.open_table(POS).map_err(storage_error)?,
+            osp: txn.open_table(OSP).map_err(storage_error)?,
+            stats: txn.open_table(STATS).map_err(storage_error)?,
+        })
+    }
+}
+
+/// Read-write view of every table inside one write transaction.
+pub struct WriteTables<'t> {
+    meta: Table<'t, &'static str, &'static [u8]>,
+    concepts: Table<'t, u64, &'static [u8]>,
+    concept_key: Table<'t, (&'static str, &'static str), u64>,
+    concept_type: Table<'t, (&'static str, u64), ()>,
+    concept_name: Table<'t, (&'static str, u64), ()>,
+    props: Table<'t, u64, &'static [u8]>,
+    spo: Table<'t, (u64, &'static str, u64), u64>,
+    pos: Table<'t, (&'static str, u64, u64), u64>,
+    osp: Table<'t, (u64, &'static str, u64), u64>,
+    stats: Table<'t, &'static str, u64>,
+}
+
+impl<'t> WriteTables<'t> {
+    /// Opens (creating if needed) every table in a write transaction.
+    pub fn open(txn: &'t WriteTransaction) -> StoreResult<WriteTables<'t>> {
+        Ok(WriteTables {
+            meta: txn.open_table(META).map_err(storage_error)?,
+            concepts: txn.open_table(CONCEPTS).map_err(storage_error)?,
+            concept_key: txn.open_table(CONCEPT_KEY).map_err(storage_error)?,
+            concept_type: txn.open_table(CONCEPT_TYPE).map_err(storage_error)?,
+            concept_name: txn.open_table(CONCEPT_NAME).map_err(storage_error)?,
+            props: txn.open_table(PROPS).map_err(storage_error)?,
+            spo: txn.open_table(SPO).map_err(storage_error)?,
+            pos: txn.open_table(POS).map_err(storage_error)?,
+            osp: txn.open_table(OSP).map_err(storage_error)?,
+            stats: txn.open_table(STATS).map_err(storage_error)?,
+        })
+    }
+
+    fn bump_stat(&mut self, key: &str, delta: i64) -> StoreResult<()> {
+        let cur = self
+            .stats
+            .get(key)
+            .map_err(storage_error)?
+            .map(|g| g.value())
+            .unwrap_or(0);
+        let next = if delta >= 0 {
+            cur.saturating_add(delta.unsigned_abs())
+        } else {
+            cur.saturating_sub(delta.unsigned_abs())
+        };
+        if next == 0 {
+            self.stats.remove(key).map_err(storage_error)?;
+        } else {
+            self.stats.insert(key, next).map_err(storage_error)?;
+        }
+        Ok(())
+    }
+
+    fn alloc(&mut self, key: &str) -> StoreResult<u64> {
+        let cur = self
+            .meta
+            .get(key)
+            .map_err(storage_error)?
+            .and_then(|g| <[u8; 8]>::try_from(g.value()).ok())
+            .map(u64::from_le_bytes)
+            .unwrap_or(1);
+        if cur >= (1 << 62) {
+            return Err(storage_error("identifier space exhausted"));
+        }
+        self.meta
+            .insert(key, &(cur + 1).to_le_bytes()[..])
+            .map_err(storage_error)?;
+        Ok(cur)
+    }
+}
+
+/// Generic read helpers shared by both views.
+mod read {
+    use super::*;
+
+    pub fn concept(
+        t: &impl ReadableTable<u64, &'static [u8]>,
+        id: u64,
+    ) -> StoreResult<Option<ConceptRecord>> {
+        match t.get(id).map_err(storage_error)? {
+            Some(g) => Ok(Some(decode(g.value())?)),
+            None => Ok(None),
+        }
+    }
+
+    pub fn prop(
+        t: &impl ReadableTable<u64, &'static [u8]>,
+        id: u64,
+    ) -> StoreResult<Option<PropRecord>> {
+        match t.get(id).map_err(storage_error)? {
+            Some(g) => Ok(Some(decode(g.value())?)),
+            None => Ok(None),
+        }
+    }
+
+    pub fn concept_by_key(
+        t: &impl ReadableTable<(&'static str, &'static str), u64>,
+        ty: &str,
+        name: &str,
+    ) -> StoreResult<Option<u64>> {
+        Ok(t.get((ty, name)).map_err(storage_error)?.map(|g| g.value()))
+    }
+
+    pub fn scan_index(
+        t: &impl ReadableTable<(&'static str, u64), ()>,
+        key: &str,
+        f: &mut dyn FnMut(u64) -> StoreResult<Continue>,
+    ) -> StoreResult<()> {
+        for item in t.range((key, 0u64)..).map_err(storage_error)? {
+            let (k, _) = item.map_err(storage_error)?;
+            let (kk, id) = k.value();
+            if kk != key || !f(id)? {
+                break;
+            }
+        }
+        Ok(())
+    }
+
+    pub fn scan_ids(
+        t: &impl ReadableTable<u64, &'static [u8]>,
+        f: &mut dyn FnMut(u64) -> StoreResult<Continue>,
+    ) -> StoreResult<()> {
+        for item in t.iter().map_err(storage_error)? {
+            let (k, _) = item.map_err(storage_error)?;
+            if !f(k.value())? {
+                break;
+            }
+        }
+        Ok(())
+    }
+
+    /// Scans a `(u64, &str, u64) -> id` table for a fixed first component and optional
+    /// second component: `f(second, third, id)`.
+    pub fn scan_triple(
+        t: &impl ReadableTable<(u64, &'static str, u64), u64>,
+        first: u64,
+        second: Option<&str>,
+        f: &mut dyn FnMut(&str, ElemRef, u64) -> StoreResult<Continue>,
+    ) -> StoreResult<()> {
+        let start = second.unwrap_or("");
+        for item in t.range((first, start, 0u64)..).map_err(storage_error)? {
+            let (k, v) = item.map_err(storage_error)?;
+            let (a, b, c) = k.value();
+            if a != first || second.is_some_and(|s| s != b) {
+                break;
+            }
+            if !f(b, ElemRef::decode(c), v.value())? {
+                break;
+            }
+        }
+        Ok(())
+    }
+
+    pub fn scan_pos(
+        t: &impl ReadableTable<(&'static str, u64, u64), u64>,
+        p: &str,
+        f: &mut dyn FnMut(ElemRef, ElemRef, u64) -> StoreResult<Continue>,
+    ) -> StoreResult<()> {
+        for item in t.range((p, 0u64, 0u64)..).map_err(storage_error)? {
+            let (k, v) = item.map_err(storage_error)?;
+            let (pp, o, s) = k.value();
+            if pp != p {
+                break;
+            }
+            if !f(ElemRef::decode(s), ElemRef::decode(o), v.value())? {
+                break;
+            }
+        }
+        Ok(())
+    }
+
+    pub fn stat(t: &impl ReadableTable<&'static str, u64>, key: &str) -> StoreResult<u64> {
+        Ok(t.get(key)
+            .map_err(storage_error)?
+            .map(|g| g.value())
+            .unwrap_or(0))
+    }
+
+    pub fn meta(
+        t: &impl ReadableTable<&'static str, &'static [u8]>,
+        key: &str,
+    ) -> StoreResult<Option<Vec<u8>>> {
+        Ok(t.get(key)
+            .map_err(storage_error)?
+            .map(|g| g.value().to_vec()))
+    }
+}
+
+macro_rules! impl_graph_read {
+    ($ty:ty) => {
+        impl GraphRead for $ty {
+            fn concept(&self, id: u64) -> StoreResult<Option<ConceptRecord>> {
+                read::concept(&self.concepts, id)
+            }
+            fn concept_by_key(&self, concept_type: &str, name: &str) -> StoreResult<Option<u64>> {
+                read::concept_by_key(&self.concept_key, concept_type, name)
+            }
+            fn scan_type(
+                &self,
+                concept_type: &str,
+                f: &mut dyn FnMut(u64) -> StoreResult<Continue>,
+            ) -> StoreResult<()> {
+                read::scan_index(&self.concept_type, concept_type, f)
+            }
+            fn scan_name(
+                &self,
+                name: &str,
+                f: &mut dyn FnMut(u64) -> StoreResult<Continue>,
+            ) -> StoreResult<()> {
+                read::scan_index(&self.concept_name, name, f)
+            }
+            fn scan_concepts(
+                &self,
+                f: &mut dyn FnMut(u64) -> StoreResult<Continue>,
+            ) -> StoreResult<()> {
+                read::scan_ids(&self.concepts, f)
+            }
+            fn prop(&self, id: u64) -> StoreResult<Option<PropRecord>> {
+                read::prop(&self.props, id)
+            }
+            fn prop_by_spo(&self, s: ElemRef, p: &str, o: ElemRef) -> StoreResult<Option<u64>> {
+                Ok(self
+                    .spo
+                    .get((s.encode(), p, o.encode()))
+                    .map_err(storage_error)?
+                    .map(|g| g.value()))
+            }
+            fn scan_out(
+                &self,
+                s: ElemRef,
+                p: Option<&str>,
+                f: &mut dyn FnMut(&str, ElemRef, u64) -> StoreResult<Continue>,
+            ) -> StoreResult<()> {
+                read::scan_triple(&self.spo, s.encode(), p, f)
+            }
+            fn scan_in(
+                &self,
+                o: ElemRef,
+                p: Option<&str>,
+                f: &mut dyn FnMut(&str, ElemRef, u64) -> StoreResult<Continue>,
+            ) -> StoreResult<()> {
+                read::scan_triple(&self.osp, o.encode(), p, f)
+            }
+            fn scan_predicate(
+                &self,
+                p: &str,
+                f: &mut dyn FnMut(ElemRef, ElemRef, u64) -> StoreResult<Continue>,
+            ) -> StoreResult<()> {
+                read::scan_pos(&self.pos, p, f)
+            }
+            fn scan_props(
+                &self,
+                f: &mut dyn FnMut(u64) -> StoreResult<Continue>,
+            ) -> StoreResult<()> {
+                read::scan_ids(&self.props, f)
+            }
+            fn stat(&self, key: &str) -> StoreResult<u64> {
+                read::stat(&self.stats, key)
+            }
+            fn totals(&self) -> StoreResult<(u64, u64)> {
+                Ok((
+                    self.concepts.len().map_err(storage_error)?,
+                    self.props.len().map_err(storage_error)?,
+                ))
+            }
+            fn meta(&self, key: &str) -> StoreResult<Option<Vec<u8>>> {
+                read::meta(&self.meta, key)
+            }
+        }
+    };
+}
+
+impl_graph_read!(ReadTables);
+impl_graph_read!(WriteTables<'_>);
+
+impl GraphWrite for WriteTables<'_> {
+    fn alloc_concept_id(&mut self) -> StoreResult<u64> {
+        self.alloc(NEXT_CONCEPT)
+    }
+
+    fn alloc_prop_id(&mut self) -> StoreResult<u64> {
+        self.alloc(NEXT_PROP)
+    }
+
+    fn put_concept(
+        &mut self,
+        id: u64,
+        rec: &ConceptRecord,
+        old: Option<&ConceptRecord>,
+    ) -> StoreResult<()> {
+        let bytes = encode(rec)?;
+        self.concepts
+            .insert(id, bytes.as_slice())
+            .map_err(storage_error)?;
+        let same_key =
+            old.is_some_and(|o| o.concept_type == rec.concept_type && o.name == rec.name);
+        if !same_key {
+            if let Some(o) = old {
+                self.concept_key
+                    .remove((o.concept_type.as_str(), o.name.as_str()))
+                    .map_err(storage_error)?;
+                self.concept_type
+                    .remove((o.concept_type.as_str(), id))
+                    .map_err(storage_error)?;
+                self.concept_name
+                    .remove((o.name.as_str(), id))
+                    .map_err(storage_error)?;
+                self.bump_stat(&format!("t:{}", o.concept_type), -1)?;
+            }
+            self.concept_key
+                .insert((rec.concept_type.as_str(), rec.name.as_str()), id)
+                .map_err(storage_error)?;
+            self.concept_type
+                .insert((rec.concept_type.as_str(), id), ())
+                .map_err(storage_error)?;
+            self.concept_name
+                .insert((rec.name.as_str(), id), ())
+                .map_err(storage_error)?;
+            self.bump_stat(&format!("t:{}", rec.concept_type), 1)?;
+        }
+        Ok(())
+    }
+
+    fn delete_concept(&mut self, id: u64, rec: &ConceptRecord) -> StoreResult<()> {
+        self.concepts.remove(id).map_err(storage_error)?;
+        self.concept_key
+            .remove((rec.concept_type.as_str(), rec.name.as_str()))
+            .map_err(storage_error)?;
+        self.concept_type
+            .remove((rec.concept_type.as_str(), id))
+            .map_err(storage_error)?;
+        self.concept_name
+            .remove((rec.name.as_str(), id))
+            .map_err(storage_error)?;
+        self.bump_stat(&format!("t:{}", rec.concept_type), -1)
+    }
+
+    fn put_prop(&mut self, id: u64, rec: &PropRecord, old: Option<&PropRecord>) -> StoreResult<()> {
+        let bytes = encode(rec)?;
+        self.props
+            .insert(id, bytes.as_slice())
+            .map_err(storage_error)?;
+        let same_key = old.is_some_and(|o| {
+            o.subject == rec.subject && o.predicate == rec.predicate && o.object == rec.object
+        });
+        if !same_key {
+            if let Some(o) = old {
+                self.remove_prop_index(o)?;
+            }
+            let (s, p, o) = (
+                rec.subject.encode(),
+                rec.predicate.as_str(),
+                rec.object.encode(),
+            );
+            self.spo.insert((s, p, o), id).map_err(storage_error)?;
+            self.pos.insert((p, o, s), id).map_err(storage_error)?;
+            self.osp.insert((o, p, s), id).map_err(storage_error)?;
+            self.bump_stat(&format!("p:{p}"), 1)?;
+        }
+        Ok(())
+    }
+
+    fn delete_prop(&mut self, id: u64, rec: &PropRecord) -> StoreResult<()> {
+        self.props.remove(id).map_err(storage_error)?;
+        self.remove_prop_index(rec)
+    }
+
+    fn set_meta(&mut self, key: &str, value: &[u8]) -> StoreResult<()> {
+        self.meta.insert(key, value).map_err(storage_error)?;
+        Ok(())
+    }
+}
+
+impl WriteTables<'_> {
+    fn remove_prop_index(&mut self, rec: &PropRecord) -> StoreResult<()> {
+        let (s, p, o) = (
+            rec.subject.encode(),
+            rec.predicate.as_str(),
+            rec.object.encode(),
+        );
+        self.spo.remove((s, p, o)).map_err(storage_error)?;
+        self.pos.remove((p, o, s)).map_err(storage_error)?;
+        self.osp.remove((o, p, s)).map_err(storage_error)?;
+        self.bump_stat(&format!("p:{p}"), -1)
+    }
+}
