@@ -258,6 +258,37 @@ impl Nexus {
         )
     }
 
+    /// Every concept and proposition as JSON objects, in id order:
+    /// `{"concepts": [...], "propositions": [...]}`.
+    pub fn dump(&self) -> Result<Value, KipError> {
+        self.read(|r| {
+            let mut concepts = Vec::new();
+            r.scan_concepts(&mut |n| {
+                if let Some(c) = r.concept(n)? {
+                    concepts.push(serde_json::json!({
+                        "id": crate::store::ElemRef::Concept(n).id_string(),
+                        "type": c.concept_type, "name": c.name,
+                        "attributes": c.attributes, "metadata": c.metadata,
+                    }));
+                }
+                Ok(true)
+            })?;
+            let mut props = Vec::new();
+            r.scan_props(&mut |n| {
+                if let Some(p) = r.prop(n)? {
+                    props.push(serde_json::json!({
+                        "id": crate::store::ElemRef::Prop(n).id_string(),
+                        "subject": p.subject.id_string(), "predicate": p.predicate,
+                        "object": p.object.id_string(),
+                        "attributes": p.attributes, "metadata": p.metadata,
+                    }));
+                }
+                Ok(true)
+            })?;
+            Ok(serde_json::json!({"concepts": concepts, "propositions": props}))
+        })
+    }
+
     /// Number of concepts and propositions.
     pub fn totals(&self) -> Result<(u64, u64), KipError> {
         self.read(|r| r.totals())
