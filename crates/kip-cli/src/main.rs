@@ -37,6 +37,10 @@ enum Cmd {
         /// dry_run}) as JSON from FILE (`-` for stdin) and print the response JSON.
         #[arg(long, value_name = "FILE")]
         json: Option<String>,
+        /// Read one `execute_kip` arguments object per line from FILE (`-` for stdin)
+        /// and print one response per line, flushed, all against one open nexus.
+        #[arg(long, value_name = "FILE", conflicts_with = "json")]
+        jsonl: Option<String>,
         /// Serve the request as `execute_kip_readonly` (FIND, SEARCH, DESCRIBE only).
         #[arg(long)]
         readonly: bool,
@@ -135,6 +139,58 @@ fn exec_cmd(
     Ok(exit_code(&response))
 }
 
+/// Executes one request per input line; an empty line is skipped. Exit code 1 when any
+/// response carried an error.
+fn exec_lines(data: PathBuf, file: &str, readonly: bool, dry_run: bool) -> Result<ExitCode> {
+    use std::io::{BufRead, Write};
+    let nexus = open_nexus(&data)?;
+    let access = if readonly {
+        Access::ReadOnly
+    } else {
+        Access::ReadWrite
+    };
+    let input: Box<dyn BufRead> = if file == "-" {
+        Box::new(std::io::BufReader::new(std::io::stdin()))
+    } else {
+        Box::new(std::io::BufReader::new(
+            std::fs::File::open(file).with_context(|| format!("opening {file}"))?,
+        ))
+    };
+    let mut out = std::io::stdout().lock();
+    let mut any_error = false;
+    for line in input.lines() {
+        let line = line.context("reading a request line")?;
+        if line.trim().is_empty() {
+            continue;
+        }
+        let response = match serde_json::from_str::<Value>(&line) {
+            Ok(args) => match ExecuteRequest::from_json(&args) {
+                Ok(mut req) => {
+                    req.dry_run |= dry_run;
+                    nexus.execute(&req, access)
+                }
+                Err(e) => envelope::envelope_failure(e),
+            },
+            Err(e) => envelope::envelope_failure(
+                kip_lang::KipError::syntax(format!("the request line is not valid JSON: {e}"))
+                    .with_hint("send one execute_kip arguments object per line"),
+            ),
+        };
+        any_error |= response.has_error();
+        writeln!(
+            out,
+            "{}",
+            serde_json::to_string(&response.to_json()).unwrap_or_else(|_| "{}".into())
+        )?;
+        out.flush()?;
+    }
+    Ok(if any_error {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    })
+}
+
 fn exit_code(r: &Response) -> ExitCode {
     if r.has_error() {
         ExitCode::from(1)
@@ -150,9 +206,20 @@ fn main() -> ExitCode {
         Cmd::Parse { file } => parse_cmd(&file),
         Cmd::Exec {
             json,
+            jsonl: Some(file),
+            readonly,
+            dry_run,
+            command: None,
+        } if json.is_none() => exec_lines(data, &file, readonly, dry_run),
+        Cmd::Exec { jsonl: Some(_), .. } => Err(anyhow::anyhow!(
+            "--jsonl takes the requests from its file; give no command text"
+        )),
+        Cmd::Exec {
+            json,
             readonly,
             dry_run,
             command,
+            ..
         } => exec_cmd(data, json, command, readonly, dry_run),
     };
     match result {

@@ -289,6 +289,76 @@ impl Nexus {
         })
     }
 
+    /// Checks the store's invariants: every index entry matches its record, every link's
+    /// subject and object exist, statistics match the data. Returns the problems found.
+    pub fn check_integrity(&self) -> Result<Vec<String>, KipError> {
+        use crate::store::ElemRef;
+        self.read(|r| {
+            let mut problems = Vec::new();
+            let mut type_counts: std::collections::HashMap<String, u64> = Default::default();
+            let mut concept_ids = Vec::new();
+            r.scan_concepts(&mut |n| {
+                concept_ids.push(n);
+                Ok(true)
+            })?;
+            for n in &concept_ids {
+                let Some(c) = r.concept(*n)? else {
+                    problems.push(format!("C:{n} listed but unreadable"));
+                    continue;
+                };
+                if r.concept_by_key(&c.concept_type, &c.name)? != Some(*n) {
+                    problems.push(format!("C:{n} missing from the (type, name) index"));
+                }
+                if r.concept_by_key(crate::schema::CONCEPT_TYPE, &c.concept_type)?
+                    .is_none()
+                {
+                    problems.push(format!("C:{n} has unregistered type {}", c.concept_type));
+                }
+                *type_counts.entry(c.concept_type.clone()).or_default() += 1;
+            }
+            for (t, k) in &type_counts {
+                let s = r.stat(&format!("t:{t}"))?;
+                if s != *k {
+                    problems.push(format!(
+                        "statistics say {s} concepts of type {t}, the data has {k}"
+                    ));
+                }
+            }
+            let mut prop_ids = Vec::new();
+            r.scan_props(&mut |n| {
+                prop_ids.push(n);
+                Ok(true)
+            })?;
+            let mut pred_counts: std::collections::HashMap<String, u64> = Default::default();
+            for n in &prop_ids {
+                let Some(p) = r.prop(*n)? else {
+                    problems.push(format!("P:{n} listed but unreadable"));
+                    continue;
+                };
+                for end in [p.subject, p.object] {
+                    let exists = match end {
+                        ElemRef::Concept(c) => r.concept(c)?.is_some(),
+                        ElemRef::Prop(q) => r.prop(q)?.is_some(),
+                    };
+                    if !exists {
+                        problems.push(format!("P:{n} references missing {}", end.id_string()));
+                    }
+                }
+                if r.prop_by_spo(p.subject, &p.predicate, p.object)? != Some(*n) {
+                    problems.push(format!("P:{n} missing from the spo index"));
+                }
+                *pred_counts.entry(p.predicate.clone()).or_default() += 1;
+            }
+            for (p, k) in &pred_counts {
+                let s = r.stat(&format!("p:{p}"))?;
+                if s != *k {
+                    problems.push(format!("statistics say {s} links of {p}, the data has {k}"));
+                }
+            }
+            Ok(problems)
+        })
+    }
+
     /// Number of concepts and propositions.
     pub fn totals(&self) -> Result<(u64, u64), KipError> {
         self.read(|r| r.totals())
