@@ -24,7 +24,24 @@ struct Cli {
 }
 
 #[derive(Subcommand, Debug)]
+enum CapsuleCmd {
+    /// Load a capsule file (one or more UPSERT/DELETE statements) in one transaction.
+    Load {
+        /// The capsule file, or `-` for stdin.
+        file: String,
+    },
+}
+
+#[derive(Subcommand, Debug)]
 enum Cmd {
+    /// Knowledge capsules.
+    #[command(subcommand)]
+    Capsule(CapsuleCmd),
+    /// Print the plan the engine chooses for a FIND query.
+    Explain {
+        /// The FIND query text.
+        query: String,
+    },
     /// Check KIP text: prints {"result":"ok"} or the error object.
     Parse {
         /// A file of KIP commands (a capsule may hold several), or `-` for stdin.
@@ -191,6 +208,38 @@ fn exec_lines(data: PathBuf, file: &str, readonly: bool, dry_run: bool) -> Resul
     })
 }
 
+fn capsule_load(data: PathBuf, file: &str) -> Result<ExitCode> {
+    let bytes = read_input(file)?;
+    let nexus = open_nexus(&data)?;
+    let outcome = kip_lang::utf8(&bytes).and_then(|text| nexus.load_capsule(text));
+    match outcome {
+        Ok(results) => {
+            print_json(&json!({ "result": results }));
+            Ok(ExitCode::SUCCESS)
+        }
+        Err(e) => {
+            print_json(&json!({ "error": e.to_json() }));
+            Ok(ExitCode::from(1))
+        }
+    }
+}
+
+fn explain(data: PathBuf, query: &str) -> Result<ExitCode> {
+    let nexus = open_nexus(&data)?;
+    match nexus.explain(query) {
+        Ok(lines) => {
+            for l in lines {
+                println!("{l}");
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Err(e) => {
+            print_json(&json!({ "error": e.to_json() }));
+            Ok(ExitCode::from(1))
+        }
+    }
+}
+
 fn exit_code(r: &Response) -> ExitCode {
     if r.has_error() {
         ExitCode::from(1)
@@ -203,6 +252,8 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let data = data_dir(&cli);
     let result = match cli.command {
+        Cmd::Capsule(CapsuleCmd::Load { file }) => capsule_load(data, &file),
+        Cmd::Explain { query } => explain(data, &query),
         Cmd::Parse { file } => parse_cmd(&file),
         Cmd::Exec {
             json,

@@ -359,6 +359,16 @@ impl Nexus {
         })
     }
 
+    /// The plan chosen for a FIND query, one line per step.
+    pub fn explain(&self, query: &str) -> Result<Vec<String>, KipError> {
+        let cmd = kip_lang::parse_command(query)?;
+        let Command::Find(q) = kip_lang::bind(&cmd, &serde_json::Map::new())? else {
+            return Err(KipError::syntax("explain takes a FIND query")
+                .with_hint("write FIND(...) WHERE { ... }"));
+        };
+        self.read(|r| kql::explain(r, &q, &self.limits))
+    }
+
     /// Number of concepts and propositions.
     pub fn totals(&self) -> Result<(u64, u64), KipError> {
         self.read(|r| r.totals())

@@ -501,12 +501,21 @@ impl Compiler<'_> {
             };
         place_ready(&bound, &mut steps, &mut placed);
         while !patterns.is_empty() {
+            // Cheapest first; ties go to links (an index step from a bound end) before
+            // concept scans, then to a fixed textual order, so the written order of the
+            // patterns never changes the plan.
             let (best, _) = patterns
                 .iter()
                 .enumerate()
-                .map(|(i, s)| (i, self.cost(s, &bound)))
-                .min_by_key(|(_, c)| *c)
-                .unwrap_or((0, 0));
+                .map(|(i, s)| {
+                    let rank = match s {
+                        Step::Prop(_) => 0,
+                        _ => 1,
+                    };
+                    (i, (self.cost(s, &bound), rank, step_text(s, &self.vars)))
+                })
+                .min_by(|a, b| a.1.cmp(&b.1))
+                .unwrap_or((0, (0, 0, String::new())));
             let step = patterns.remove(best);
             Self::step_vars(&step, &mut bound);
             steps.push(step);
@@ -610,6 +619,14 @@ fn explain_prop(p: &PropStep, vars: &Vars) -> String {
                 explain_endpoint(o, vars)
             )
         }
+    }
+}
+
+fn step_text(s: &Step, vars: &Vars) -> String {
+    match s {
+        Step::Concept(c) => format!("{} {}", vname(vars, c.var), explain_match(&c.matcher)),
+        Step::Prop(p) => explain_prop(p, vars),
+        _ => String::new(),
     }
 }
 
