@@ -19,6 +19,10 @@ struct Cli {
     #[arg(long, global = true, env = "KIP_DATA")]
     data: Option<PathBuf>,
 
+    /// No progress bars.
+    #[arg(long, short, global = true)]
+    quiet: bool,
+
     #[command(subcommand)]
     command: Cmd,
 }
@@ -37,6 +41,10 @@ enum Cmd {
     /// Knowledge capsules.
     #[command(subcommand)]
     Capsule(CapsuleCmd),
+    /// Rebuild the full-text index from the graph (with a progress bar).
+    Reindex,
+    /// Check the store's invariants (indexes, references, statistics, text index).
+    Check,
     /// Print the plan the engine chooses for a FIND query.
     Explain {
         /// The FIND query text.
@@ -224,6 +232,48 @@ fn capsule_load(data: PathBuf, file: &str) -> Result<ExitCode> {
     }
 }
 
+fn reindex(data: PathBuf, quiet: bool) -> Result<ExitCode> {
+    let nexus = open_nexus(&data)?;
+    let bar = if quiet {
+        indicatif::ProgressBar::hidden()
+    } else {
+        indicatif::ProgressBar::new(0)
+    };
+    bar.set_style(
+        indicatif::ProgressStyle::with_template("reindex {bar:40} {pos}/{len} elements ({eta})")
+            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+    );
+    let r = nexus.reindex(&mut |done, total| {
+        bar.set_length(total);
+        bar.set_position(done);
+    });
+    bar.finish_and_clear();
+    match r {
+        Ok(()) => {
+            print_json(&json!({"result": "ok"}));
+            Ok(ExitCode::SUCCESS)
+        }
+        Err(e) => {
+            print_json(&json!({"error": e.to_json()}));
+            Ok(ExitCode::from(1))
+        }
+    }
+}
+
+fn check(data: PathBuf) -> Result<ExitCode> {
+    let nexus = open_nexus(&data)?;
+    let problems = nexus
+        .check_integrity()
+        .map_err(|e| anyhow::anyhow!("{}", e.message))?;
+    let ok = problems.is_empty();
+    print_json(&json!({"result": {"ok": ok, "problems": problems}}));
+    Ok(if ok {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
+}
+
 fn explain(data: PathBuf, query: &str) -> Result<ExitCode> {
     let nexus = open_nexus(&data)?;
     match nexus.explain(query) {
@@ -254,6 +304,8 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Cmd::Capsule(CapsuleCmd::Load { file }) => capsule_load(data, &file),
         Cmd::Explain { query } => explain(data, &query),
+        Cmd::Reindex => reindex(data, cli.quiet),
+        Cmd::Check => check(data),
         Cmd::Parse { file } => parse_cmd(&file),
         Cmd::Exec {
             json,

@@ -72,6 +72,11 @@ fn run_and_kill(kill_after: usize) {
     let _ = writer.join();
 
     let n = Nexus::open(dir.path()).expect("reopen after kill");
+    let problems = n.check_integrity().expect("integrity");
+    assert!(
+        problems.is_empty(),
+        "graph and indexes disagree after the kill: {problems:?}"
+    );
     let a = count(
         &n,
         r#"FIND(COUNT(?x)) WHERE { ?x {type: "Item"} FILTER(STARTS_WITH(?x.name, "a")) }"#,

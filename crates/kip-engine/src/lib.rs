@@ -12,6 +12,7 @@ pub mod bootstrap;
 pub mod envelope;
 pub mod kml;
 pub mod kql;
+pub mod meta;
 pub mod nexus;
 pub mod schema;
 pub mod store;

@@ -18,6 +18,7 @@ use std::path::{Path, PathBuf};
 /// The database file inside the data directory.
 pub const DB_FILE: &str = "nexus.redb";
 const FORMAT_KEY: &str = "format_version";
+const TEXT_INDEX_KEY: &str = "text_index_version";
 
 /// An open Cognitive Nexus.
 pub struct Nexus {
@@ -82,6 +83,15 @@ impl Nexus {
                     &FORMAT_VERSION.to_le_bytes(),
                 )?,
             }
+            if meta_u64(&w, TEXT_INDEX_KEY)? != Some(crate::meta::text::TEXT_INDEX_VERSION) {
+                // A new store, or one indexed by another analysis version: (re)build.
+                w.rebuild_text_index(&mut |_, _| {})?;
+                crate::store::GraphWrite::set_meta(
+                    &mut w,
+                    TEXT_INDEX_KEY,
+                    &crate::meta::text::TEXT_INDEX_VERSION.to_le_bytes(),
+                )?;
+            }
             if w.meta(BOOTSTRAPPED_KEY)?.is_none() {
                 for (name, text) in BOOTSTRAP_CAPSULES {
                     let cmds = kip_lang::parse_script(text).map_err(|e| {
@@ -145,17 +155,21 @@ impl Nexus {
             };
         }
         let r = match cmd {
-            Command::Upsert(_) | Command::Delete(_) => self.write(|w| match cmd {
-                Command::Upsert(u) => upsert::upsert(w, u, upsert::Privilege::Agent),
-                Command::Delete(d) => delete::delete(w, d, &self.limits),
-                _ => Err(KipError::internal("unreachable command kind")),
-            }, dry_run)
-            .map(Outcome::ok),
+            Command::Upsert(_) | Command::Delete(_) => self
+                .write(
+                    |w| match cmd {
+                        Command::Upsert(u) => upsert::upsert(w, u, upsert::Privilege::Agent),
+                        Command::Delete(d) => delete::delete(w, d, &self.limits),
+                        _ => Err(KipError::internal("unreachable command kind")),
+                    },
+                    dry_run,
+                )
+                .map(Outcome::ok),
             Command::Find(q) => self.read(|r| kql::find(r, q, &self.limits)),
-            Command::Describe(_) | Command::Search(_) => Err(KipError::internal(
-                "not implemented yet: DESCRIBE and SEARCH arrive with the META work",
-            )
-            .with_hint("use FIND on $ConceptType / $PropositionType meanwhile, e.g. FIND(?t.name) WHERE { ?t {type: \"$ConceptType\"} }")),
+            Command::Describe(d) => {
+                self.read(|r| crate::meta::describe::describe(r, d, &self.limits))
+            }
+            Command::Search(s) => self.read(|r| crate::meta::search::search(r, s, &self.limits)),
         };
         match r {
             Ok(o) => o,
@@ -315,6 +329,8 @@ impl Nexus {
                     problems.push(format!("C:{n} has unregistered type {}", c.concept_type));
                 }
                 *type_counts.entry(c.concept_type.clone()).or_default() += 1;
+                let doc = crate::meta::text::concept_doc(&c);
+                check_doc(r, ElemRef::Concept(*n), &doc, &mut problems)?;
             }
             for (t, k) in &type_counts {
                 let s = r.stat(&format!("t:{t}"))?;
@@ -348,6 +364,25 @@ impl Nexus {
                     problems.push(format!("P:{n} missing from the spo index"));
                 }
                 *pred_counts.entry(p.predicate.clone()).or_default() += 1;
+                let name = |e: ElemRef| -> Result<Option<String>, KipError> {
+                    Ok(match e {
+                        ElemRef::Concept(c) => r.concept(c)?.map(|c| c.name),
+                        ElemRef::Prop(_) => None,
+                    })
+                };
+                let doc = crate::meta::text::prop_doc(
+                    &p,
+                    name(p.subject)?.as_deref(),
+                    name(p.object)?.as_deref(),
+                );
+                check_doc(r, ElemRef::Prop(*n), &doc, &mut problems)?;
+            }
+            let docs = r.stat(crate::store::TEXT_DOCS)?;
+            let expected_docs = concept_ids.len() as u64 + prop_ids.len() as u64;
+            if docs > expected_docs {
+                problems.push(format!(
+                    "the text index counts {docs} documents for {expected_docs} elements"
+                ));
             }
             for (p, k) in &pred_counts {
                 let s = r.stat(&format!("p:{p}"))?;
@@ -369,8 +404,48 @@ impl Nexus {
         self.read(|r| kql::explain(r, &q, &self.limits))
     }
 
+    /// Rebuilds the text index from the graph in one transaction; `progress(done, total)`.
+    pub fn reindex(&self, progress: &mut dyn FnMut(u64, u64)) -> Result<(), KipError> {
+        self.write(
+            |w| {
+                w.rebuild_text_index(progress)?;
+                crate::store::GraphWrite::set_meta(
+                    w,
+                    TEXT_INDEX_KEY,
+                    &crate::meta::text::TEXT_INDEX_VERSION.to_le_bytes(),
+                )
+            },
+            false,
+        )
+    }
+
     /// Number of concepts and propositions.
     pub fn totals(&self) -> Result<(u64, u64), KipError> {
         self.read(|r| r.totals())
     }
+}
+
+/// Checks that an element's text index entries match its current text.
+fn check_doc(
+    r: &dyn GraphRead,
+    e: crate::store::ElemRef,
+    doc: &crate::meta::text::Doc,
+    problems: &mut Vec<String>,
+) -> Result<(), KipError> {
+    let key = e.encode();
+    if doc.terms.is_empty() {
+        return Ok(());
+    }
+    if r.doc_len(key)? != Some(doc.len) {
+        problems.push(format!("{} has a stale text index length", e.id_string()));
+    }
+    for (t, tf) in &doc.terms {
+        if r.posting(t, key)? != Some(*tf) {
+            problems.push(format!(
+                "{} is missing the text index term {t:?}",
+                e.id_string()
+            ));
+        }
+    }
+    Ok(())
 }

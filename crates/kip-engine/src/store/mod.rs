@@ -13,8 +13,10 @@
 //! | `spo` | (subject, predicate, object) -> id | uniqueness, subject(+predicate) |
 //! | `pos` | (predicate, object, subject) -> id | predicate(+object) |
 //! | `osp` | (object, predicate, subject) -> id | object(+predicate), higher-order cascade |
-//! | `stats` | "t:Type" / "p:pred" -> count | planner statistics, DESCRIBE |
+//! | `stats` | "t:Type" / "p:pred" / "dm:C:n" -> count | planner statistics, domain sizes |
 //! | `meta` | key -> bytes | format version, id counters, bootstrap marker |
+//! | `text_postings` | (term, element) -> tf | SEARCH (exact term and prefix ranges) |
+//! | `text_docs`, `text_doc_len` | element -> terms, length | index maintenance, BM25 |
 //!
 //! Subjects and objects are [`ElemRef`]s encoded as one `u64` (bit 63 set for
 //! propositions), so a link whose subject is another link sorts like any other.
@@ -34,6 +36,19 @@ use std::fmt;
 
 /// The on-disk format version this build writes and reads.
 pub const FORMAT_VERSION: u64 = 1;
+
+/// Statistics key: number of documents in the text index.
+pub const TEXT_DOCS: &str = "ft:docs";
+/// Statistics key: total weighted length of the indexed documents.
+pub const TEXT_LEN: &str = "ft:len";
+
+/// The predicate whose links define domain membership (counted per domain in `stats`).
+pub const DOMAIN_PREDICATE: &str = "belongs_to_domain";
+
+/// The statistics key counting the members of a domain.
+pub fn domain_stat_key(domain: ElemRef) -> String {
+    format!("dm:{}", domain.id_string())
+}
 
 /// Errors from the storage layer, as KIP errors (`KIP_4003`).
 pub fn storage_error(e: impl fmt::Display) -> KipError {
@@ -218,6 +233,16 @@ pub trait GraphRead {
     fn totals(&self) -> StoreResult<(u64, u64)>;
     /// A raw `meta` value.
     fn meta(&self, key: &str) -> StoreResult<Option<Vec<u8>>>;
+    /// Text postings in term order from `from`: `f(term, element key, weighted tf)`.
+    fn scan_postings(
+        &self,
+        from: &str,
+        f: &mut dyn FnMut(&str, u64, u32) -> StoreResult<Continue>,
+    ) -> StoreResult<()>;
+    /// The weighted length of an indexed document.
+    fn doc_len(&self, key: u64) -> StoreResult<Option<u32>>;
+    /// The weighted frequency of `term` in an indexed document.
+    fn posting(&self, term: &str, key: u64) -> StoreResult<Option<u32>>;
 }
 
 /// Write access inside one transaction. Index maintenance is the implementation's job:

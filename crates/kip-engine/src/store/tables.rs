@@ -6,6 +6,8 @@ use super::{
     decode, encode, storage_error, ConceptRecord, Continue, ElemRef, GraphRead, GraphWrite,
     PropRecord, StoreResult,
 };
+use super::{TEXT_DOCS, TEXT_LEN};
+use crate::meta::text;
 use redb::{
     ReadOnlyTable, ReadTransaction, ReadableTable, ReadableTableMetadata, Table, TableDefinition,
     WriteTransaction,
@@ -24,6 +26,10 @@ pub(crate) const SPO: TableDefinition<(u64, &str, u64), u64> = TableDefinition::
 pub(crate) const POS: TableDefinition<(&str, u64, u64), u64> = TableDefinition::new("pos");
 pub(crate) const OSP: TableDefinition<(u64, &str, u64), u64> = TableDefinition::new("osp");
 pub(crate) const STATS: TableDefinition<&str, u64> = TableDefinition::new("stats");
+pub(crate) const POSTINGS: TableDefinition<(&str, u64), u32> =
+    TableDefinition::new("text_postings");
+pub(crate) const DOCS: TableDefinition<u64, &[u8]> = TableDefinition::new("text_docs");
+pub(crate) const DOC_LEN: TableDefinition<u64, u32> = TableDefinition::new("text_doc_len");
 
 const NEXT_CONCEPT: &str = "next_concept_id";
 const NEXT_PROP: &str = "next_prop_id";
@@ -40,6 +46,8 @@ pub struct ReadTables {
     pos: ReadOnlyTable<(&'static str, u64, u64), u64>,
     osp: ReadOnlyTable<(u64, &'static str, u64), u64>,
     stats: ReadOnlyTable<&'static str, u64>,
+    postings: ReadOnlyTable<(&'static str, u64), u32>,
+    doc_len: ReadOnlyTable<u64, u32>,
 }
 
 impl ReadTables {
@@ -56,6 +64,8 @@ impl ReadTables {
             pos: txn.open_table(POS).map_err(storage_error)?,
             osp: txn.open_table(OSP).map_err(storage_error)?,
             stats: txn.open_table(STATS).map_err(storage_error)?,
+            postings: txn.open_table(POSTINGS).map_err(storage_error)?,
+            doc_len: txn.open_table(DOC_LEN).map_err(storage_error)?,
         })
     }
 }
@@ -72,6 +82,9 @@ pub struct WriteTables<'t> {
     pos: Table<'t, (&'static str, u64, u64), u64>,
     osp: Table<'t, (u64, &'static str, u64), u64>,
     stats: Table<'t, &'static str, u64>,
+    postings: Table<'t, (&'static str, u64), u32>,
+    docs: Table<'t, u64, &'static [u8]>,
+    doc_len: Table<'t, u64, u32>,
 }
 
 impl<'t> WriteTables<'t> {
@@ -88,6 +101,9 @@ impl<'t> WriteTables<'t> {
             pos: txn.open_table(POS).map_err(storage_error)?,
             osp: txn.open_table(OSP).map_err(storage_error)?,
             stats: txn.open_table(STATS).map_err(storage_error)?,
+            postings: txn.open_table(POSTINGS).map_err(storage_error)?,
+            docs: txn.open_table(DOCS).map_err(storage_error)?,
+            doc_len: txn.open_table(DOC_LEN).map_err(storage_error)?,
         })
     }
 
@@ -326,6 +342,34 @@ macro_rules! impl_graph_read {
             fn meta(&self, key: &str) -> StoreResult<Option<Vec<u8>>> {
                 read::meta(&self.meta, key)
             }
+            fn scan_postings(
+                &self,
+                from: &str,
+                f: &mut dyn FnMut(&str, u64, u32) -> StoreResult<Continue>,
+            ) -> StoreResult<()> {
+                for item in self.postings.range((from, 0u64)..).map_err(storage_error)? {
+                    let (k, v) = item.map_err(storage_error)?;
+                    let (t, key) = k.value();
+                    if !f(t, key, v.value())? {
+                        break;
+                    }
+                }
+                Ok(())
+            }
+            fn posting(&self, term: &str, key: u64) -> StoreResult<Option<u32>> {
+                Ok(self
+                    .postings
+                    .get((term, key))
+                    .map_err(storage_error)?
+                    .map(|g| g.value()))
+            }
+            fn doc_len(&self, key: u64) -> StoreResult<Option<u32>> {
+                Ok(self
+                    .doc_len
+                    .get(key)
+                    .map_err(storage_error)?
+                    .map(|g| g.value()))
+            }
         }
     };
 }
@@ -348,6 +392,13 @@ impl GraphWrite for WriteTables<'_> {
         rec: &ConceptRecord,
         old: Option<&ConceptRecord>,
     ) -> StoreResult<()> {
+        if old.is_none_or(|o| text::concept_text_changed(o, rec)) {
+            let key = ElemRef::Concept(id).encode();
+            if old.is_some() {
+                self.unindex(key)?;
+            }
+            self.index(key, &text::concept_doc(rec))?;
+        }
         let bytes = encode(rec)?;
         self.concepts
             .insert(id, bytes.as_slice())
@@ -382,6 +433,7 @@ impl GraphWrite for WriteTables<'_> {
     }
 
     fn delete_concept(&mut self, id: u64, rec: &ConceptRecord) -> StoreResult<()> {
+        self.unindex(ElemRef::Concept(id).encode())?;
         self.concepts.remove(id).map_err(storage_error)?;
         self.concept_key
             .remove((rec.concept_type.as_str(), rec.name.as_str()))
@@ -396,6 +448,22 @@ impl GraphWrite for WriteTables<'_> {
     }
 
     fn put_prop(&mut self, id: u64, rec: &PropRecord, old: Option<&PropRecord>) -> StoreResult<()> {
+        let text_changed = old.is_none_or(|o| {
+            o.predicate != rec.predicate
+                || o.subject != rec.subject
+                || o.object != rec.object
+                || text::DESCRIPTIVE_ATTRIBUTES
+                    .iter()
+                    .any(|k| o.attributes.get(*k) != rec.attributes.get(*k))
+        });
+        if text_changed {
+            let key = ElemRef::Prop(id).encode();
+            if old.is_some() {
+                self.unindex(key)?;
+            }
+            let doc = self.prop_doc(rec)?;
+            self.index(key, &doc)?;
+        }
         let bytes = encode(rec)?;
         self.props
             .insert(id, bytes.as_slice())
@@ -416,11 +484,15 @@ impl GraphWrite for WriteTables<'_> {
             self.pos.insert((p, o, s), id).map_err(storage_error)?;
             self.osp.insert((o, p, s), id).map_err(storage_error)?;
             self.bump_stat(&format!("p:{p}"), 1)?;
+            if p == super::DOMAIN_PREDICATE {
+                self.bump_stat(&super::domain_stat_key(rec.object), 1)?;
+            }
         }
         Ok(())
     }
 
     fn delete_prop(&mut self, id: u64, rec: &PropRecord) -> StoreResult<()> {
+        self.unindex(ElemRef::Prop(id).encode())?;
         self.props.remove(id).map_err(storage_error)?;
         self.remove_prop_index(rec)
     }
@@ -432,6 +504,102 @@ impl GraphWrite for WriteTables<'_> {
 }
 
 impl WriteTables<'_> {
+    fn end_name(&self, r: ElemRef) -> StoreResult<Option<String>> {
+        Ok(match r {
+            ElemRef::Concept(n) => read::concept(&self.concepts, n)?.map(|c| c.name),
+            ElemRef::Prop(_) => None,
+        })
+    }
+
+    fn prop_doc(&self, rec: &PropRecord) -> StoreResult<text::Doc> {
+        let s = self.end_name(rec.subject)?;
+        let o = self.end_name(rec.object)?;
+        Ok(text::prop_doc(rec, s.as_deref(), o.as_deref()))
+    }
+
+    /// Adds a document to the text index.
+    fn index(&mut self, key: u64, doc: &text::Doc) -> StoreResult<()> {
+        if doc.terms.is_empty() {
+            return Ok(());
+        }
+        for (t, tf) in &doc.terms {
+            self.postings
+                .insert((t.as_str(), key), *tf)
+                .map_err(storage_error)?;
+            self.bump_stat(&format!("df:{t}"), 1)?;
+        }
+        self.docs
+            .insert(key, encode(doc)?.as_slice())
+            .map_err(storage_error)?;
+        self.doc_len.insert(key, doc.len).map_err(storage_error)?;
+        self.bump_stat(TEXT_DOCS, 1)?;
+        self.bump_stat(TEXT_LEN, i64::from(doc.len))
+    }
+
+    /// Removes a document from the text index (if indexed).
+    fn unindex(&mut self, key: u64) -> StoreResult<()> {
+        let old = self
+            .docs
+            .remove(key)
+            .map_err(storage_error)?
+            .map(|g| g.value().to_vec());
+        let Some(bytes) = old else { return Ok(()) };
+        let doc: text::Doc = decode(&bytes)?;
+        for t in doc.terms.keys() {
+            self.postings
+                .remove((t.as_str(), key))
+                .map_err(storage_error)?;
+            self.bump_stat(&format!("df:{t}"), -1)?;
+        }
+        self.doc_len.remove(key).map_err(storage_error)?;
+        self.bump_stat(TEXT_DOCS, -1)?;
+        self.bump_stat(TEXT_LEN, -i64::from(doc.len))
+    }
+
+    /// Drops and rebuilds the whole text index from the graph; `progress(done, total)`.
+    pub fn rebuild_text_index(&mut self, progress: &mut dyn FnMut(u64, u64)) -> StoreResult<()> {
+        self.postings.retain(|_, _| false).map_err(storage_error)?;
+        self.docs.retain(|_, _| false).map_err(storage_error)?;
+        self.doc_len.retain(|_, _| false).map_err(storage_error)?;
+        self.stats
+            .retain(|k, _| !k.starts_with("df:") && k != TEXT_DOCS && k != TEXT_LEN)
+            .map_err(storage_error)?;
+        let total = self.concepts.len().map_err(storage_error)?
+            + self.props.len().map_err(storage_error)?;
+        let mut done = 0u64;
+        let mut ids = Vec::new();
+        read::scan_ids(&self.concepts, &mut |n| {
+            ids.push(n);
+            Ok(true)
+        })?;
+        for n in ids {
+            if let Some(c) = read::concept(&self.concepts, n)? {
+                self.index(ElemRef::Concept(n).encode(), &text::concept_doc(&c))?;
+            }
+            done += 1;
+            if done.is_multiple_of(1000) {
+                progress(done, total);
+            }
+        }
+        let mut ids = Vec::new();
+        read::scan_ids(&self.props, &mut |n| {
+            ids.push(n);
+            Ok(true)
+        })?;
+        for n in ids {
+            if let Some(p) = read::prop(&self.props, n)? {
+                let doc = self.prop_doc(&p)?;
+                self.index(ElemRef::Prop(n).encode(), &doc)?;
+            }
+            done += 1;
+            if done.is_multiple_of(1000) {
+                progress(done, total);
+            }
+        }
+        progress(total, total);
+        Ok(())
+    }
+
     fn remove_prop_index(&mut self, rec: &PropRecord) -> StoreResult<()> {
         let (s, p, o) = (
             rec.subject.encode(),
@@ -441,6 +609,9 @@ impl WriteTables<'_> {
         self.spo.remove((s, p, o)).map_err(storage_error)?;
         self.pos.remove((p, o, s)).map_err(storage_error)?;
         self.osp.remove((o, p, s)).map_err(storage_error)?;
+        if p == super::DOMAIN_PREDICATE {
+            self.bump_stat(&super::domain_stat_key(rec.object), -1)?;
+        }
         self.bump_stat(&format!("p:{p}"), -1)
     }
 }

@@ -1,0 +1,5 @@
+//! META: `DESCRIBE` ([`describe`]) and `SEARCH` ([`search`]).
+
+pub mod describe;
+pub mod search;
+pub mod text;
