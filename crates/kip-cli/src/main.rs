@@ -38,6 +38,24 @@ enum CapsuleCmd {
 
 #[derive(Subcommand, Debug)]
 enum Cmd {
+    /// Serve MCP over stdio (default), or MCP + the HTTP JSON API with --http.
+    Serve {
+        /// Serve HTTP on this address instead of stdio (MCP at /mcp, JSON API at /kip).
+        #[arg(long, value_name = "ADDR", num_args = 0..=1, default_missing_value = "127.0.0.1:8080")]
+        http: Option<std::net::SocketAddr>,
+        /// Require `Authorization: Bearer <KEY>` on every HTTP route.
+        #[arg(long, env = "KIP_API_KEY", hide_env_values = true)]
+        api_key: Option<String>,
+        /// Serve only the read-only tool (FIND, SEARCH, DESCRIBE).
+        #[arg(long)]
+        read_only: bool,
+        /// Largest HTTP request body, in bytes.
+        #[arg(long, default_value_t = 8 * 1024 * 1024)]
+        max_body_bytes: usize,
+        /// Time budget of one HTTP /kip request, in seconds.
+        #[arg(long, default_value_t = 60)]
+        timeout_secs: u64,
+    },
     /// Knowledge capsules.
     #[command(subcommand)]
     Capsule(CapsuleCmd),
@@ -216,6 +234,54 @@ fn exec_lines(data: PathBuf, file: &str, readonly: bool, dry_run: bool) -> Resul
     })
 }
 
+fn serve(
+    data: PathBuf,
+    http: Option<std::net::SocketAddr>,
+    api_key: Option<String>,
+    read_only: bool,
+    max_body_bytes: usize,
+    timeout_secs: u64,
+) -> Result<ExitCode> {
+    // Logs go to stderr: stdout carries the MCP stdio transport.
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("KIP_LOG")
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+        )
+        .with_writer(std::io::stderr)
+        .with_ansi(false)
+        .init();
+    let nexus = std::sync::Arc::new(open_nexus(&data)?);
+    let tools = kip_server::mcp::ToolSets {
+        kip: true,
+        read_only,
+    };
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("starting the async runtime")?;
+    runtime.block_on(async move {
+        match http {
+            Some(addr) => {
+                let config = kip_server::http::HttpConfig {
+                    api_key,
+                    read_only,
+                    tools,
+                    max_body_bytes,
+                    request_timeout: std::time::Duration::from_secs(timeout_secs),
+                };
+                kip_server::http::serve(nexus, addr, config)
+                    .await
+                    .with_context(|| format!("serving HTTP on {addr}"))
+            }
+            None => kip_server::serve_stdio(nexus, tools)
+                .await
+                .map_err(|e| anyhow::anyhow!("MCP stdio server: {e}")),
+        }
+    })?;
+    Ok(ExitCode::SUCCESS)
+}
+
 fn capsule_load(data: PathBuf, file: &str) -> Result<ExitCode> {
     let bytes = read_input(file)?;
     let nexus = open_nexus(&data)?;
@@ -302,6 +368,13 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let data = data_dir(&cli);
     let result = match cli.command {
+        Cmd::Serve {
+            http,
+            api_key,
+            read_only,
+            max_body_bytes,
+            timeout_secs,
+        } => serve(data, http, api_key, read_only, max_body_bytes, timeout_secs),
         Cmd::Capsule(CapsuleCmd::Load { file }) => capsule_load(data, &file),
         Cmd::Explain { query } => explain(data, &query),
         Cmd::Reindex => reindex(data, cli.quiet),

@@ -1,0 +1,41 @@
+//! The protocol documents the server hands to agents (MCP resources and prompt).
+
+/// `(uri, name, description, text)` of every document resource.
+pub const DOCS: [(&str, &str, &str, &str); 4] = [
+    (
+        "kip://docs/syntax",
+        "KIP syntax reference",
+        "The compact KIP syntax reference (KQL, KML, META, errors): read it before writing KIP.",
+        include_str!("../../../spec/KIPSyntax.md"),
+    ),
+    (
+        "kip://docs/specification",
+        "KIP specification",
+        "The full KIP v1.0-RC6 specification.",
+        include_str!("../../../spec/SPECIFICATION.md"),
+    ),
+    (
+        "kip://docs/system-instructions",
+        "KIP system instructions",
+        "System instructions for an agent whose memory is this Cognitive Nexus.",
+        include_str!("../../../spec/SystemInstructions.md"),
+    ),
+    (
+        "kip://docs/self-instructions",
+        "KIP self instructions",
+        "Instructions for the agent's sleeping mind ($system) maintaining the nexus.",
+        include_str!("../../../spec/SelfInstructions.md"),
+    ),
+];
+
+/// The `execute_kip` tool definition shipped with the protocol.
+pub const FUNCTION_DEFINITION: &str = include_str!("../../../spec/FunctionDefinition.json");
+/// The `execute_kip_readonly` tool definition shipped with the protocol.
+pub const FUNCTION_DEFINITION_READONLY: &str =
+    include_str!("../../../spec/FunctionDefinitionReadonly.json");
+
+/// Server instructions sent at MCP initialization.
+pub const SERVER_INSTRUCTIONS: &str = "This server is a KIP Cognitive Nexus: your persistent knowledge-graph memory. \
+Start every session with execute_kip_readonly {\"command\": \"DESCRIBE PRIMER\"} to learn who you are and what you know, \
+ground names with SEARCH and DESCRIBE before writing FIND or UPSERT, and attach provenance (source, author, confidence) \
+with WITH METADATA when you write. The syntax reference is the resource kip://docs/syntax; errors carry a code and a hint to fix and retry.";

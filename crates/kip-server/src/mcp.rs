@@ -1,0 +1,239 @@
+//! The MCP server (official Rust SDK, `rmcp`): the `execute_kip` and
+//! `execute_kip_readonly` tools with the protocol's own schemas, the protocol documents
+//! as resources, and a prompt that bootstraps an agent.
+//!
+//! A KIP error is a tool result with `isError: true` carrying the response object, never
+//! a protocol error. Engine work runs on the blocking pool, so one slow query never
+//! stalls the transport.
+
+use crate::docs::{DOCS, FUNCTION_DEFINITION, FUNCTION_DEFINITION_READONLY, SERVER_INSTRUCTIONS};
+use kip_engine::{Access, Nexus};
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, GetPromptRequestParams,
+    GetPromptResponse, GetPromptResult, Implementation, ListPromptsResult, ListResourcesResult,
+    ListToolsResult, PaginatedRequestParams, Prompt, PromptMessage, ReadResourceRequestParams,
+    ReadResourceResponse, ReadResourceResult, Resource, ResourceContents, Role, ServerCapabilities,
+    ServerConfig, Tool, ToolAnnotations,
+};
+use rmcp::service::RequestContext;
+use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
+use serde_json::{json, Map, Value};
+use std::sync::Arc;
+
+/// The name of the bootstrap prompt.
+pub const PROMPT_NAME: &str = "kip_system_instructions";
+
+/// Which tool sets a server exposes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ToolSets {
+    /// `execute_kip` / `execute_kip_readonly`.
+    pub kip: bool,
+    /// Serve only read-only tools.
+    pub read_only: bool,
+}
+
+impl Default for ToolSets {
+    fn default() -> Self {
+        ToolSets {
+            kip: true,
+            read_only: false,
+        }
+    }
+}
+
+/// The MCP handler over one nexus.
+#[derive(Clone)]
+pub struct KipMcp {
+    nexus: Arc<Nexus>,
+    tools: ToolSets,
+}
+
+fn definition(text: &str) -> (String, String, Map<String, Value>) {
+    let v: Value = serde_json::from_str(text).unwrap_or(Value::Null);
+    let name = v["name"].as_str().unwrap_or_default().to_string();
+    let description = v["description"].as_str().unwrap_or_default().to_string();
+    let schema = v["parameters"].as_object().cloned().unwrap_or_default();
+    (name, description, schema)
+}
+
+/// The KIP tools, from the protocol's function definitions.
+pub fn kip_tools(read_only: bool) -> Vec<Tool> {
+    let mut out = Vec::new();
+    if !read_only {
+        let (name, description, schema) = definition(FUNCTION_DEFINITION);
+        out.push(
+            Tool::new(name, description, Arc::new(schema)).with_annotations(
+                ToolAnnotations::with_title("Execute KIP (read/write)")
+                    .read_only(false)
+                    .destructive(true)
+                    .idempotent(false)
+                    .open_world(false),
+            ),
+        );
+    }
+    let (name, description, schema) = definition(FUNCTION_DEFINITION_READONLY);
+    out.push(
+        Tool::new(name, description, Arc::new(schema)).with_annotations(
+            ToolAnnotations::with_title("Execute KIP (read-only)")
+                .read_only(true)
+                .destructive(false)
+                .idempotent(true)
+                .open_world(false),
+        ),
+    );
+    out
+}
+
+impl KipMcp {
+    /// A handler serving `tools` over `nexus`.
+    pub fn new(nexus: Arc<Nexus>, tools: ToolSets) -> Self {
+        KipMcp { nexus, tools }
+    }
+
+    fn tool_list(&self) -> Vec<Tool> {
+        let mut out = Vec::new();
+        if self.tools.kip {
+            out.extend(kip_tools(self.tools.read_only));
+        }
+        out
+    }
+
+    /// Runs a KIP tool; the response object becomes text and structured content.
+    async fn call_kip(&self, access: Access, args: Value) -> CallToolResult {
+        let nexus = self.nexus.clone();
+        let response =
+            tokio::task::spawn_blocking(move || nexus.execute_json(&args, access).to_json()).await;
+        let response = match response {
+            Ok(v) => v,
+            Err(e) => {
+                json!({"error": {"code": "KIP_4003", "message": format!("the request failed inside the server: {e}"), "hint": "retry; report the error if it persists"}})
+            }
+        };
+        if response.get("error").is_some() {
+            CallToolResult::structured_error(response)
+        } else {
+            CallToolResult::structured(response)
+        }
+    }
+}
+
+impl ServerHandler for KipMcp {
+    fn get_info(&self) -> ServerConfig {
+        let caps = ServerCapabilities::builder()
+            .enable_tools()
+            .enable_resources()
+            .enable_prompts()
+            .build();
+        ServerConfig::new(caps)
+            .with_server_info(Implementation::new("kip-nexus", env!("CARGO_PKG_VERSION")))
+            .with_instructions(SERVER_INSTRUCTIONS)
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, McpError> {
+        Ok(ListToolsResult::with_all_items(self.tool_list()))
+    }
+
+    fn get_tool(&self, name: &str) -> Option<Tool> {
+        self.tool_list().into_iter().find(|t| t.name == name)
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, McpError> {
+        let args = Value::Object(request.arguments.unwrap_or_default());
+        let known = self.tool_list().iter().any(|t| t.name == request.name);
+        if !known {
+            return Err(McpError::invalid_params(
+                format!("unknown tool '{}'", request.name),
+                None,
+            ));
+        }
+        let result = match request.name.as_ref() {
+            "execute_kip" => self.call_kip(Access::ReadWrite, args).await,
+            "execute_kip_readonly" => self.call_kip(Access::ReadOnly, args).await,
+            other => {
+                return Err(McpError::invalid_params(
+                    format!("unknown tool '{other}'"),
+                    None,
+                ))
+            }
+        };
+        Ok(result.into())
+    }
+
+    async fn list_resources(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListResourcesResult, McpError> {
+        let resources = DOCS
+            .iter()
+            .map(|(uri, name, description, text)| {
+                Resource::new(*uri, *name)
+                    .with_description(*description)
+                    .with_mime_type("text/markdown")
+                    .with_size(text.len() as u64)
+            })
+            .collect();
+        Ok(ListResourcesResult::with_all_items(resources))
+    }
+
+    async fn read_resource(
+        &self,
+        request: ReadResourceRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceResponse, McpError> {
+        match DOCS.iter().find(|d| d.0 == request.uri) {
+            Some((uri, _, _, text)) => {
+                Ok(ReadResourceResult::new(vec![
+                    ResourceContents::text(*text, *uri).with_mime_type("text/markdown")
+                ])
+                .into())
+            }
+            None => Err(McpError::resource_not_found(
+                format!("no resource {}", request.uri),
+                Some(json!({"available": DOCS.iter().map(|d| d.0).collect::<Vec<_>>()})),
+            )),
+        }
+    }
+
+    async fn list_prompts(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListPromptsResult, McpError> {
+        Ok(ListPromptsResult::with_all_items(vec![Prompt::new(
+            PROMPT_NAME,
+            Some("System instructions that make an agent use this Cognitive Nexus as its memory through KIP."),
+            None,
+        )]))
+    }
+
+    async fn get_prompt(
+        &self,
+        request: GetPromptRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<GetPromptResponse, McpError> {
+        if request.name != PROMPT_NAME {
+            return Err(McpError::invalid_params(
+                format!(
+                    "unknown prompt '{}'; the prompt is '{PROMPT_NAME}'",
+                    request.name
+                ),
+                None,
+            ));
+        }
+        let text = DOCS[2].3;
+        Ok(
+            GetPromptResult::new(vec![PromptMessage::new_text(Role::User, text)])
+                .with_description("KIP system instructions: start with DESCRIBE PRIMER.")
+                .into(),
+        )
+    }
+}
