@@ -10,5 +10,10 @@ cargo fmt --all -- --check
 echo "== cargo clippy (all targets, warnings are errors)"
 cargo clippy --workspace --all-targets --locked -- -D warnings
 
+echo "== test environment (Python MCP client)"
+KIP_TEST_PYTHON="$(scripts/setup-test-env.sh | tail -n 1)"
+export KIP_TEST_PYTHON
+export KIP_REQUIRE_MCP_CLIENT=1
+
 echo "== cargo test"
 cargo test --workspace --locked
