@@ -107,3 +107,123 @@ fn usage_errors_exit_2() {
     let (code, _) = kip(&["no-such-subcommand"], b"");
     assert_eq!(code, 2);
 }
+
+fn kip_in(dir: &std::path::Path, args: &[&str], stdin: &[u8]) -> (i32, String) {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_kip"))
+        .arg("--data")
+        .arg(dir)
+        .arg("--quiet")
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn kip");
+    child
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(stdin)
+        .expect("write stdin");
+    let out = child.wait_with_output().expect("wait");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8(out.stdout).expect("utf8"),
+    )
+}
+
+#[test]
+fn exec_renders_find_columns_as_a_table() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (code, out) = kip_in(
+        dir.path(),
+        &[
+            "exec",
+            "--param",
+            "n=$self",
+            r#"FIND(?p.name, ?p.attributes.person_class) WHERE { ?p {type: "Person", name: :n} }"#,
+        ],
+        b"",
+    );
+    assert_eq!(code, 0);
+    let expected = "\
+┌─────────┬────────────────────────────┐
+│ ?p.name ┆ ?p.attributes.person_class │
+╞═════════╪════════════════════════════╡
+│ $self   ┆ AI                         │
+└─────────┴────────────────────────────┘
+1 row(s)
+";
+    assert_eq!(out, expected);
+    let (code, out) = kip_in(
+        dir.path(),
+        &[
+            "exec",
+            "--format",
+            "json",
+            r#"FIND(COUNT(?p)) WHERE { ?p {type: "Person"} }"#,
+        ],
+        b"",
+    );
+    assert_eq!((code, out.trim()), (0, r#"{"result":2}"#));
+    let (code, _) = kip_in(
+        dir.path(),
+        &["exec", r#"FIND(?p) WHERE { ?p {type: "person"} }"#],
+        b"",
+    );
+    assert_eq!(code, 1);
+}
+
+const RICH: &str = r#"
+UPSERT {
+  CONCEPT ?t { {type: "$ConceptType", name: "Drug"} SET ATTRIBUTES { description: "A drug", aliases: ["medicine"] } }
+  CONCEPT ?p { {type: "$PropositionType", name: "treats"} SET ATTRIBUTES { description: "treats", subject_types: ["Drug"], object_types: ["*"] } }
+  CONCEPT ?s { {type: "$PropositionType", name: "stated"} SET ATTRIBUTES { description: "stated", subject_types: ["*"], object_types: ["*"] } }
+  CONCEPT ?a { {type: "Drug", name: "Aspirin \"A\" 阿司匹林"} SET ATTRIBUTES { dose: 1.5e2, tags: ["x", null, {k: [1, 2]}], empty: {} } }
+  CONCEPT ?h { {type: "Person", name: "Héloïse"} }
+  PROPOSITION ?f { (?a, "treats", ?h) SET ATTRIBUTES { efficacy: "high" } } WITH METADATA { confidence: 0.5 }
+  PROPOSITION ?st { (?h, "stated", ?f) }
+  PROPOSITION ?meta { ({type: "Person", name: "$self"}, "stated", ?st) }
+} WITH METADATA { source: "golden" }
+"#;
+
+#[test]
+fn export_import_export_is_identical() {
+    let a = tempfile::tempdir().expect("tempdir");
+    let (code, _) = kip_in(a.path(), &["capsule", "load", "-"], RICH.as_bytes());
+    assert_eq!(code, 0);
+    let (code, first) = kip_in(a.path(), &["export"], b"");
+    assert_eq!(code, 0);
+    assert!(first.contains("阿司匹林") && first.contains("\"stated\""));
+    let b = tempfile::tempdir().expect("tempdir");
+    let (code, _) = kip_in(b.path(), &["import", "-"], first.as_bytes());
+    assert_eq!(code, 0);
+    let (_, second) = kip_in(b.path(), &["export"], b"");
+    assert_eq!(first, second);
+    let (code, out) = kip_in(b.path(), &["check"], b"");
+    assert_eq!(
+        (code, out.trim()),
+        (0, r#"{"result":{"ok":true,"problems":[]}}"#)
+    );
+}
+
+#[test]
+fn exec_file_with_several_commands_runs_a_batch() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let file = dir.path().join("two.kip");
+    std::fs::write(&file, "DESCRIBE DOMAINS\n// second\nFIND(?d.name) WHERE { ?d {type: \"Domain\", name: \"Archived\"} }\n").expect("write");
+    let (code, out) = kip_in(
+        dir.path(),
+        &[
+            "exec",
+            "--format",
+            "json",
+            "--file",
+            file.to_str().expect("path"),
+        ],
+        b"",
+    );
+    assert_eq!(code, 0);
+    let v: Value = serde_json::from_str(out.trim()).expect("json");
+    assert_eq!(v["result"][1]["result"], json!(["Archived"]));
+}

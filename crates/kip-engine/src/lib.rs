@@ -10,6 +10,7 @@
 
 pub mod bootstrap;
 pub mod envelope;
+pub mod export;
 pub mod kml;
 pub mod kql;
 pub mod meta;

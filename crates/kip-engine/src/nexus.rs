@@ -419,6 +419,11 @@ impl Nexus {
         )
     }
 
+    /// The whole graph as a KIP capsule that re-imports to the same graph.
+    pub fn export_capsule(&self) -> Result<String, KipError> {
+        self.read(|r| crate::export::export_capsule(r))
+    }
+
     /// Number of concepts and propositions.
     pub fn totals(&self) -> Result<(u64, u64), KipError> {
         self.read(|r| r.totals())

@@ -1,0 +1,127 @@
+//! Administrative commands: parse, capsule load / import, export, reindex, check, explain.
+
+use crate::{open_nexus, print_json, read_input};
+use anyhow::{Context, Result};
+use serde_json::json;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+fn spinner(quiet: bool, msg: &'static str) -> indicatif::ProgressBar {
+    if quiet {
+        return indicatif::ProgressBar::hidden();
+    }
+    let bar = indicatif::ProgressBar::new_spinner();
+    bar.set_message(msg);
+    bar.enable_steady_tick(std::time::Duration::from_millis(120));
+    bar
+}
+
+/// `kip parse`: `{"result":"ok"}` or the error object.
+pub fn parse(file: &str) -> Result<ExitCode> {
+    let bytes = read_input(file)?;
+    match kip_lang::parse_script_bytes(&bytes) {
+        Ok(_) => {
+            print_json(&json!({"result": "ok"}));
+            Ok(ExitCode::SUCCESS)
+        }
+        Err(e) => {
+            print_json(&json!({"error": e.to_json()}));
+            Ok(ExitCode::from(1))
+        }
+    }
+}
+
+/// `kip capsule load` / `kip import`: one transaction, every statement or none.
+pub fn capsule_load(data: &Path, file: &str, quiet: bool) -> Result<ExitCode> {
+    let bytes = read_input(file)?;
+    let nexus = open_nexus(data)?;
+    let bar = spinner(quiet, "loading capsule");
+    let outcome = kip_lang::utf8(&bytes).and_then(|text| nexus.load_capsule(text));
+    bar.finish_and_clear();
+    match outcome {
+        Ok(results) => {
+            print_json(&json!({ "result": results }));
+            Ok(ExitCode::SUCCESS)
+        }
+        Err(e) => {
+            print_json(&json!({ "error": e.to_json() }));
+            Ok(ExitCode::from(1))
+        }
+    }
+}
+
+/// `kip export`: the whole graph as a capsule.
+pub fn export(data: &Path, output: Option<PathBuf>) -> Result<ExitCode> {
+    let nexus = open_nexus(data)?;
+    let text = nexus
+        .export_capsule()
+        .map_err(|e| anyhow::anyhow!("{}", e.message))?;
+    match output {
+        Some(path) => {
+            std::fs::write(&path, text).with_context(|| format!("writing {}", path.display()))?
+        }
+        None => print!("{text}"),
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `kip reindex`: rebuild the text index with a progress bar.
+pub fn reindex(data: &Path, quiet: bool) -> Result<ExitCode> {
+    let nexus = open_nexus(data)?;
+    let bar = if quiet {
+        indicatif::ProgressBar::hidden()
+    } else {
+        indicatif::ProgressBar::new(0)
+    };
+    bar.set_style(
+        indicatif::ProgressStyle::with_template("reindex {bar:40} {pos}/{len} elements ({eta})")
+            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+    );
+    let r = nexus.reindex(&mut |done, total| {
+        bar.set_length(total);
+        bar.set_position(done);
+    });
+    bar.finish_and_clear();
+    match r {
+        Ok(()) => {
+            print_json(&json!({"result": "ok"}));
+            Ok(ExitCode::SUCCESS)
+        }
+        Err(e) => {
+            print_json(&json!({"error": e.to_json()}));
+            Ok(ExitCode::from(1))
+        }
+    }
+}
+
+/// `kip check`: the integrity checker.
+pub fn check(data: &Path) -> Result<ExitCode> {
+    let nexus = open_nexus(data)?;
+    let problems = nexus
+        .check_integrity()
+        .map_err(|e| anyhow::anyhow!("{}", e.message))?;
+    let ok = problems.is_empty();
+    print_json(&json!({"result": {"ok": ok, "problems": problems}}));
+    Ok(if ok {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
+}
+
+/// `kip explain`: the plan of a FIND.
+pub fn explain(data: &Path, query: &str) -> Result<ExitCode> {
+    let nexus = open_nexus(data)?;
+    match nexus.explain(query) {
+        Ok(lines) => {
+            for l in lines {
+                println!("{l}");
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Err(e) => {
+            print_json(&json!({ "error": e.to_json() }));
+            Ok(ExitCode::from(1))
+        }
+    }
+}

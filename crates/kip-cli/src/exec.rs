@@ -1,0 +1,202 @@
+//! `kip exec`: command text, a file of commands, an `execute_kip` request (`--json`), or
+//! a stream of requests (`--jsonl`).
+
+use crate::{open_nexus, print_json, read_input, render, Format};
+use anyhow::{Context, Result};
+use kip_engine::envelope::{self, Access, ExecuteRequest, Response};
+use serde_json::{json, Map, Value};
+use std::path::Path;
+use std::process::ExitCode;
+
+/// Arguments of `kip exec`.
+#[derive(clap::Args, Debug)]
+pub struct ExecArgs {
+    /// A KIP command given as text.
+    command: Option<String>,
+    /// A file of KIP commands (several run as a batch); `-` for stdin.
+    #[arg(long, short, value_name = "FILE", conflicts_with_all = ["command", "json", "jsonl"])]
+    file: Option<String>,
+    /// Read an `execute_kip` arguments object ({command|commands, parameters, dry_run})
+    /// as JSON from FILE (`-` for stdin) and print the response JSON on one line.
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["command", "jsonl"])]
+    json: Option<String>,
+    /// Read one `execute_kip` arguments object per line from FILE (`-` for stdin) and
+    /// print one response per line, flushed, all against one open nexus.
+    #[arg(long, value_name = "FILE", conflicts_with = "command")]
+    jsonl: Option<String>,
+    /// A parameter `name=value`; the value is JSON when it parses as JSON, else a string.
+    #[arg(long = "param", value_name = "NAME=VALUE")]
+    params: Vec<String>,
+    /// A JSON object file of parameters.
+    #[arg(long = "params", value_name = "FILE")]
+    params_file: Option<String>,
+    /// Validate only, write nothing.
+    #[arg(long)]
+    dry_run: bool,
+    /// Serve the request as `execute_kip_readonly` (FIND, SEARCH, DESCRIBE only).
+    #[arg(long)]
+    readonly: bool,
+    /// Output for command text: a table for FIND, indented JSON otherwise; or `json`.
+    #[arg(long, value_enum, default_value_t = Format::Table)]
+    format: Format,
+}
+
+fn parameters(args: &ExecArgs) -> Result<Map<String, Value>> {
+    let mut out = Map::new();
+    if let Some(f) = &args.params_file {
+        let v: Value =
+            serde_json::from_slice(&read_input(f)?).with_context(|| format!("{f} is not JSON"))?;
+        match v {
+            Value::Object(m) => out.extend(m),
+            _ => anyhow::bail!("{f} must hold a JSON object of parameters"),
+        }
+    }
+    for p in &args.params {
+        let (k, v) = p
+            .split_once('=')
+            .with_context(|| format!("--param {p:?} is not NAME=VALUE"))?;
+        let value = serde_json::from_str(v).unwrap_or_else(|_| Value::String(v.to_string()));
+        out.insert(k.to_string(), value);
+    }
+    Ok(out)
+}
+
+fn access(readonly: bool) -> Access {
+    if readonly {
+        Access::ReadOnly
+    } else {
+        Access::ReadWrite
+    }
+}
+
+fn code(r: &Response) -> ExitCode {
+    if r.has_error() {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    }
+}
+
+/// Runs `kip exec`.
+pub fn run(data: &Path, args: ExecArgs) -> Result<ExitCode> {
+    if let Some(file) = &args.jsonl {
+        return lines(data, file, args.readonly, args.dry_run);
+    }
+    if let Some(file) = &args.json {
+        let bytes = read_input(file)?;
+        let response = match serde_json::from_slice::<Value>(&bytes) {
+            Ok(v) => execute(data, &v, &args)?,
+            Err(e) => envelope::envelope_failure(
+                kip_lang::KipError::syntax(format!("the request is not valid JSON: {e}"))
+                    .with_hint("send an execute_kip arguments object such as {\"command\": \"DESCRIBE PRIMER\"}"),
+            ),
+        };
+        print_json(&response.to_json());
+        return Ok(code(&response));
+    }
+    let params = parameters(&args)?;
+    let texts: Vec<String> = match (&args.command, &args.file) {
+        (Some(t), None) => vec![t.clone()],
+        (None, Some(f)) => {
+            let bytes = read_input(f)?;
+            let text = String::from_utf8(bytes).context("the file is not UTF-8")?;
+            split_commands(&text)
+        }
+        _ => anyhow::bail!("give a command text, --file FILE, --json FILE or --jsonl FILE"),
+    };
+    let request = if texts.len() == 1 {
+        json!({"command": texts[0], "parameters": params, "dry_run": args.dry_run})
+    } else {
+        json!({"commands": texts, "parameters": params, "dry_run": args.dry_run})
+    };
+    let response = execute(data, &request, &args)?;
+    match args.format {
+        Format::Json => print_json(&response.to_json()),
+        Format::Table => match &response {
+            Response::Single(o) => println!("{}", render::render(&texts[0], &o.to_json())),
+            Response::Batch(outs) => {
+                for (i, o) in outs.iter().enumerate() {
+                    println!(
+                        "-- [{}] {}",
+                        i + 1,
+                        texts[i].lines().next().unwrap_or("").trim()
+                    );
+                    println!("{}", render::render(&texts[i], &o.to_json()));
+                }
+            }
+        },
+    }
+    Ok(code(&response))
+}
+
+/// Splits a file into its commands (by the parser's spans); text that does not parse
+/// is sent whole so the error is reported with its position.
+fn split_commands(text: &str) -> Vec<String> {
+    match kip_lang::parse_script(text) {
+        Ok(cmds) if cmds.len() > 1 => cmds
+            .iter()
+            .map(|c| {
+                let s = c.span();
+                text.get(s.start..s.end).unwrap_or_default().to_string()
+            })
+            .collect(),
+        _ => vec![text.to_string()],
+    }
+}
+
+fn execute(data: &Path, args_json: &Value, args: &ExecArgs) -> Result<Response> {
+    let nexus = open_nexus(data)?;
+    Ok(match ExecuteRequest::from_json(args_json) {
+        Ok(mut req) => {
+            req.dry_run |= args.dry_run;
+            nexus.execute(&req, access(args.readonly))
+        }
+        Err(e) => envelope::envelope_failure(e),
+    })
+}
+
+/// One request per input line; empty lines are skipped.
+fn lines(data: &Path, file: &str, readonly: bool, dry_run: bool) -> Result<ExitCode> {
+    use std::io::{BufRead, Write};
+    let nexus = open_nexus(data)?;
+    let input: Box<dyn BufRead> = if file == "-" {
+        Box::new(std::io::BufReader::new(std::io::stdin()))
+    } else {
+        Box::new(std::io::BufReader::new(
+            std::fs::File::open(file).with_context(|| format!("opening {file}"))?,
+        ))
+    };
+    let mut out = std::io::stdout().lock();
+    let mut any_error = false;
+    for line in input.lines() {
+        let line = line.context("reading a request line")?;
+        if line.trim().is_empty() {
+            continue;
+        }
+        let response = match serde_json::from_str::<Value>(&line) {
+            Ok(args) => match ExecuteRequest::from_json(&args) {
+                Ok(mut req) => {
+                    req.dry_run |= dry_run;
+                    nexus.execute(&req, access(readonly))
+                }
+                Err(e) => envelope::envelope_failure(e),
+            },
+            Err(e) => envelope::envelope_failure(
+                kip_lang::KipError::syntax(format!("the request line is not valid JSON: {e}"))
+                    .with_hint("send one execute_kip arguments object per line"),
+            ),
+        };
+        any_error |= response.has_error();
+        writeln!(
+            out,
+            "{}",
+            serde_json::to_string(&response.to_json()).unwrap_or_else(|_| "{}".into())
+        )?;
+        out.flush()?;
+    }
+    Ok(if any_error {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    })
+}
