@@ -125,3 +125,37 @@ pub fn explain(data: &Path, query: &str) -> Result<ExitCode> {
         }
     }
 }
+
+/// `kip import --memory-jsonl`.
+pub fn import_memory(data: &Path, file: &str, skip_bad_lines: bool) -> Result<ExitCode> {
+    let bytes = read_input(file)?;
+    let nexus = open_nexus(data)?;
+    let outcome =
+        kip_lang::utf8(&bytes).and_then(|text| nexus.import_memory_jsonl(text, skip_bad_lines));
+    match outcome {
+        Ok((entities, relations, skipped)) => {
+            print_json(
+                &json!({"result": {"entities": entities, "relations": relations, "skipped_lines": skipped}}),
+            );
+            Ok(ExitCode::SUCCESS)
+        }
+        Err(e) => {
+            print_json(&json!({"error": e.to_json()}));
+            Ok(ExitCode::from(1))
+        }
+    }
+}
+
+/// `kip export --memory-jsonl`.
+pub fn export_memory(data: &Path, file: &str) -> Result<ExitCode> {
+    let nexus = open_nexus(data)?;
+    let text = nexus
+        .export_memory_jsonl()
+        .map_err(|e| anyhow::anyhow!("{}", e.message))?;
+    if file == "-" {
+        print!("{text}");
+    } else {
+        std::fs::write(file, text).with_context(|| format!("writing {file}"))?;
+    }
+    Ok(ExitCode::SUCCESS)
+}

@@ -70,11 +70,23 @@ enum Cmd {
         /// Output file (default: stdout).
         #[arg(long, short)]
         output: Option<PathBuf>,
+        /// Write the memory-server graph (entities and relations) as memory-server JSONL
+        /// to FILE (`-` for stdout) instead.
+        #[arg(long, value_name = "FILE", conflicts_with = "output")]
+        memory_jsonl: Option<String>,
     },
-    /// Import a capsule written by `kip export` (or any capsule) in one transaction.
+    /// Import a capsule written by `kip export` (or any capsule), or a memory-server
+    /// JSONL file, in one transaction.
     Import {
         /// The capsule file, or `-` for stdin.
-        file: String,
+        #[arg(required_unless_present = "memory_jsonl")]
+        file: Option<String>,
+        /// Import a Knowledge Graph Memory Server JSONL file (official or fork format).
+        #[arg(long, value_name = "FILE", conflicts_with = "file")]
+        memory_jsonl: Option<String>,
+        /// With --memory-jsonl: leave malformed lines out instead of failing.
+        #[arg(long, requires = "memory_jsonl")]
+        skip_bad_lines: bool,
     },
     /// Rebuild the full-text index from the graph (with a progress bar).
     Reindex,
@@ -137,8 +149,19 @@ fn main() -> ExitCode {
         Cmd::Repl { format } => repl::run(&data, format),
         Cmd::Serve(args) => serve::run(&data, args),
         Cmd::Capsule(CapsuleCmd::Load { file }) => admin::capsule_load(&data, &file, quiet),
-        Cmd::Import { file } => admin::capsule_load(&data, &file, quiet),
-        Cmd::Export { output } => admin::export(&data, output),
+        Cmd::Import {
+            memory_jsonl: Some(file),
+            skip_bad_lines,
+            ..
+        } => admin::import_memory(&data, &file, skip_bad_lines),
+        Cmd::Import { file, .. } => {
+            admin::capsule_load(&data, file.as_deref().unwrap_or("-"), quiet)
+        }
+        Cmd::Export {
+            memory_jsonl: Some(file),
+            ..
+        } => admin::export_memory(&data, &file),
+        Cmd::Export { output, .. } => admin::export(&data, output),
         Cmd::Explain { query } => admin::explain(&data, &query),
         Cmd::Reindex => admin::reindex(&data, quiet),
         Cmd::Check => admin::check(&data),

@@ -23,6 +23,18 @@ pub struct ServeArgs {
     /// Time budget of one HTTP /kip request, in seconds.
     #[arg(long, default_value_t = 60)]
     timeout_secs: u64,
+    /// Tool sets to serve: `kip`, `memory` (the Knowledge Graph Memory Server tools), or both.
+    #[arg(long, value_delimiter = ',', default_value = "kip,memory")]
+    tools: Vec<ToolSet>,
+}
+
+/// A tool set of `kip serve --tools`.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ToolSet {
+    /// execute_kip, execute_kip_readonly
+    Kip,
+    /// create_entities, search_nodes, ... (Knowledge Graph Memory Server)
+    Memory,
 }
 
 /// Runs the server until the client disconnects (stdio) or ctrl-c (HTTP).
@@ -37,8 +49,10 @@ pub fn run(data: &Path, args: ServeArgs) -> Result<ExitCode> {
         .with_ansi(false)
         .init();
     let nexus = Arc::new(crate::open_nexus(data)?);
+    import_memory_file(&nexus);
     let tools = kip_server::mcp::ToolSets {
-        kip: true,
+        kip: args.tools.contains(&ToolSet::Kip),
+        memory: args.tools.contains(&ToolSet::Memory),
         read_only: args.read_only,
     };
     let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -65,4 +79,55 @@ pub fn run(data: &Path, args: ServeArgs) -> Result<ExitCode> {
         }
     })?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// `MEMORY_FILE_PATH`: when it names an existing `.jsonl` file that this nexus has not
+/// imported yet, import it once (entities and relations; a file with malformed lines is
+/// not imported and the problem is logged). The import is recorded in the store under
+/// the file's canonical path, so later starts (and later edits of that file) are
+/// ignored: from then on the nexus is the memory.
+fn import_memory_file(nexus: &kip_engine::Nexus) {
+    let Some(path) = std::env::var_os("MEMORY_FILE_PATH") else {
+        return;
+    };
+    let path = std::path::PathBuf::from(path);
+    if path.extension().and_then(|e| e.to_str()) != Some("jsonl") || !path.is_file() {
+        tracing::info!(path = %path.display(), "MEMORY_FILE_PATH is not an existing .jsonl file; nothing to import");
+        return;
+    }
+    let canonical = path.canonicalize().unwrap_or(path.clone());
+    let key = format!("memory_import:{}", canonical.display());
+    match nexus.read(|r| kip_engine::store::GraphRead::meta(r, &key)) {
+        Ok(Some(_)) => {
+            tracing::info!(path = %canonical.display(), "memory file already imported");
+            return;
+        }
+        Ok(None) => {}
+        Err(e) => {
+            tracing::error!(error = %e, "cannot check the memory import record");
+            return;
+        }
+    }
+    let text = match std::fs::read_to_string(&canonical) {
+        Ok(t) => t,
+        Err(e) => {
+            tracing::error!(path = %canonical.display(), error = %e, "cannot read the memory file");
+            return;
+        }
+    };
+    match nexus.import_memory_jsonl(&text, false) {
+        Ok((entities, relations, _)) => {
+            let record = serde_json::json!({"imported_at": kip_engine::memory::now(), "entities": entities, "relations": relations}).to_string();
+            if let Err(e) = nexus.write(
+                |w| kip_engine::store::GraphWrite::set_meta(w, &key, record.as_bytes()),
+                false,
+            ) {
+                tracing::error!(error = %e, "cannot record the memory import");
+            }
+            tracing::info!(path = %canonical.display(), entities, relations, "imported the memory file");
+        }
+        Err(e) => {
+            tracing::error!(path = %canonical.display(), error = %e, "the memory file was not imported")
+        }
+    }
 }

@@ -13,6 +13,7 @@ pub mod envelope;
 pub mod export;
 pub mod kml;
 pub mod kql;
+pub mod memory;
 pub mod meta;
 pub mod nexus;
 pub mod schema;

@@ -424,6 +424,36 @@ impl Nexus {
         self.read(|r| crate::export::export_capsule(r))
     }
 
+    /// Runs a Knowledge Graph Memory Server tool (see [`crate::memory`]).
+    pub fn memory_tool(&self, name: &str, args: &Value) -> Result<Value, KipError> {
+        crate::memory::call(self, name, args)
+    }
+
+    /// Imports a memory-server JSONL file in one transaction. A malformed line fails the
+    /// whole import, naming its line number, unless `skip_bad_lines`. Returns
+    /// `(entities created, relations created, lines skipped)`.
+    pub fn import_memory_jsonl(
+        &self,
+        text: &str,
+        skip_bad_lines: bool,
+    ) -> Result<(usize, usize, usize), KipError> {
+        let (items, bad) = crate::memory::parse_jsonl(text);
+        if let Some((line, why)) = bad.first() {
+            if !skip_bad_lines {
+                return Err(KipError::new(ErrorCode::InvalidSyntax, format!("line {line}: {why}"))
+                    .with_hint("fix the line, or import with --skip-bad-lines to leave malformed lines out"));
+            }
+        }
+        let now = crate::memory::now();
+        let (e, r) = self.write(|w| crate::memory::import_items(w, &items, &now), false)?;
+        Ok((e, r, bad.len()))
+    }
+
+    /// The memory graph as JSONL (entities, then relations; with createdAt/version).
+    pub fn export_memory_jsonl(&self) -> Result<String, KipError> {
+        self.read(|r| crate::memory::export_jsonl(r))
+    }
+
     /// Number of concepts and propositions.
     pub fn totals(&self) -> Result<(u64, u64), KipError> {
         self.read(|r| r.totals())

@@ -28,6 +28,8 @@ pub const PROMPT_NAME: &str = "kip_system_instructions";
 pub struct ToolSets {
     /// `execute_kip` / `execute_kip_readonly`.
     pub kip: bool,
+    /// The Knowledge Graph Memory Server tools (`create_entities`, ...).
+    pub memory: bool,
     /// Serve only read-only tools.
     pub read_only: bool,
 }
@@ -36,9 +38,26 @@ impl Default for ToolSets {
     fn default() -> Self {
         ToolSets {
             kip: true,
+            memory: true,
             read_only: false,
         }
     }
+}
+
+/// The memory-server tool definitions (official schemas and annotations, with
+/// `createdAt`/`version` in the outputs and the fork's update tools).
+pub const MEMORY_TOOLS: &str = include_str!("../assets/memory_tools.json");
+
+/// The URI of the memory-server resource.
+pub const MEMORY_RESOURCE: &str = "memory://knowledge-graph";
+
+/// The memory tools, from their JSON definitions.
+pub fn memory_tools(read_only: bool) -> Vec<Tool> {
+    let defs: Vec<Value> = serde_json::from_str(MEMORY_TOOLS).unwrap_or_default();
+    defs.into_iter()
+        .filter_map(|d| serde_json::from_value::<Tool>(d).ok())
+        .filter(|t| !read_only || kip_engine::memory::READ_ONLY_TOOLS.contains(&t.name.as_ref()))
+        .collect()
 }
 
 /// The MCP handler over one nexus.
@@ -95,7 +114,29 @@ impl KipMcp {
         if self.tools.kip {
             out.extend(kip_tools(self.tools.read_only));
         }
+        if self.tools.memory {
+            out.extend(memory_tools(self.tools.read_only));
+        }
         out
+    }
+
+    /// Runs a memory tool; errors are tool results with `isError` and the message.
+    async fn call_memory(&self, name: String, args: Value) -> CallToolResult {
+        let nexus = self.nexus.clone();
+        let tool = name.clone();
+        let outcome = tokio::task::spawn_blocking(move || nexus.memory_tool(&tool, &args)).await;
+        match outcome {
+            Ok(Ok(result)) => {
+                let text = kip_engine::memory::result_text(&name, &result);
+                let mut r = CallToolResult::success(vec![rmcp::model::ContentBlock::text(text)]);
+                r.structured_content = Some(result);
+                r
+            }
+            Ok(Err(e)) => CallToolResult::error(vec![rmcp::model::ContentBlock::text(e.message)]),
+            Err(e) => CallToolResult::error(vec![rmcp::model::ContentBlock::text(format!(
+                "internal error: {e}"
+            ))]),
+        }
     }
 
     /// Runs a KIP tool; the response object becomes text and structured content.
@@ -157,6 +198,9 @@ impl ServerHandler for KipMcp {
         let result = match request.name.as_ref() {
             "execute_kip" => self.call_kip(Access::ReadWrite, args).await,
             "execute_kip_readonly" => self.call_kip(Access::ReadOnly, args).await,
+            name if kip_engine::memory::TOOLS.contains(&name) => {
+                self.call_memory(name.to_string(), args).await
+            }
             other => {
                 return Err(McpError::invalid_params(
                     format!("unknown tool '{other}'"),
@@ -180,7 +224,16 @@ impl ServerHandler for KipMcp {
                     .with_mime_type("text/markdown")
                     .with_size(text.len() as u64)
             })
-            .collect();
+            .collect::<Vec<_>>();
+        let mut resources = resources;
+        if self.tools.memory {
+            resources.push(
+                Resource::new(MEMORY_RESOURCE, "knowledge-graph")
+                    .with_title("Knowledge Graph")
+                    .with_description("The full knowledge graph with all entities and relations")
+                    .with_mime_type("application/json"),
+            );
+        }
         Ok(ListResourcesResult::with_all_items(resources))
     }
 
@@ -189,6 +242,21 @@ impl ServerHandler for KipMcp {
         request: ReadResourceRequestParams,
         _context: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, McpError> {
+        if self.tools.memory && request.uri == MEMORY_RESOURCE {
+            let nexus = self.nexus.clone();
+            let graph =
+                tokio::task::spawn_blocking(move || nexus.memory_tool("read_graph", &json!({})))
+                    .await
+                    .map_err(|e| McpError::internal_error(e.to_string(), None))?
+                    .map_err(|e| McpError::internal_error(e.message, None))?;
+            let text = serde_json::to_string_pretty(&graph).unwrap_or_default();
+            return Ok(ReadResourceResult::new(vec![ResourceContents::text(
+                text,
+                MEMORY_RESOURCE,
+            )
+            .with_mime_type("application/json")])
+            .into());
+        }
         match DOCS.iter().find(|d| d.0 == request.uri) {
             Some((uri, _, _, text)) => {
                 Ok(ReadResourceResult::new(vec![

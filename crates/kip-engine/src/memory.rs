@@ -1,0 +1,967 @@
+//! The Knowledge Graph Memory Server tool set over the KIP graph (drop-in for the
+//! official MCP memory server, plus the fork's `update_entities` / `update_relations`
+//! and `createdAt` / `version`).
+//!
+//! Mapping (docs/memory-server.md):
+//! - An entity is a concept whose type is the entityType as an UpperCamelCase
+//!   identifier (registered on first use as a `$ConceptType` in the `Unsorted` domain),
+//!   whose name is the entity name and whose `observations` attribute holds the
+//!   observations. Metadata keeps the original `entity_type`, `created_at` and `version`.
+//!   Any concept with an `observations` array is an entity for these tools.
+//! - A relation is a link whose predicate is the relationType in `snake_case`
+//!   (registered on first use), with the original `relation_type`, `created_at` and
+//!   `version` in metadata.
+//! - Entity names are unique for these tools, as in the original.
+//!
+//! Every tool call is one transaction: a call that fails writes nothing.
+
+use crate::kml::delete::delete_links;
+use crate::schema::{self, CONCEPT_TYPE, PROPOSITION_TYPE};
+use crate::store::{ConceptRecord, ElemRef, GraphRead, GraphWrite, PropRecord, DOMAIN_PREDICATE};
+use kip_lang::{ErrorCode, KipError};
+use serde::Deserialize;
+use serde_json::{json, Map, Value};
+use std::collections::{HashMap, HashSet};
+
+/// The attribute holding an entity's observations.
+pub const OBSERVATIONS: &str = "observations";
+
+/// An entity as the tools take it.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct EntityInput {
+    /// Unique name.
+    pub name: String,
+    /// Free-form type.
+    pub entity_type: String,
+    /// Observations.
+    #[serde(default)]
+    pub observations: Vec<String>,
+    /// Kept from an imported file.
+    #[serde(default)]
+    pub created_at: Option<String>,
+    /// Kept from an imported file.
+    #[serde(default)]
+    pub version: Option<u64>,
+}
+
+/// A relation as the tools take it.
+#[derive(Debug, Clone, Deserialize, PartialEq, Eq, Hash)]
+#[serde(rename_all = "camelCase")]
+pub struct RelationInput {
+    /// Source entity name.
+    pub from: String,
+    /// Target entity name.
+    pub to: String,
+    /// Free-form relation type.
+    pub relation_type: String,
+    /// Kept from an imported file.
+    #[serde(default)]
+    pub created_at: Option<String>,
+    /// Kept from an imported file.
+    #[serde(default)]
+    pub version: Option<u64>,
+}
+
+/// An `update_entities` item: the given fields replace the stored ones.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct EntityUpdate {
+    /// The entity.
+    pub name: String,
+    /// New type.
+    #[serde(default)]
+    pub entity_type: Option<String>,
+    /// New observations.
+    #[serde(default)]
+    pub observations: Option<Vec<String>>,
+}
+
+/// The current time as ISO-8601 with milliseconds (`2026-01-02T03:04:05.678Z`).
+pub fn now() -> String {
+    humantime::format_rfc3339_millis(std::time::SystemTime::now()).to_string()
+}
+
+fn words(s: &str) -> Vec<String> {
+    // Split on anything that is not a letter or digit, and at lower->upper case steps.
+    let mut out = Vec::new();
+    let mut cur = String::new();
+    let mut prev_lower = false;
+    for c in s.chars() {
+        if !c.is_alphanumeric() {
+            if !cur.is_empty() {
+                out.push(std::mem::take(&mut cur));
+            }
+            prev_lower = false;
+            continue;
+        }
+        if c.is_uppercase() && prev_lower && !cur.is_empty() {
+            out.push(std::mem::take(&mut cur));
+        }
+        prev_lower = c.is_lowercase() || c.is_numeric();
+        cur.push(c);
+    }
+    if !cur.is_empty() {
+        out.push(cur);
+    }
+    out
+}
+
+/// `"software project"` -> `"SoftwareProject"`: the KIP concept type of an entityType.
+pub fn type_name(entity_type: &str) -> String {
+    let mut out = String::new();
+    for w in words(entity_type) {
+        let mut cs = w.chars();
+        if let Some(f) = cs.next() {
+            out.extend(f.to_uppercase());
+            out.push_str(cs.as_str());
+        }
+    }
+    if out.is_empty() {
+        return "Entity".to_string();
+    }
+    if out.starts_with(|c: char| c.is_numeric()) {
+        out.insert_str(0, "Type");
+    }
+    out
+}
+
+/// `"works at"` / `"worksAt"` -> `"works_at"`: the KIP predicate of a relationType.
+pub fn predicate_name(relation_type: &str) -> String {
+    let joined = words(relation_type)
+        .iter()
+        .map(|w| w.to_lowercase())
+        .collect::<Vec<_>>()
+        .join("_");
+    if joined.is_empty() {
+        return "related_to".to_string();
+    }
+    if joined.starts_with(|c: char| c.is_numeric()) {
+        return format!("rel_{joined}");
+    }
+    joined
+}
+
+fn not_found_entity(name: &str) -> KipError {
+    KipError::new(
+        ErrorCode::NotFound,
+        format!("Entity with name {name} not found"),
+    )
+    .with_hint(
+        "create the entity first with create_entities, or check the exact name with search_nodes",
+    )
+}
+
+fn unsorted(g: &dyn GraphRead) -> Result<Option<u64>, KipError> {
+    g.concept_by_key("Domain", "Unsorted")
+}
+
+fn add_concept(w: &mut dyn GraphWrite, rec: &ConceptRecord) -> Result<u64, KipError> {
+    let id = w.alloc_concept_id()?;
+    w.put_concept(id, rec, None)?;
+    Ok(id)
+}
+
+fn add_link(
+    w: &mut dyn GraphWrite,
+    s: ElemRef,
+    p: &str,
+    o: ElemRef,
+    meta: Map<String, Value>,
+) -> Result<u64, KipError> {
+    if let Some(id) = w.prop_by_spo(s, p, o)? {
+        return Ok(id);
+    }
+    let id = w.alloc_prop_id()?;
+    w.put_prop(
+        id,
+        &PropRecord {
+            subject: s,
+            predicate: p.to_string(),
+            object: o,
+            attributes: Map::new(),
+            metadata: meta,
+        },
+        None,
+    )?;
+    Ok(id)
+}
+
+fn system_meta() -> Map<String, Value> {
+    json!({"source": "memory-server-tools", "author": "$system"})
+        .as_object()
+        .cloned()
+        .unwrap_or_default()
+}
+
+/// Registers a concept type for an entityType if missing, in the `Unsorted` domain.
+fn ensure_type(w: &mut dyn GraphWrite, t: &str, original: &str) -> Result<(), KipError> {
+    if schema::is_concept_type(&*w, t)? {
+        return Ok(());
+    }
+    let mut attrs = Map::new();
+    attrs.insert(
+        "description".into(),
+        json!(format!(
+            "Entities of type '{original}' (registered by the memory-server tools)."
+        )),
+    );
+    let id = add_concept(
+        w,
+        &ConceptRecord {
+            concept_type: CONCEPT_TYPE.into(),
+            name: t.into(),
+            attributes: attrs,
+            metadata: system_meta(),
+        },
+    )?;
+    if let Some(d) = unsorted(&*w)? {
+        add_link(
+            w,
+            ElemRef::Concept(id),
+            DOMAIN_PREDICATE,
+            ElemRef::Concept(d),
+            system_meta(),
+        )?;
+    }
+    Ok(())
+}
+
+/// Registers a predicate for a relationType if missing, in the `Unsorted` domain.
+fn ensure_predicate(w: &mut dyn GraphWrite, p: &str, original: &str) -> Result<(), KipError> {
+    if schema::is_predicate(&*w, p)? {
+        return Ok(());
+    }
+    let attrs = json!({
+        "description": format!("Relations of type '{original}' (registered by the memory-server tools)."),
+        "subject_types": ["*"],
+        "object_types": ["*"],
+    });
+    let id = add_concept(
+        w,
+        &ConceptRecord {
+            concept_type: PROPOSITION_TYPE.into(),
+            name: p.into(),
+            attributes: attrs.as_object().cloned().unwrap_or_default(),
+            metadata: system_meta(),
+        },
+    )?;
+    if let Some(d) = unsorted(&*w)? {
+        add_link(
+            w,
+            ElemRef::Concept(id),
+            DOMAIN_PREDICATE,
+            ElemRef::Concept(d),
+            system_meta(),
+        )?;
+    }
+    Ok(())
+}
+
+fn is_entity(c: &ConceptRecord) -> bool {
+    matches!(c.attributes.get(OBSERVATIONS), Some(Value::Array(_)))
+}
+
+/// The entity with this name.
+pub fn find_entity(
+    g: &dyn GraphRead,
+    name: &str,
+) -> Result<Option<(u64, ConceptRecord)>, KipError> {
+    let mut ids = Vec::new();
+    g.scan_name(name, &mut |id| {
+        ids.push(id);
+        Ok(true)
+    })?;
+    for id in ids {
+        if let Some(c) = g.concept(id)? {
+            if is_entity(&c) {
+                return Ok(Some((id, c)));
+            }
+        }
+    }
+    Ok(None)
+}
+
+fn observations(c: &ConceptRecord) -> Vec<String> {
+    c.attributes
+        .get(OBSERVATIONS)
+        .and_then(Value::as_array)
+        .map(|a| {
+            a.iter()
+                .filter_map(|v| v.as_str().map(str::to_string))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// The tool-facing JSON of an entity.
+pub fn entity_json(c: &ConceptRecord) -> Value {
+    let mut m = Map::new();
+    m.insert("name".into(), json!(c.name));
+    let et = c
+        .metadata
+        .get("entity_type")
+        .and_then(Value::as_str)
+        .unwrap_or(&c.concept_type)
+        .to_string();
+    m.insert("entityType".into(), json!(et));
+    m.insert("observations".into(), json!(observations(c)));
+    if let Some(v) = c.metadata.get("created_at").filter(|v| v.is_string()) {
+        m.insert("createdAt".into(), v.clone());
+    }
+    if let Some(v) = c.metadata.get("version").filter(|v| v.is_u64()) {
+        m.insert("version".into(), v.clone());
+    }
+    Value::Object(m)
+}
+
+fn relation_json(from: &str, to: &str, p: &PropRecord) -> Value {
+    let mut m = Map::new();
+    m.insert("from".into(), json!(from));
+    m.insert("to".into(), json!(to));
+    let rt = p
+        .metadata
+        .get("relation_type")
+        .and_then(Value::as_str)
+        .unwrap_or(&p.predicate)
+        .to_string();
+    m.insert("relationType".into(), json!(rt));
+    if let Some(v) = p.metadata.get("created_at").filter(|v| v.is_string()) {
+        m.insert("createdAt".into(), v.clone());
+    }
+    if let Some(v) = p.metadata.get("version").filter(|v| v.is_u64()) {
+        m.insert("version".into(), v.clone());
+    }
+    Value::Object(m)
+}
+
+fn version_of(meta: &Map<String, Value>) -> u64 {
+    meta.get("version").and_then(Value::as_u64).unwrap_or(1)
+}
+
+/// `create_entities`: new names are created; names that exist (or repeat within the
+/// call) are skipped. Returns the created entities.
+pub fn create_entities(
+    w: &mut dyn GraphWrite,
+    entities: &[EntityInput],
+    now: &str,
+) -> Result<Value, KipError> {
+    let mut seen = HashSet::new();
+    let mut created = Vec::new();
+    for e in entities {
+        if !seen.insert(e.name.clone()) || find_entity(&*w, &e.name)?.is_some() {
+            continue;
+        }
+        let t = type_name(&e.entity_type);
+        ensure_type(w, &t, &e.entity_type)?;
+        let mut meta = Map::new();
+        meta.insert("entity_type".into(), json!(e.entity_type));
+        meta.insert(
+            "created_at".into(),
+            json!(e.created_at.clone().unwrap_or_else(|| now.to_string())),
+        );
+        meta.insert("version".into(), json!(e.version.unwrap_or(1)));
+        let (id, old) = match w.concept_by_key(&t, &e.name)? {
+            Some(id) => (id, w.concept(id)?),
+            None => (w.alloc_concept_id()?, None),
+        };
+        let mut rec = old.clone().unwrap_or(ConceptRecord {
+            concept_type: t.clone(),
+            name: e.name.clone(),
+            attributes: Map::new(),
+            metadata: Map::new(),
+        });
+        rec.attributes
+            .insert(OBSERVATIONS.into(), json!(e.observations));
+        rec.metadata.extend(meta);
+        w.put_concept(id, &rec, old.as_ref())?;
+        created.push(entity_json(&rec));
+    }
+    Ok(json!({ "entities": created }))
+}
+
+/// `create_relations`: both ends must be entities (else nothing is saved); existing
+/// relations are skipped. Returns the created relations.
+pub fn create_relations(
+    w: &mut dyn GraphWrite,
+    relations: &[RelationInput],
+    now: &str,
+) -> Result<Value, KipError> {
+    let mut ends: HashMap<String, u64> = HashMap::new();
+    for r in relations {
+        for n in [&r.from, &r.to] {
+            if !ends.contains_key(n) {
+                let (id, _) = find_entity(&*w, n)?.ok_or_else(|| not_found_entity(n))?;
+                ends.insert(n.clone(), id);
+            }
+        }
+    }
+    let mut created = Vec::new();
+    for r in relations {
+        let p = predicate_name(&r.relation_type);
+        ensure_predicate(w, &p, &r.relation_type)?;
+        let (s, o) = (
+            ElemRef::Concept(ends[&r.from]),
+            ElemRef::Concept(ends[&r.to]),
+        );
+        if w.prop_by_spo(s, &p, o)?.is_some() {
+            continue;
+        }
+        let mut meta = Map::new();
+        meta.insert("relation_type".into(), json!(r.relation_type));
+        meta.insert(
+            "created_at".into(),
+            json!(r.created_at.clone().unwrap_or_else(|| now.to_string())),
+        );
+        meta.insert("version".into(), json!(r.version.unwrap_or(1)));
+        let id = add_link(w, s, &p, o, meta)?;
+        if let Some(rec) = w.prop(id)? {
+            created.push(relation_json(&r.from, &r.to, &rec));
+        }
+    }
+    Ok(json!({ "relations": created }))
+}
+
+/// `add_observations`: every entity must exist (else nothing is saved); observations
+/// already present are dropped. Returns `{entityName, addedObservations}` per item.
+pub fn add_observations(
+    w: &mut dyn GraphWrite,
+    items: &[(String, Vec<String>)],
+    now: &str,
+) -> Result<Value, KipError> {
+    let mut results = Vec::new();
+    for (name, contents) in items {
+        let (id, old) = find_entity(&*w, name)?.ok_or_else(|| not_found_entity(name))?;
+        let mut obs = observations(&old);
+        let added: Vec<String> = contents
+            .iter()
+            .filter(|c| !obs.contains(c))
+            .cloned()
+            .collect();
+        obs.extend(added.iter().cloned());
+        if !added.is_empty() {
+            let mut rec = old.clone();
+            rec.attributes.insert(OBSERVATIONS.into(), json!(obs));
+            rec.metadata
+                .insert("version".into(), json!(version_of(&old.metadata) + 1));
+            rec.metadata.insert("created_at".into(), json!(now));
+            w.put_concept(id, &rec, Some(&old))?;
+        }
+        results.push(json!({"entityName": name, "addedObservations": added}));
+    }
+    Ok(json!({ "results": results }))
+}
+
+/// `delete_entities`: deletes the entities and every relation touching them; reports
+/// the names that did not exist.
+pub fn delete_entities(w: &mut dyn GraphWrite, names: &[String]) -> Result<Value, KipError> {
+    let mut not_found = Vec::new();
+    for name in names {
+        let Some((id, rec)) = find_entity(&*w, name)? else {
+            not_found.push(name.clone());
+            continue;
+        };
+        if schema::is_protected(&rec) {
+            return Err(schema::immutable(format!(
+                "ImmutableTarget: {name} is a protected system concept"
+            )));
+        }
+        let r = ElemRef::Concept(id);
+        let mut links = Vec::new();
+        w.scan_out(r, None, &mut |_, _, l| {
+            links.push(l);
+            Ok(true)
+        })?;
+        w.scan_in(r, None, &mut |_, _, l| {
+            links.push(l);
+            Ok(true)
+        })?;
+        delete_links(w, links)?;
+        w.delete_concept(id, &rec)?;
+    }
+    Ok(json!({"success": true, "message": "Entities deleted successfully", "notFound": not_found}))
+}
+
+/// `delete_observations`: removes the listed observations; reports unknown entities.
+pub fn delete_observations(
+    w: &mut dyn GraphWrite,
+    items: &[(String, Vec<String>)],
+    now: &str,
+) -> Result<Value, KipError> {
+    let mut not_found = Vec::new();
+    for (name, remove) in items {
+        let Some((id, old)) = find_entity(&*w, name)? else {
+            not_found.push(name.clone());
+            continue;
+        };
+        let obs = observations(&old);
+        let kept: Vec<String> = obs
+            .iter()
+            .filter(|o| !remove.contains(o))
+            .cloned()
+            .collect();
+        if kept.len() != obs.len() {
+            let mut rec = old.clone();
+            rec.attributes.insert(OBSERVATIONS.into(), json!(kept));
+            rec.metadata
+                .insert("version".into(), json!(version_of(&old.metadata) + 1));
+            rec.metadata.insert("created_at".into(), json!(now));
+            w.put_concept(id, &rec, Some(&old))?;
+        }
+    }
+    Ok(
+        json!({"success": true, "message": "Observations deleted successfully", "notFound": not_found}),
+    )
+}
+
+fn find_relation(g: &dyn GraphRead, r: &RelationInput) -> Result<Option<u64>, KipError> {
+    let (Some((s, _)), Some((o, _))) = (find_entity(g, &r.from)?, find_entity(g, &r.to)?) else {
+        return Ok(None);
+    };
+    g.prop_by_spo(
+        ElemRef::Concept(s),
+        &predicate_name(&r.relation_type),
+        ElemRef::Concept(o),
+    )
+}
+
+/// `delete_relations`: deletes the listed relations; reports the ones that did not exist.
+pub fn delete_relations(
+    w: &mut dyn GraphWrite,
+    relations: &[RelationInput],
+) -> Result<Value, KipError> {
+    let mut not_found = Vec::new();
+    for r in relations {
+        match find_relation(&*w, r)? {
+            Some(id) => {
+                delete_links(w, vec![id])?;
+            }
+            None => {
+                not_found.push(json!({"from": r.from, "to": r.to, "relationType": r.relation_type}))
+            }
+        }
+    }
+    Ok(json!({"success": true, "message": "Relations deleted successfully", "notFound": not_found}))
+}
+
+/// `update_entities`: each entity must exist (else nothing is saved); the given fields
+/// replace the stored ones, `version` increases and `createdAt` is refreshed.
+pub fn update_entities(
+    w: &mut dyn GraphWrite,
+    items: &[EntityUpdate],
+    now: &str,
+) -> Result<Value, KipError> {
+    let mut out = Vec::new();
+    for u in items {
+        let (id, old) = find_entity(&*w, &u.name)?.ok_or_else(|| not_found_entity(&u.name))?;
+        let mut rec = old.clone();
+        if let Some(et) = &u.entity_type {
+            let t = type_name(et);
+            ensure_type(w, &t, et)?;
+            if t != rec.concept_type {
+                if w.concept_by_key(&t, &rec.name)?.is_some() {
+                    return Err(KipError::new(
+                        ErrorCode::DuplicateExists,
+                        format!(
+                            "a concept {{type: \"{t}\", name: \"{}\"}} already exists",
+                            rec.name
+                        ),
+                    )
+                    .with_hint("rename or delete the other concept first"));
+                }
+                rec.concept_type = t;
+            }
+            rec.metadata.insert("entity_type".into(), json!(et));
+        }
+        if let Some(obs) = &u.observations {
+            rec.attributes.insert(OBSERVATIONS.into(), json!(obs));
+        }
+        rec.metadata
+            .insert("version".into(), json!(version_of(&old.metadata) + 1));
+        rec.metadata.insert("created_at".into(), json!(now));
+        w.put_concept(id, &rec, Some(&old))?;
+        out.push(entity_json(&rec));
+    }
+    Ok(json!({ "entities": out }))
+}
+
+/// `update_relations`: each relation must exist (else nothing is saved); `version`
+/// increases and `createdAt` is refreshed.
+pub fn update_relations(
+    w: &mut dyn GraphWrite,
+    relations: &[RelationInput],
+    now: &str,
+) -> Result<Value, KipError> {
+    let mut out = Vec::new();
+    for r in relations {
+        let id = find_relation(&*w, r)?.ok_or_else(|| {
+            KipError::new(
+                ErrorCode::NotFound,
+                format!(
+                    "Relation from {} to {} of type {} not found",
+                    r.from, r.to, r.relation_type
+                ),
+            )
+            .with_hint("create it first with create_relations")
+        })?;
+        let old = w
+            .prop(id)?
+            .ok_or_else(|| KipError::internal("relation vanished"))?;
+        let mut rec = old.clone();
+        rec.metadata
+            .insert("relation_type".into(), json!(r.relation_type));
+        rec.metadata
+            .insert("version".into(), json!(version_of(&old.metadata) + 1));
+        rec.metadata.insert("created_at".into(), json!(now));
+        w.put_prop(id, &rec, Some(&old))?;
+        out.push(relation_json(&r.from, &r.to, &rec));
+    }
+    Ok(json!({ "relations": out }))
+}
+
+/// Every entity (concepts with observations), in creation order, with their ids.
+fn all_entities(g: &dyn GraphRead) -> Result<Vec<(u64, ConceptRecord)>, KipError> {
+    let mut ids = Vec::new();
+    g.scan_concepts(&mut |id| {
+        ids.push(id);
+        Ok(true)
+    })?;
+    let mut out = Vec::new();
+    for id in ids {
+        if let Some(c) = g.concept(id)? {
+            if is_entity(&c) {
+                out.push((id, c));
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// Relations between entities where `keep(from_id, to_id)`, in creation order.
+fn relations_where(
+    g: &dyn GraphRead,
+    names: &HashMap<u64, String>,
+    keep: &dyn Fn(u64, u64) -> bool,
+) -> Result<Vec<Value>, KipError> {
+    let mut ids = Vec::new();
+    g.scan_props(&mut |id| {
+        ids.push(id);
+        Ok(true)
+    })?;
+    let mut out = Vec::new();
+    for id in ids {
+        let Some(p) = g.prop(id)? else { continue };
+        let (ElemRef::Concept(s), ElemRef::Concept(o)) = (p.subject, p.object) else {
+            continue;
+        };
+        let (Some(from), Some(to)) = (names.get(&s), names.get(&o)) else {
+            continue;
+        };
+        if keep(s, o) {
+            out.push(relation_json(from, to, &p));
+        }
+    }
+    Ok(out)
+}
+
+/// `read_graph`: every entity and every relation between entities.
+pub fn read_graph(g: &dyn GraphRead) -> Result<Value, KipError> {
+    let entities = all_entities(g)?;
+    let names: HashMap<u64, String> = entities
+        .iter()
+        .map(|(id, c)| (*id, c.name.clone()))
+        .collect();
+    let relations = relations_where(g, &names, &|_, _| true)?;
+    Ok(
+        json!({"entities": entities.iter().map(|(_, c)| entity_json(c)).collect::<Vec<_>>(), "relations": relations}),
+    )
+}
+
+fn subgraph(g: &dyn GraphRead, keep: &dyn Fn(&ConceptRecord) -> bool) -> Result<Value, KipError> {
+    let entities = all_entities(g)?;
+    let names: HashMap<u64, String> = entities
+        .iter()
+        .map(|(id, c)| (*id, c.name.clone()))
+        .collect();
+    let selected: HashSet<u64> = entities
+        .iter()
+        .filter(|(_, c)| keep(c))
+        .map(|(id, _)| *id)
+        .collect();
+    let relations = relations_where(g, &names, &|s, o| {
+        selected.contains(&s) || selected.contains(&o)
+    })?;
+    Ok(json!({
+        "entities": entities.iter().filter(|(id, _)| selected.contains(id)).map(|(_, c)| entity_json(c)).collect::<Vec<_>>(),
+        "relations": relations,
+    }))
+}
+
+/// `search_nodes`: a case-insensitive substring match of the whole query on name,
+/// entityType and observations; relations touching a match.
+pub fn search_nodes(g: &dyn GraphRead, query: &str) -> Result<Value, KipError> {
+    let q = query.to_lowercase();
+    subgraph(g, &|c| {
+        let e = entity_json(c);
+        c.name.to_lowercase().contains(&q)
+            || e["entityType"]
+                .as_str()
+                .unwrap_or("")
+                .to_lowercase()
+                .contains(&q)
+            || observations(c)
+                .iter()
+                .any(|o| o.to_lowercase().contains(&q))
+    })
+}
+
+/// `open_nodes`: the named entities and the relations touching them.
+pub fn open_nodes(g: &dyn GraphRead, names: &[String]) -> Result<Value, KipError> {
+    let set: HashSet<&str> = names.iter().map(String::as_str).collect();
+    subgraph(g, &|c| set.contains(c.name.as_str()))
+}
+
+/// One parsed line of a memory-server JSONL file.
+pub enum JsonlItem {
+    /// `{"type": "entity", ...}`
+    Entity(EntityInput),
+    /// `{"type": "relation", ...}`
+    Relation(RelationInput),
+}
+
+/// Parses a memory-server JSONL file (official or fork format; a missing trailing
+/// newline is fine). Returns the items and the bad lines `(line number, reason)`.
+pub fn parse_jsonl(text: &str) -> (Vec<JsonlItem>, Vec<(usize, String)>) {
+    let mut items = Vec::new();
+    let mut bad = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        let line = line.trim();
+        if line.is_empty() {
+            continue;
+        }
+        let v: Value = match serde_json::from_str(line) {
+            Ok(v) => v,
+            Err(e) => {
+                bad.push((i + 1, format!("not JSON: {e}")));
+                continue;
+            }
+        };
+        let parsed = match v.get("type").and_then(Value::as_str) {
+            Some("entity") => serde_json::from_value::<EntityInput>(v)
+                .map(JsonlItem::Entity)
+                .map_err(|e| e.to_string()),
+            Some("relation") => serde_json::from_value::<RelationInput>(v)
+                .map(JsonlItem::Relation)
+                .map_err(|e| e.to_string()),
+            _ => Err("\"type\" must be \"entity\" or \"relation\"".to_string()),
+        };
+        match parsed {
+            Ok(item) => items.push(item),
+            Err(e) => bad.push((i + 1, e)),
+        }
+    }
+    (items, bad)
+}
+
+/// Writes the memory graph as JSONL (fork format: with createdAt and version).
+pub fn export_jsonl(g: &dyn GraphRead) -> Result<String, KipError> {
+    let graph = read_graph(g)?;
+    let mut out = String::new();
+    for e in graph["entities"].as_array().into_iter().flatten() {
+        let mut m = Map::new();
+        m.insert("type".into(), json!("entity"));
+        if let Some(o) = e.as_object() {
+            m.extend(o.clone());
+        }
+        out.push_str(&Value::Object(m).to_string());
+        out.push('\n');
+    }
+    for r in graph["relations"].as_array().into_iter().flatten() {
+        let mut m = Map::new();
+        m.insert("type".into(), json!("relation"));
+        if let Some(o) = r.as_object() {
+            m.extend(o.clone());
+        }
+        out.push_str(&Value::Object(m).to_string());
+        out.push('\n');
+    }
+    Ok(out)
+}
+
+/// Imports parsed JSONL items in the caller's transaction: entities first, then
+/// relations (whose ends must be entities of the file or the graph).
+pub fn import_items(
+    w: &mut dyn GraphWrite,
+    items: &[JsonlItem],
+    now: &str,
+) -> Result<(usize, usize), KipError> {
+    let entities: Vec<EntityInput> = items
+        .iter()
+        .filter_map(|i| {
+            if let JsonlItem::Entity(e) = i {
+                Some(e.clone())
+            } else {
+                None
+            }
+        })
+        .collect();
+    let relations: Vec<RelationInput> = items
+        .iter()
+        .filter_map(|i| {
+            if let JsonlItem::Relation(r) = i {
+                Some(r.clone())
+            } else {
+                None
+            }
+        })
+        .collect();
+    let e = create_entities(w, &entities, now)?;
+    let r = create_relations(w, &relations, now)?;
+    Ok((
+        e["entities"].as_array().map(Vec::len).unwrap_or(0),
+        r["relations"].as_array().map(Vec::len).unwrap_or(0),
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn entity_types_become_upper_camel_case() {
+        assert_eq!(type_name("person"), "Person");
+        assert_eq!(type_name("software project"), "SoftwareProject");
+        assert_eq!(type_name("e-mail address"), "EMailAddress");
+        assert_eq!(type_name("camelCase thing"), "CamelCaseThing");
+        assert_eq!(type_name("3d model"), "Type3dModel");
+        assert_eq!(type_name("  "), "Entity");
+        assert_eq!(type_name("人物"), "人物");
+    }
+
+    #[test]
+    fn relation_types_become_snake_case() {
+        assert_eq!(predicate_name("works at"), "works_at");
+        assert_eq!(predicate_name("worksAt"), "works_at");
+        assert_eq!(predicate_name("Is-Part-Of"), "is_part_of");
+        assert_eq!(predicate_name("knows"), "knows");
+        assert_eq!(predicate_name(""), "related_to");
+    }
+}
+
+/// The names of the memory tools that only read.
+pub const READ_ONLY_TOOLS: [&str; 3] = ["read_graph", "search_nodes", "open_nodes"];
+
+/// The names of every memory tool.
+pub const TOOLS: [&str; 11] = [
+    "create_entities",
+    "create_relations",
+    "add_observations",
+    "delete_entities",
+    "delete_observations",
+    "delete_relations",
+    "read_graph",
+    "search_nodes",
+    "open_nodes",
+    "update_entities",
+    "update_relations",
+];
+
+fn arg<T: serde::de::DeserializeOwned>(args: &Value, key: &str) -> Result<T, KipError> {
+    let v = args.get(key).cloned().ok_or_else(|| {
+        KipError::new(
+            ErrorCode::InvalidSyntax,
+            format!("missing argument `{key}`"),
+        )
+        .with_hint("check the tool's input schema")
+    })?;
+    serde_json::from_value(v).map_err(|e| {
+        KipError::new(
+            ErrorCode::InvalidValueType,
+            format!("invalid argument `{key}`: {e}"),
+        )
+        .with_hint("check the tool's input schema")
+    })
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct ObservationItem {
+    entity_name: String,
+    #[serde(default)]
+    contents: Vec<String>,
+    #[serde(default)]
+    observations: Vec<String>,
+}
+
+/// Runs a memory tool by name against a nexus: writes in one transaction, reads on a
+/// snapshot. Returns the structured result.
+pub fn call(nexus: &crate::Nexus, name: &str, args: &Value) -> Result<Value, KipError> {
+    let now = now();
+    match name {
+        "read_graph" => nexus.read(|r| read_graph(r)),
+        "search_nodes" => {
+            let q: String = arg(args, "query")?;
+            nexus.read(|r| search_nodes(r, &q))
+        }
+        "open_nodes" => {
+            let names: Vec<String> = arg(args, "names")?;
+            nexus.read(|r| open_nodes(r, &names))
+        }
+        "create_entities" => {
+            let v: Vec<EntityInput> = arg(args, "entities")?;
+            nexus.write(|w| create_entities(w, &v, &now), false)
+        }
+        "create_relations" => {
+            let v: Vec<RelationInput> = arg(args, "relations")?;
+            nexus.write(|w| create_relations(w, &v, &now), false)
+        }
+        "add_observations" => {
+            let v: Vec<ObservationItem> = arg(args, "observations")?;
+            let items: Vec<(String, Vec<String>)> =
+                v.into_iter().map(|o| (o.entity_name, o.contents)).collect();
+            nexus.write(|w| add_observations(w, &items, &now), false)
+        }
+        "delete_entities" => {
+            let v: Vec<String> = arg(args, "entityNames")?;
+            nexus.write(|w| delete_entities(w, &v), false)
+        }
+        "delete_observations" => {
+            let v: Vec<ObservationItem> = arg(args, "deletions")?;
+            let items: Vec<(String, Vec<String>)> = v
+                .into_iter()
+                .map(|o| (o.entity_name, o.observations))
+                .collect();
+            nexus.write(|w| delete_observations(w, &items, &now), false)
+        }
+        "delete_relations" => {
+            let v: Vec<RelationInput> = arg(args, "relations")?;
+            nexus.write(|w| delete_relations(w, &v), false)
+        }
+        "update_entities" => {
+            let v: Vec<EntityUpdate> = arg(args, "entities")?;
+            nexus.write(|w| update_entities(w, &v, &now), false)
+        }
+        "update_relations" => {
+            let v: Vec<RelationInput> = arg(args, "relations")?;
+            nexus.write(|w| update_relations(w, &v, &now), false)
+        }
+        other => Err(KipError::new(
+            ErrorCode::InvalidSyntax,
+            format!("unknown memory tool {other}"),
+        )),
+    }
+}
+
+/// The text content the official server returns for a tool's result.
+pub fn result_text(name: &str, result: &Value) -> String {
+    let inner = match name {
+        "create_entities" | "update_entities" => &result["entities"],
+        "create_relations" | "update_relations" => &result["relations"],
+        "add_observations" => &result["results"],
+        "delete_entities" | "delete_observations" | "delete_relations" => {
+            return result["message"].as_str().unwrap_or_default().to_string();
+        }
+        _ => result,
+    };
+    serde_json::to_string_pretty(inner).unwrap_or_default()
+}

@@ -1,0 +1,240 @@
+//! Memory-server tool semantics on the KIP graph (one test per rule).
+
+mod common;
+use common::*;
+use serde_json::{json, Value};
+
+fn call(n: &kip_engine::Nexus, tool: &str, args: Value) -> Result<Value, kip_lang::KipError> {
+    n.memory_tool(tool, &args)
+}
+
+#[test]
+fn entities_are_concepts_with_upper_camel_case_types_visible_to_kip() {
+    let n = nexus();
+    call(&n, "create_entities", json!({"entities": [{"name": "Rustacean", "entityType": "software project", "observations": ["fast"]}]})).expect("create");
+    let r = ok(
+        &n,
+        r#"FIND(?e.type, ?e.attributes.observations, ?e.metadata.entity_type, ?e.metadata.version) WHERE { ?e {name: "Rustacean"} }"#,
+    );
+    assert_eq!(
+        r,
+        json!([["SoftwareProject"], [["fast"]], ["software project"], [1]])
+    );
+    // The type was registered in the Unsorted domain.
+    let d = ok(
+        &n,
+        r#"FIND(?d.name) WHERE { ({type: "$ConceptType", name: "SoftwareProject"}, "belongs_to_domain", ?d) }"#,
+    );
+    assert_eq!(d, json!(["Unsorted"]));
+    assert_eq!(
+        ok(&n, r#"SEARCH CONCEPT "rustacean""#)[0]["name"],
+        "Rustacean"
+    );
+}
+
+#[test]
+fn kip_concepts_with_observations_are_entities() {
+    let n = nexus();
+    ok(
+        &n,
+        r#"UPSERT { CONCEPT ?p { {type: "Person", name: "Grace"} SET ATTRIBUTES { observations: ["wrote COBOL"] } } }"#,
+    );
+    let g = call(&n, "read_graph", json!({})).expect("read");
+    assert_eq!(
+        g["entities"],
+        json!([{"name": "Grace", "entityType": "Person", "observations": ["wrote COBOL"]}])
+    );
+}
+
+#[test]
+fn duplicate_names_are_skipped_on_create() {
+    let n = nexus();
+    call(
+        &n,
+        "create_entities",
+        json!({"entities": [{"name": "A", "entityType": "x", "observations": []}]}),
+    )
+    .expect("create");
+    let r = call(&n, "create_entities", json!({"entities": [{"name": "A", "entityType": "y", "observations": []}, {"name": "B", "entityType": "y", "observations": []}, {"name": "B", "entityType": "z", "observations": []}]})).expect("create");
+    let names: Vec<&str> = r["entities"]
+        .as_array()
+        .expect("arr")
+        .iter()
+        .map(|e| e["name"].as_str().expect("n"))
+        .collect();
+    assert_eq!(names, vec!["B"]);
+}
+
+#[test]
+fn relations_to_unknown_entities_are_rejected_and_nothing_is_saved() {
+    let n = nexus();
+    call(
+        &n,
+        "create_entities",
+        json!({"entities": [{"name": "A", "entityType": "x", "observations": []}]}),
+    )
+    .expect("create");
+    let before = n.dump().expect("dump");
+    let e = call(&n, "create_relations", json!({"relations": [{"from": "A", "to": "A", "relationType": "likes"}, {"from": "A", "to": "Nobody", "relationType": "knows"}]})).expect_err("unknown");
+    assert_eq!(e.message, "Entity with name Nobody not found");
+    assert_eq!(n.dump().expect("dump"), before);
+}
+
+#[test]
+fn add_observations_on_an_unknown_entity_fails_and_saves_nothing() {
+    let n = nexus();
+    call(
+        &n,
+        "create_entities",
+        json!({"entities": [{"name": "A", "entityType": "x", "observations": ["o1"]}]}),
+    )
+    .expect("create");
+    let before = n.dump().expect("dump");
+    let e = call(&n, "add_observations", json!({"observations": [{"entityName": "A", "contents": ["o2"]}, {"entityName": "Ghost", "contents": ["x"]}]})).expect_err("ghost");
+    assert_eq!(e.message, "Entity with name Ghost not found");
+    assert_eq!(n.dump().expect("dump"), before);
+    let r = call(
+        &n,
+        "add_observations",
+        json!({"observations": [{"entityName": "A", "contents": ["o2", "o1"]}]}),
+    )
+    .expect("add");
+    assert_eq!(
+        r["results"],
+        json!([{"entityName": "A", "addedObservations": ["o2"]}])
+    );
+}
+
+#[test]
+fn versions_start_at_one_and_grow_with_updates() {
+    let n = nexus();
+    call(&n, "create_entities", json!({"entities": [{"name": "A", "entityType": "x", "observations": []}, {"name": "B", "entityType": "x", "observations": []}]})).expect("create");
+    call(
+        &n,
+        "create_relations",
+        json!({"relations": [{"from": "A", "to": "B", "relationType": "knows"}]}),
+    )
+    .expect("rel");
+    let r = call(
+        &n,
+        "update_entities",
+        json!({"entities": [{"name": "A", "observations": ["new"]}]}),
+    )
+    .expect("update");
+    assert_eq!(r["entities"][0]["version"], 2);
+    assert_eq!(r["entities"][0]["observations"], json!(["new"]));
+    let r = call(
+        &n,
+        "update_relations",
+        json!({"relations": [{"from": "A", "to": "B", "relationType": "knows"}]}),
+    )
+    .expect("update rel");
+    assert_eq!(r["relations"][0]["version"], 2);
+    assert!(call(
+        &n,
+        "update_entities",
+        json!({"entities": [{"name": "Nope"}]})
+    )
+    .is_err());
+    assert!(call(
+        &n,
+        "update_relations",
+        json!({"relations": [{"from": "A", "to": "B", "relationType": "hates"}]})
+    )
+    .is_err());
+}
+
+#[test]
+fn update_entities_can_change_the_type_keeping_relations() {
+    let n = nexus();
+    call(&n, "create_entities", json!({"entities": [{"name": "A", "entityType": "person", "observations": []}, {"name": "B", "entityType": "person", "observations": []}]})).expect("create");
+    call(
+        &n,
+        "create_relations",
+        json!({"relations": [{"from": "A", "to": "B", "relationType": "knows"}]}),
+    )
+    .expect("rel");
+    call(
+        &n,
+        "update_entities",
+        json!({"entities": [{"name": "A", "entityType": "robot"}]}),
+    )
+    .expect("retype");
+    assert_eq!(
+        ok(
+            &n,
+            r#"FIND(?a.type, ?b.name) WHERE { ?a {name: "A"} (?a, "knows", ?b) }"#
+        ),
+        json!([["Robot"], ["B"]])
+    );
+    assert!(n.check_integrity().expect("integrity").is_empty());
+}
+
+#[test]
+fn deletes_cascade_and_report_what_was_not_found() {
+    let n = nexus();
+    call(&n, "create_entities", json!({"entities": [{"name": "A", "entityType": "x", "observations": ["o"]}, {"name": "B", "entityType": "x", "observations": []}]})).expect("create");
+    call(
+        &n,
+        "create_relations",
+        json!({"relations": [{"from": "A", "to": "B", "relationType": "knows"}]}),
+    )
+    .expect("rel");
+    let r = call(
+        &n,
+        "delete_entities",
+        json!({"entityNames": ["A", "Ghost"]}),
+    )
+    .expect("delete");
+    assert_eq!(
+        r,
+        json!({"success": true, "message": "Entities deleted successfully", "notFound": ["Ghost"]})
+    );
+    assert_eq!(
+        call(&n, "read_graph", json!({})).expect("read")["relations"],
+        json!([])
+    );
+    let r = call(
+        &n,
+        "delete_relations",
+        json!({"relations": [{"from": "B", "to": "A", "relationType": "knows"}]}),
+    )
+    .expect("delete rel");
+    assert_eq!(r["notFound"].as_array().expect("arr").len(), 1);
+    let r = call(
+        &n,
+        "delete_observations",
+        json!({"deletions": [{"entityName": "Ghost", "observations": ["x"]}]}),
+    )
+    .expect("del obs");
+    assert_eq!(r["notFound"], json!(["Ghost"]));
+}
+
+#[test]
+fn search_is_a_case_insensitive_substring_match_with_touching_relations() {
+    let n = nexus();
+    call(&n, "create_entities", json!({"entities": [{"name": "Alpha", "entityType": "Greek Letter", "observations": ["First"]}, {"name": "Beta", "entityType": "greek letter", "observations": ["second"]}, {"name": "Omega", "entityType": "end", "observations": []}]})).expect("create");
+    call(
+        &n,
+        "create_relations",
+        json!({"relations": [{"from": "Beta", "to": "Omega", "relationType": "precedes"}]}),
+    )
+    .expect("rel");
+    let r = call(&n, "search_nodes", json!({"query": "SECOND"})).expect("search");
+    assert_eq!(r["entities"].as_array().expect("arr").len(), 1);
+    assert_eq!(r["relations"][0]["to"], "Omega");
+    let r = call(&n, "search_nodes", json!({"query": "greek"})).expect("search");
+    assert_eq!(r["entities"].as_array().expect("arr").len(), 2);
+    let r = call(&n, "open_nodes", json!({"names": ["Omega", "Nope"]})).expect("open");
+    assert_eq!(r["entities"].as_array().expect("arr").len(), 1);
+    assert_eq!(r["relations"].as_array().expect("arr").len(), 1);
+}
+
+#[test]
+fn bad_arguments_are_errors_not_panics() {
+    let n = nexus();
+    assert!(call(&n, "create_entities", json!({})).is_err());
+    assert!(call(&n, "create_entities", json!({"entities": [{"name": 5}]})).is_err());
+    assert!(call(&n, "search_nodes", json!({"query": []})).is_err());
+    assert!(call(&n, "no_such_tool", json!({})).is_err());
+}
