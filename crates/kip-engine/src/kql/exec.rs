@@ -605,6 +605,7 @@ fn scan_side(
 
 /// Elements reachable from `start` in `min..=max` hops over `names` (forward or
 /// backward), each once, in discovery order. Level by level: at most `max` levels.
+/// Zero hops reach only a concept itself.
 fn reach(
     ctx: &Ctx,
     start: ElemRef,
@@ -615,7 +616,8 @@ fn reach(
 ) -> Result<Vec<ElemRef>, KipError> {
     let mut ends = Vec::new();
     let mut seen_end = HashSet::new();
-    if min == 0 {
+    // The zero-hop reflexive match pairs a concept node with itself (spec 3.4.2).
+    if min == 0 && matches!(start, ElemRef::Concept(_)) {
         seen_end.insert(start);
         ends.push(start);
     }
