@@ -1,16 +1,20 @@
 //! `SEARCH CONCEPT|PROPOSITION "term" [WITH TYPE "T"] [LIMIT n]` (spec §5.2,
-//! DECISIONS.md item 21): BM25 ranking over the text index kept in the store.
+//! DECISIONS.md item 21): BM25 ranking over the concept text index kept in the store.
 //!
 //! Each query term matches the same term (weight 1) and, from two characters on, the
 //! terms it is a prefix of (weight 0.7, at most [`PREFIX_EXPANSION`] of them), so
 //! "aspir" finds "Aspirin". A name equal to the whole query earns a bonus over any
 //! description mention. Results are element objects with `metadata._score`, best first.
+//!
+//! Links are not indexed on their own: `SEARCH PROPOSITION` ranks the links of the
+//! matching predicates (a `$PropositionType` whose name or description matches) and the
+//! links touching the matching concepts, so the index stays the size of the concepts.
 
 use super::text;
 use crate::envelope::Outcome;
 use crate::kml::text as lit;
 use crate::kql::QueryLimits;
-use crate::schema;
+use crate::schema::{self, PROPOSITION_TYPE};
 use crate::store::{ElemRef, GraphRead, TEXT_DOCS, TEXT_LEN};
 use kip_lang::ast::{Search, SearchTarget, Slot};
 use kip_lang::{ErrorCode, KipError};
@@ -28,6 +32,112 @@ const B: f64 = 0.75;
 const PREFIX_WEIGHT: f64 = 0.7;
 const EXACT_NAME_BONUS: f64 = 10.0;
 const NAME_PREFIX_BONUS: f64 = 1.0;
+/// Concepts whose links `SEARCH PROPOSITION` considers.
+const LINK_SEED_CONCEPTS: usize = 64;
+/// A link reached through a matching endpoint scores this share of the endpoint's score.
+const ENDPOINT_WEIGHT: f64 = 0.8;
+
+/// BM25 scores of the concepts matching `qterms` (concept number -> score).
+fn concept_scores(
+    g: &dyn GraphRead,
+    qterms: &[String],
+    limits: &QueryLimits,
+) -> Result<HashMap<u64, f64>, KipError> {
+    let docs = g.stat(TEXT_DOCS)?.max(1) as f64;
+    let avgdl = (g.stat(TEXT_LEN)? as f64 / docs).max(1.0);
+    let mut lens: HashMap<u64, f64> = HashMap::new();
+    let mut scores: HashMap<u64, f64> = HashMap::new();
+    let mut work = 0u64;
+    for qt in qterms {
+        let prefix_ok = qt.chars().count() >= 2;
+        // Postings grouped by term; the group's size is the term's document frequency.
+        let mut groups: Vec<(String, Vec<(u64, u32)>)> = Vec::new();
+        g.scan_postings(qt, &mut |t, key, tf| {
+            if !t.starts_with(qt.as_str()) || (!prefix_ok && t != qt) {
+                return Ok(false);
+            }
+            if groups.last().is_none_or(|(last, _)| last != t) {
+                if groups.len() > PREFIX_EXPANSION {
+                    return Ok(false);
+                }
+                groups.push((t.to_string(), Vec::new()));
+            }
+            work += 1;
+            if work > limits.max_work {
+                return Err(KipError::new(
+                    ErrorCode::ResourceExhausted,
+                    "the search matched too many index entries",
+                )
+                .with_hint("use a longer or more specific search term, or WITH TYPE"));
+            }
+            if let (ElemRef::Concept(n), Some(last)) = (ElemRef::decode(key), groups.last_mut()) {
+                last.1.push((n, tf));
+            }
+            Ok(true)
+        })?;
+        let mut best: HashMap<u64, f64> = HashMap::new();
+        for (t, postings) in groups {
+            let df = postings.len().max(1) as f64;
+            let idf = ((docs - df + 0.5) / (df + 0.5) + 1.0).ln();
+            let weight = if t == *qt { 1.0 } else { PREFIX_WEIGHT };
+            for (n, tf) in postings {
+                let dl = match lens.get(&n) {
+                    Some(l) => *l,
+                    None => {
+                        let l = f64::from(g.doc_len(ElemRef::Concept(n).encode())?.unwrap_or(1));
+                        lens.insert(n, l);
+                        l
+                    }
+                };
+                let tf = f64::from(tf);
+                let sc = weight * idf * tf * (K1 + 1.0) / (tf + K1 * (1.0 - B + B * dl / avgdl));
+                let e = best.entry(n).or_insert(0.0);
+                if sc > *e {
+                    *e = sc;
+                }
+            }
+        }
+        for (n, sc) in best {
+            *scores.entry(n).or_insert(0.0) += sc;
+        }
+    }
+    Ok(scores)
+}
+
+/// Concepts ranked by score with name bonuses: `(score, number, record)`, best first,
+/// looking at no more than `window` candidates.
+fn ranked_concepts(
+    g: &dyn GraphRead,
+    scores: HashMap<u64, f64>,
+    query_norm: &str,
+    window: usize,
+    keep: &dyn Fn(&crate::store::ConceptRecord) -> bool,
+) -> Result<Vec<(f64, u64, crate::store::ConceptRecord)>, KipError> {
+    let mut ranked: Vec<(u64, f64)> = scores.into_iter().collect();
+    ranked.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+    let mut out = Vec::new();
+    for (n, score) in ranked.into_iter().take(window) {
+        let Some(c) = g.concept(n)? else { continue };
+        if !keep(&c) {
+            continue;
+        }
+        let name_norm = text::normalize(&c.name);
+        let bonus = if name_norm == query_norm {
+            EXACT_NAME_BONUS
+        } else if name_norm.starts_with(query_norm) {
+            NAME_PREFIX_BONUS
+        } else {
+            0.0
+        };
+        out.push((score + bonus, n, c));
+    }
+    out.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
+    Ok(out)
+}
+
+fn rounded(score: f64) -> Value {
+    json!((score * 10_000.0).round() / 10_000.0)
+}
 
 /// Executes a SEARCH.
 pub fn search(g: &dyn GraphRead, s: &Search, limits: &QueryLimits) -> Result<Outcome, KipError> {
@@ -48,127 +158,81 @@ pub fn search(g: &dyn GraphRead, s: &Search, limits: &QueryLimits) -> Result<Out
         }
         None => None,
     };
-    let want_prop = s.target == SearchTarget::Proposition;
     let mut qterms = text::terms(term);
     qterms.sort();
     qterms.dedup();
     if qterms.is_empty() {
         return Ok(Outcome::ok(json!([])));
     }
-    let docs = g.stat(TEXT_DOCS)?.max(1) as f64;
-    let avgdl = (g.stat(TEXT_LEN)? as f64 / docs).max(1.0);
-    let mut lens: HashMap<u64, f64> = HashMap::new();
-    let mut scores: HashMap<u64, f64> = HashMap::new();
-    let mut work = 0u64;
-    for qt in &qterms {
-        let prefix_ok = qt.chars().count() >= 2;
-        let mut best: HashMap<u64, f64> = HashMap::new();
-        let mut expanded = 0usize;
-        let mut current = String::new();
-        let mut matches: Vec<(String, u64, u32)> = Vec::new();
-        g.scan_postings(qt, &mut |t, key, tf| {
-            if !t.starts_with(qt.as_str()) || (!prefix_ok && t != qt) {
-                return Ok(false);
-            }
-            if t != current {
-                expanded += 1;
-                current = t.to_string();
-                if expanded > PREFIX_EXPANSION + 1 {
-                    return Ok(false);
-                }
-            }
-            work += 1;
-            if work > limits.max_work {
-                return Err(KipError::new(
-                    ErrorCode::ResourceExhausted,
-                    "the search matched too many index entries",
-                )
-                .with_hint("use a longer or more specific search term, or WITH TYPE"));
-            }
-            if (ElemRef::decode(key).encode() == key)
-                && matches!(ElemRef::decode(key), ElemRef::Prop(_)) == want_prop
-            {
-                matches.push((t.to_string(), key, tf));
-            }
-            Ok(true)
-        })?;
-        let mut df_cache: HashMap<String, f64> = HashMap::new();
-        for (t, key, tf) in matches {
-            let df = match df_cache.get(&t) {
-                Some(d) => *d,
-                None => {
-                    let d = g.stat(&format!("df:{t}"))?.max(1) as f64;
-                    df_cache.insert(t.clone(), d);
-                    d
-                }
-            };
-            let idf = ((docs - df + 0.5) / (df + 0.5) + 1.0).ln();
-            let dl = match lens.get(&key) {
-                Some(l) => *l,
-                None => {
-                    let l = f64::from(g.doc_len(key)?.unwrap_or(1));
-                    lens.insert(key, l);
-                    l
-                }
-            };
-            let tf = f64::from(tf);
-            let weight = if t == *qt { 1.0 } else { PREFIX_WEIGHT };
-            let sc = weight * idf * tf * (K1 + 1.0) / (tf + K1 * (1.0 - B + B * dl / avgdl));
-            let e = best.entry(key).or_insert(0.0);
-            if sc > *e {
-                *e = sc;
-            }
-        }
-        for (k, sc) in best {
-            *scores.entry(k).or_insert(0.0) += sc;
-        }
-    }
+    let scores = concept_scores(g, &qterms, limits)?;
     let query_norm = text::normalize(term.trim());
-    let mut ranked: Vec<(u64, f64)> = scores.into_iter().collect();
-    ranked.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
-    // Name bonuses and type filtering on the best candidates.
-    let mut out: Vec<(f64, u64, Value)> = Vec::new();
-    let window = (limit * 20).max(200);
-    for (key, score) in ranked.into_iter().take(window.max(limit)) {
-        let r = ElemRef::decode(key);
-        let (obj, name, kind_type) = match r {
-            ElemRef::Concept(n) => {
-                let Some(c) = g.concept(n)? else { continue };
-                let obj = json!({"id": r.id_string(), "type": c.concept_type, "name": c.name, "attributes": c.attributes, "metadata": c.metadata});
-                (obj, c.name.clone(), c.concept_type.clone())
-            }
-            ElemRef::Prop(n) => {
-                let Some(p) = g.prop(n)? else { continue };
-                let obj = json!({"id": r.id_string(), "subject": p.subject.id_string(), "predicate": p.predicate, "object": p.object.id_string(), "attributes": p.attributes, "metadata": p.metadata});
-                (obj, p.predicate.clone(), p.predicate.clone())
-            }
-        };
-        if with_type.as_ref().is_some_and(|t| *t != kind_type) {
-            continue;
+    match s.target {
+        SearchTarget::Concept => {
+            let window = (limit * 20).max(200);
+            let keep = |c: &crate::store::ConceptRecord| {
+                with_type.as_ref().is_none_or(|t| *t == c.concept_type)
+            };
+            let ranked = ranked_concepts(g, scores, &query_norm, window, &keep)?;
+            let results: Vec<Value> = ranked
+                .into_iter()
+                .take(limit)
+                .map(|(score, n, c)| {
+                    let mut meta = c.metadata.clone();
+                    meta.insert("_score".into(), rounded(score));
+                    json!({"id": ElemRef::Concept(n).id_string(), "type": c.concept_type, "name": c.name, "attributes": c.attributes, "metadata": meta})
+                })
+                .collect();
+            Ok(Outcome::ok(Value::Array(results)))
         }
-        let name_norm = text::normalize(&name);
-        let bonus = if name_norm == query_norm {
-            EXACT_NAME_BONUS
-        } else if name_norm.starts_with(&query_norm) {
-            NAME_PREFIX_BONUS
-        } else {
-            0.0
-        };
-        out.push((score + bonus, key, obj));
-    }
-    out.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
-    let results: Vec<Value> = out
-        .into_iter()
-        .take(limit)
-        .map(|(score, _, mut obj)| {
-            if let Some(m) = obj.get_mut("metadata").and_then(Value::as_object_mut) {
-                m.insert(
-                    "_score".into(),
-                    json!((score * 10_000.0).round() / 10_000.0),
-                );
+        SearchTarget::Proposition => {
+            let seeds = ranked_concepts(g, scores, &query_norm, LINK_SEED_CONCEPTS * 4, &|_| true)?;
+            let per_seed = (limit * 2).max(20);
+            let mut links: HashMap<u64, f64> = HashMap::new();
+            let mut offer = |id: u64, score: f64| {
+                let e = links.entry(id).or_insert(0.0);
+                if score > *e {
+                    *e = score;
+                }
+            };
+            for (score, n, c) in seeds.into_iter().take(LINK_SEED_CONCEPTS) {
+                // A matching predicate: its links.
+                if c.concept_type == PROPOSITION_TYPE
+                    && with_type.as_ref().is_none_or(|t| *t == c.name)
+                {
+                    let mut taken = 0;
+                    g.scan_predicate(&c.name, &mut |_, _, id| {
+                        offer(id, score);
+                        taken += 1;
+                        Ok(taken < per_seed)
+                    })?;
+                }
+                // A matching concept: the links touching it.
+                let at = ElemRef::Concept(n);
+                let pred = with_type.as_deref();
+                for outgoing in [true, false] {
+                    let mut taken = 0;
+                    let mut cb = |_: &str, _: ElemRef, id: u64| {
+                        offer(id, score * ENDPOINT_WEIGHT);
+                        taken += 1;
+                        Ok(taken < per_seed)
+                    };
+                    if outgoing {
+                        g.scan_out(at, pred, &mut cb)?;
+                    } else {
+                        g.scan_in(at, pred, &mut cb)?;
+                    }
+                }
             }
-            obj
-        })
-        .collect();
-    Ok(Outcome::ok(Value::Array(results)))
+            let mut ranked: Vec<(u64, f64)> = links.into_iter().collect();
+            ranked.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+            let mut results = Vec::new();
+            for (id, score) in ranked.into_iter().take(limit) {
+                let Some(p) = g.prop(id)? else { continue };
+                let mut meta = p.metadata.clone();
+                meta.insert("_score".into(), rounded(score));
+                results.push(json!({"id": ElemRef::Prop(id).id_string(), "subject": p.subject.id_string(), "predicate": p.predicate, "object": p.object.id_string(), "attributes": p.attributes, "metadata": meta}));
+            }
+            Ok(Outcome::ok(Value::Array(results)))
+        }
+    }
 }

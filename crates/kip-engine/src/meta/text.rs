@@ -7,7 +7,7 @@
 //! Unicode words (UAX #29), with `snake_case` words also split at underscores. The same
 //! analysis applies to documents and queries.
 
-use crate::store::{ConceptRecord, PropRecord};
+use crate::store::ConceptRecord;
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::sync::OnceLock;
@@ -17,7 +17,7 @@ use unicode_segmentation::UnicodeSegmentation;
 
 /// The version of the analysis and index layout; a store indexed with another version
 /// is re-indexed when opened.
-pub const TEXT_INDEX_VERSION: u64 = 1;
+pub const TEXT_INDEX_VERSION: u64 = 2;
 
 /// Weight of a name term relative to a description term.
 pub const NAME_WEIGHT: u32 = 3;
@@ -140,21 +140,6 @@ pub fn concept_doc(c: &ConceptRecord) -> Doc {
     d.len += add(&mut d.terms, &c.name, NAME_WEIGHT);
     for k in DESCRIPTIVE_ATTRIBUTES {
         if let Some(v) = c.attributes.get(k) {
-            d.len += add_value(&mut d.terms, v);
-        }
-    }
-    d
-}
-
-/// The searchable text of a link: its predicate (weighted) and the names of its ends.
-pub fn prop_doc(p: &PropRecord, subject_name: Option<&str>, object_name: Option<&str>) -> Doc {
-    let mut d = Doc::default();
-    d.len += add(&mut d.terms, &p.predicate, NAME_WEIGHT);
-    for n in [subject_name, object_name].into_iter().flatten() {
-        d.len += add(&mut d.terms, n, 1);
-    }
-    for k in DESCRIPTIVE_ATTRIBUTES {
-        if let Some(v) = p.attributes.get(k) {
             d.len += add_value(&mut d.terms, v);
         }
     }

@@ -448,22 +448,6 @@ impl GraphWrite for WriteTables<'_> {
     }
 
     fn put_prop(&mut self, id: u64, rec: &PropRecord, old: Option<&PropRecord>) -> StoreResult<()> {
-        let text_changed = old.is_none_or(|o| {
-            o.predicate != rec.predicate
-                || o.subject != rec.subject
-                || o.object != rec.object
-                || text::DESCRIPTIVE_ATTRIBUTES
-                    .iter()
-                    .any(|k| o.attributes.get(*k) != rec.attributes.get(*k))
-        });
-        if text_changed {
-            let key = ElemRef::Prop(id).encode();
-            if old.is_some() {
-                self.unindex(key)?;
-            }
-            let doc = self.prop_doc(rec)?;
-            self.index(key, &doc)?;
-        }
         let bytes = encode(rec)?;
         self.props
             .insert(id, bytes.as_slice())
@@ -492,7 +476,6 @@ impl GraphWrite for WriteTables<'_> {
     }
 
     fn delete_prop(&mut self, id: u64, rec: &PropRecord) -> StoreResult<()> {
-        self.unindex(ElemRef::Prop(id).encode())?;
         self.props.remove(id).map_err(storage_error)?;
         self.remove_prop_index(rec)
     }
@@ -504,19 +487,6 @@ impl GraphWrite for WriteTables<'_> {
 }
 
 impl WriteTables<'_> {
-    fn end_name(&self, r: ElemRef) -> StoreResult<Option<String>> {
-        Ok(match r {
-            ElemRef::Concept(n) => read::concept(&self.concepts, n)?.map(|c| c.name),
-            ElemRef::Prop(_) => None,
-        })
-    }
-
-    fn prop_doc(&self, rec: &PropRecord) -> StoreResult<text::Doc> {
-        let s = self.end_name(rec.subject)?;
-        let o = self.end_name(rec.object)?;
-        Ok(text::prop_doc(rec, s.as_deref(), o.as_deref()))
-    }
-
     /// Adds a document to the text index.
     fn index(&mut self, key: u64, doc: &text::Doc) -> StoreResult<()> {
         if doc.terms.is_empty() {
@@ -526,7 +496,6 @@ impl WriteTables<'_> {
             self.postings
                 .insert((t.as_str(), key), *tf)
                 .map_err(storage_error)?;
-            self.bump_stat(&format!("df:{t}"), 1)?;
         }
         self.docs
             .insert(key, encode(doc)?.as_slice())
@@ -549,14 +518,14 @@ impl WriteTables<'_> {
             self.postings
                 .remove((t.as_str(), key))
                 .map_err(storage_error)?;
-            self.bump_stat(&format!("df:{t}"), -1)?;
         }
         self.doc_len.remove(key).map_err(storage_error)?;
         self.bump_stat(TEXT_DOCS, -1)?;
         self.bump_stat(TEXT_LEN, -i64::from(doc.len))
     }
 
-    /// Drops and rebuilds the whole text index from the graph; `progress(done, total)`.
+    /// Drops and rebuilds the whole text index (every concept) from the graph;
+    /// `progress(done, total)`. (`df:` statistics of older formats are dropped too.)
     pub fn rebuild_text_index(&mut self, progress: &mut dyn FnMut(u64, u64)) -> StoreResult<()> {
         self.postings.retain(|_, _| false).map_err(storage_error)?;
         self.docs.retain(|_, _| false).map_err(storage_error)?;
@@ -564,8 +533,7 @@ impl WriteTables<'_> {
         self.stats
             .retain(|k, _| !k.starts_with("df:") && k != TEXT_DOCS && k != TEXT_LEN)
             .map_err(storage_error)?;
-        let total = self.concepts.len().map_err(storage_error)?
-            + self.props.len().map_err(storage_error)?;
+        let total = self.concepts.len().map_err(storage_error)?;
         let mut done = 0u64;
         let mut ids = Vec::new();
         read::scan_ids(&self.concepts, &mut |n| {
@@ -575,21 +543,6 @@ impl WriteTables<'_> {
         for n in ids {
             if let Some(c) = read::concept(&self.concepts, n)? {
                 self.index(ElemRef::Concept(n).encode(), &text::concept_doc(&c))?;
-            }
-            done += 1;
-            if done.is_multiple_of(1000) {
-                progress(done, total);
-            }
-        }
-        let mut ids = Vec::new();
-        read::scan_ids(&self.props, &mut |n| {
-            ids.push(n);
-            Ok(true)
-        })?;
-        for n in ids {
-            if let Some(p) = read::prop(&self.props, n)? {
-                let doc = self.prop_doc(&p)?;
-                self.index(ElemRef::Prop(n).encode(), &doc)?;
             }
             done += 1;
             if done.is_multiple_of(1000) {

@@ -1,0 +1,752 @@
+//! `kip bench`: a deterministic synthetic memory graph at several scales, loaded through
+//! the public KIP interface, and a fixed workload (the data file `bench/workload.json`)
+//! timed on it. Prints a table per scale and writes a JSON file and an SVG plot.
+
+use anyhow::{Context, Result};
+use kip_engine::{Access, Nexus};
+use serde_json::{json, Map, Value};
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+/// Arguments of `kip bench`.
+#[derive(clap::Args, Debug)]
+pub struct BenchArgs {
+    /// Graph sizes in concepts (about 4 links per concept).
+    #[arg(long, value_delimiter = ',', default_value = "10000,100000,1000000")]
+    scales: Vec<usize>,
+    /// The workload file.
+    #[arg(long, default_value = "bench/workload.json")]
+    workload: PathBuf,
+    /// Where the JSON results and the SVG plot go.
+    #[arg(long, default_value = "bench/results")]
+    out: PathBuf,
+    /// Where the generated data directories live (removed afterwards).
+    #[arg(long, default_value = "target/bench-data")]
+    work_dir: PathBuf,
+    /// Random seed of the graph and the parameters.
+    #[arg(long, default_value_t = 42)]
+    seed: u64,
+    /// Multiply every iteration count (e.g. 0.1 for a quick run).
+    #[arg(long, default_value_t = 1.0)]
+    iterations_factor: f64,
+}
+
+/// xorshift64*: small, fast, deterministic.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        let mut x = self.0;
+        x ^= x >> 12;
+        x ^= x << 25;
+        x ^= x >> 27;
+        self.0 = x;
+        x.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+    fn below(&mut self, n: usize) -> usize {
+        (self.next() % (n.max(1) as u64)) as usize
+    }
+    fn unit(&mut self) -> f64 {
+        (self.next() >> 11) as f64 / (1u64 << 53) as f64
+    }
+    /// Skewed towards small indices (a few hubs get most links).
+    fn skewed(&mut self, n: usize) -> usize {
+        let u = self.unit();
+        ((u * u * u) * n as f64) as usize % n.max(1)
+    }
+}
+
+const SYLLABLES: [&str; 24] = [
+    "ka", "lo", "mi", "ra", "ten", "vo", "shi", "del", "par", "quin", "zu", "bel", "tor", "nex",
+    "sa", "fi", "gor", "hal", "jun", "ly", "mor", "pe", "ri", "ux",
+];
+
+/// 13,824 made-up words (three syllables each); descriptions draw them with a skew, so
+/// a few words are common and most are rare, as in real text.
+fn vocabulary() -> Vec<String> {
+    let mut words = Vec::new();
+    for a in SYLLABLES {
+        for b in SYLLABLES {
+            for c in SYLLABLES {
+                words.push(format!("{a}{b}{c}"));
+            }
+        }
+    }
+    words
+}
+
+struct Sizes {
+    person: usize,
+    project: usize,
+    topic: usize,
+    document: usize,
+    event: usize,
+    category: usize,
+}
+
+impl Sizes {
+    fn new(n: usize) -> Sizes {
+        let category = (n / 100).clamp(10, 1000);
+        let rest = n.saturating_sub(category);
+        Sizes {
+            person: rest * 20 / 100,
+            project: rest * 10 / 100,
+            topic: rest * 30 / 100,
+            document: rest * 20 / 100,
+            event: rest - rest * 80 / 100,
+            category,
+        }
+    }
+}
+
+fn q(s: &str) -> String {
+    serde_json::to_string(s).unwrap_or_default()
+}
+
+const SCHEMA: &str = r#"UPSERT {
+  CONCEPT ?a { {type: "$ConceptType", name: "Project"} SET ATTRIBUTES { description: "A project people work on" } }
+  CONCEPT ?b { {type: "$ConceptType", name: "Topic"} SET ATTRIBUTES { description: "A subject of knowledge" } }
+  CONCEPT ?c { {type: "$ConceptType", name: "Document"} SET ATTRIBUTES { description: "A written document" } }
+  CONCEPT ?d { {type: "$ConceptType", name: "Category"} SET ATTRIBUTES { description: "A category in a hierarchy" } }
+  CONCEPT ?e { {type: "$PropositionType", name: "knows"} SET ATTRIBUTES { description: "knows", subject_types: ["Person"], object_types: ["Person"] } }
+  CONCEPT ?f { {type: "$PropositionType", name: "works_on"} SET ATTRIBUTES { description: "works on", subject_types: ["Person"], object_types: ["Project"] } }
+  CONCEPT ?g { {type: "$PropositionType", name: "about"} SET ATTRIBUTES { description: "is about", subject_types: ["Document"], object_types: ["Topic"] } }
+  CONCEPT ?h { {type: "$PropositionType", name: "in_category"} SET ATTRIBUTES { description: "in category", subject_types: ["Topic"], object_types: ["Category"] } }
+  CONCEPT ?i { {type: "$PropositionType", name: "is_subclass_of"} SET ATTRIBUTES { description: "subclass", subject_types: ["Category"], object_types: ["Category"] } }
+  CONCEPT ?j { {type: "$PropositionType", name: "related_to"} SET ATTRIBUTES { description: "related", subject_types: ["*"], object_types: ["*"] } }
+  CONCEPT ?k { {type: "$PropositionType", name: "cites"} SET ATTRIBUTES { description: "cites", subject_types: ["Document"], object_types: ["Document"] } }
+  CONCEPT ?l { {type: "$PropositionType", name: "stated"} SET ATTRIBUTES { description: "stated a fact", subject_types: ["Person"], object_types: ["*"] } }
+  CONCEPT ?m { {type: "Domain", name: "Work"} SET ATTRIBUTES { description: "Projects and their categories" } }
+}"#;
+
+fn describe(rng: &mut Rng, words: &[String], n: usize) -> String {
+    (0..n)
+        .map(|_| words[rng.skewed(words.len())].as_str())
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// Generates the graph as capsules (concepts first, then links) and loads them.
+fn load(nexus: &Nexus, n: usize, seed: u64) -> Result<(Duration, usize, usize)> {
+    let s = Sizes::new(n);
+    let words = vocabulary();
+    let mut rng = Rng(seed | 1);
+    run_ok(nexus, SCHEMA)?;
+    let mut concepts: Vec<String> = Vec::with_capacity(n);
+    let add = |v: &mut Vec<String>, t: &str, name: String, attrs: String| {
+        v.push(format!(
+            "CONCEPT {{ {{type: {}, name: {}}} SET ATTRIBUTES {{ {attrs} }} }}",
+            q(t),
+            q(&name)
+        ));
+    };
+    for i in 0..s.person {
+        let d = describe(&mut rng, &words, 6);
+        add(
+            &mut concepts,
+            "Person",
+            format!("person:{i}"),
+            format!("description: {}, rank: {}", q(&d), rng.below(100)),
+        );
+    }
+    for i in 0..s.project {
+        let d = describe(&mut rng, &words, 8);
+        add(
+            &mut concepts,
+            "Project",
+            format!("project:{i}"),
+            format!("description: {}, rank: {}", q(&d), rng.below(100)),
+        );
+    }
+    for i in 0..s.topic {
+        let d = describe(&mut rng, &words, 5);
+        add(
+            &mut concepts,
+            "Topic",
+            format!("topic:{i}"),
+            format!("description: {}, rank: {}", q(&d), rng.below(100)),
+        );
+    }
+    for i in 0..s.document {
+        let d = describe(&mut rng, &words, 10);
+        add(
+            &mut concepts,
+            "Document",
+            format!("document:{i}"),
+            format!("description: {}, rank: {}", q(&d), rng.below(100)),
+        );
+    }
+    for i in 0..s.event {
+        let day = 1 + rng.below(28);
+        let hour = rng.below(24);
+        add(
+            &mut concepts,
+            "Event",
+            format!("event:{i}"),
+            format!("event_class: \"Conversation\", start_time: \"2026-{:02}-{day:02}T{hour:02}:00:00Z\", content_summary: {}", 1 + rng.below(12), q(&describe(&mut rng, &words, 6))),
+        );
+    }
+    for i in 0..s.category {
+        add(
+            &mut concepts,
+            "Category",
+            format!("category:{i}"),
+            format!("description: {}", q(&describe(&mut rng, &words, 3))),
+        );
+    }
+    let mut links: Vec<String> = Vec::with_capacity(n * 4);
+    let c = |t: &str, i: usize| {
+        format!(
+            "{{type: {}, name: {}}}",
+            q(t),
+            q(&format!("{}:{i}", t.to_lowercase()))
+        )
+    };
+    let mut about = Vec::new();
+    for i in 0..s.person {
+        for _ in 0..4 {
+            links.push(format!(
+                "PROPOSITION {{ ({}, \"knows\", {}) }}",
+                c("Person", i),
+                c("Person", rng.skewed(s.person))
+            ));
+        }
+        for _ in 0..rng.below(4) {
+            links.push(format!(
+                "PROPOSITION {{ ({}, \"works_on\", {}) }}",
+                c("Person", i),
+                c("Project", rng.skewed(s.project))
+            ));
+        }
+    }
+    for i in 0..s.project.min(1000) {
+        links.push(format!(
+            "PROPOSITION {{ ({}, \"belongs_to_domain\", {{type: \"Domain\", name: \"Work\"}}) }}",
+            c("Project", i)
+        ));
+    }
+    for i in 0..s.document {
+        for _ in 0..3 {
+            let t = rng.skewed(s.topic);
+            about.push((i, t));
+            links.push(format!(
+                "PROPOSITION {{ ({}, \"about\", {}) }}",
+                c("Document", i),
+                c("Topic", t)
+            ));
+        }
+        links.push(format!(
+            "PROPOSITION {{ ({}, \"cites\", {}) }}",
+            c("Document", i),
+            c("Document", rng.below(s.document))
+        ));
+    }
+    for i in 0..s.topic {
+        links.push(format!(
+            "PROPOSITION {{ ({}, \"in_category\", {}) }}",
+            c("Topic", i),
+            c("Category", rng.skewed(s.category))
+        ));
+        links.push(format!(
+            "PROPOSITION {{ ({}, \"related_to\", {}) }}",
+            c("Topic", i),
+            c("Topic", rng.below(s.topic))
+        ));
+    }
+    for i in 0..s.event {
+        for _ in 0..3 {
+            links.push(format!(
+                "PROPOSITION {{ ({}, \"involves\", {}) }}",
+                c("Event", i),
+                c("Person", rng.skewed(s.person))
+            ));
+        }
+        for _ in 0..3 {
+            links.push(format!(
+                "PROPOSITION {{ ({}, \"mentions\", {}) }}",
+                c("Event", i),
+                c("Topic", rng.skewed(s.topic))
+            ));
+        }
+    }
+    for i in 1..s.category {
+        links.push(format!(
+            "PROPOSITION {{ ({}, \"is_subclass_of\", {}) }}",
+            c("Category", i),
+            c("Category", (i - 1) / 4)
+        ));
+    }
+    // Higher-order: a person stated that a document is about a topic.
+    for i in 0..(s.person / 10) {
+        let (d, t) = about[rng.below(about.len())];
+        links.push(format!(
+            "PROPOSITION {{ ({}, \"stated\", ({}, \"about\", {})) }}",
+            c("Person", i),
+            c("Document", d),
+            c("Topic", t)
+        ));
+    }
+    let start = Instant::now();
+    for chunk in concepts.chunks(1000) {
+        run_ok(
+            nexus,
+            &format!(
+                "UPSERT {{\n{}\n}} WITH METADATA {{ source: \"kip-bench\" }}",
+                chunk.join("\n")
+            ),
+        )?;
+    }
+    for chunk in links.chunks(1000) {
+        run_ok(nexus, &format!("UPSERT {{\n{}\n}}", chunk.join("\n")))?;
+    }
+    Ok((start.elapsed(), concepts.len(), links.len()))
+}
+
+fn run_ok(nexus: &Nexus, cmd: &str) -> Result<Value> {
+    let r = nexus
+        .execute_json(&json!({ "command": cmd }), Access::ReadWrite)
+        .to_json();
+    if let Some(e) = r.get("error") {
+        anyhow::bail!(
+            "benchmark command failed: {e}\n{}",
+            cmd.chars().take(300).collect::<String>()
+        );
+    }
+    Ok(r)
+}
+
+struct Params<'a> {
+    sizes: &'a Sizes,
+    words: &'a [String],
+    rng: Rng,
+    fresh: usize,
+}
+
+impl Params<'_> {
+    fn value(&mut self, template: &str) -> Value {
+        let s = self.sizes;
+        let v = match template {
+            "{person}" => format!("person:{}", self.rng.below(s.person)),
+            "{project}" => format!("project:{}", self.rng.below(s.project)),
+            "{topic}" => format!("topic:{}", self.rng.below(s.topic)),
+            "{document}" => format!("document:{}", self.rng.below(s.document)),
+            "{category}" => format!("category:{}", self.rng.below(s.category)),
+            "{word}" => self.words[self.rng.skewed(self.words.len())].clone(),
+            "{wordprefix}" => self.words[self.rng.skewed(self.words.len())]
+                .chars()
+                .take(4)
+                .collect(),
+            "{new}" => {
+                self.fresh += 1;
+                format!("bench-new:{}", self.fresh)
+            }
+            other => return Value::String(other.to_string()),
+        };
+        Value::String(v)
+    }
+
+    fn bind(&mut self, params: &Value) -> Value {
+        let mut m = Map::new();
+        for (k, v) in params.as_object().into_iter().flatten() {
+            let value = match v.as_str() {
+                Some(t) => self.value(t),
+                None => v.clone(),
+            };
+            m.insert(k.clone(), value);
+        }
+        Value::Object(m)
+    }
+}
+
+#[derive(Clone)]
+struct Stat {
+    name: String,
+    median_us: f64,
+    p95_us: f64,
+    ops: f64,
+    n: usize,
+}
+
+fn stat(name: &str, mut samples: Vec<Duration>) -> Stat {
+    samples.sort();
+    let n = samples.len().max(1);
+    let us = |d: Duration| d.as_secs_f64() * 1e6;
+    let median = samples.get(n / 2).copied().map(us).unwrap_or(0.0);
+    let p95 = samples
+        .get((n * 95 / 100).min(n - 1))
+        .copied()
+        .map(us)
+        .unwrap_or(0.0);
+    Stat {
+        name: name.to_string(),
+        median_us: median,
+        p95_us: p95,
+        ops: if median > 0.0 { 1e6 / median } else { 0.0 },
+        n: samples.len(),
+    }
+}
+
+fn timed(nexus: &Nexus, cmd: &str, params: Value) -> Result<(Duration, Value)> {
+    let req = json!({"command": cmd, "parameters": params});
+    let t = Instant::now();
+    let r = nexus.execute_json(&req, Access::ReadWrite).to_json();
+    let d = t.elapsed();
+    if let Some(e) = r.get("error") {
+        anyhow::bail!("workload command failed: {e}\n{cmd}");
+    }
+    Ok((d, r))
+}
+
+fn dir_size(p: &Path) -> u64 {
+    std::fs::read_dir(p)
+        .map(|rd| {
+            rd.flatten()
+                .map(|e| {
+                    e.metadata()
+                        .map(|m| {
+                            if m.is_dir() {
+                                dir_size(&e.path())
+                            } else {
+                                m.len()
+                            }
+                        })
+                        .unwrap_or(0)
+                })
+                .sum()
+        })
+        .unwrap_or(0)
+}
+
+fn peak_rss_kib() -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("VmHWM:"))
+                .and_then(|l| l.split_whitespace().nth(1))
+                .and_then(|v| v.parse().ok())
+        })
+        .unwrap_or(0)
+}
+
+fn reset_peak_rss() {
+    let _ = std::fs::write("/proc/self/clear_refs", "5");
+}
+
+fn fsync_baseline(dir: &Path) -> Result<Duration> {
+    use std::io::Write;
+    let path = dir.join("fsync-probe");
+    let mut f = std::fs::File::create(&path)?;
+    let mut samples = Vec::new();
+    for i in 0..200u32 {
+        let t = Instant::now();
+        f.write_all(&i.to_le_bytes().repeat(1024))?;
+        f.sync_data()?;
+        samples.push(t.elapsed());
+    }
+    drop(f);
+    let _ = std::fs::remove_file(&path);
+    samples.sort();
+    Ok(samples[samples.len() / 2])
+}
+
+fn scale_run(args: &BenchArgs, workload: &Value, n: usize) -> Result<Value> {
+    let dir = args.work_dir.join(format!("scale-{n}"));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir)?;
+    let nexus = Nexus::open(&dir).map_err(|e| anyhow::anyhow!("{}", e.message))?;
+    eprintln!("[{n}] generating and loading the graph...");
+    let (load_time, concepts, links) = load(&nexus, n, args.seed)?;
+    let (c, p) = nexus
+        .totals()
+        .map_err(|e| anyhow::anyhow!("{}", e.message))?;
+    eprintln!(
+        "[{n}] loaded {c} concepts, {p} propositions in {:.1}s",
+        load_time.as_secs_f64()
+    );
+    drop(nexus);
+    let mut opens = Vec::new();
+    for _ in 0..3 {
+        let t = Instant::now();
+        let nx = Nexus::open(&dir).map_err(|e| anyhow::anyhow!("{}", e.message))?;
+        opens.push(t.elapsed());
+        drop(nx);
+    }
+    opens.sort();
+    let nexus = Nexus::open(&dir).map_err(|e| anyhow::anyhow!("{}", e.message))?;
+    let sizes = Sizes::new(n);
+    let words = vocabulary();
+    let mut params = Params {
+        sizes: &sizes,
+        words: &words,
+        rng: Rng(args.seed ^ 0x9e37_79b9_7f4a_7c15),
+        fresh: 0,
+    };
+    let mut stats = Vec::new();
+    reset_peak_rss();
+    for qd in workload["queries"].as_array().into_iter().flatten() {
+        let name = qd["name"].as_str().unwrap_or("?");
+        let cmd = qd["command"].as_str().unwrap_or_default();
+        let iters = ((qd["iterations"].as_u64().unwrap_or(10) as f64) * args.iterations_factor)
+            .ceil()
+            .max(1.0) as usize;
+        let paging = qd["paging_rows"].as_u64().map(|v| v as usize);
+        let mut samples = Vec::with_capacity(iters);
+        // Warm-up.
+        let _ = timed(&nexus, cmd, params.bind(&qd["parameters"]))?;
+        for _ in 0..iters {
+            let p = params.bind(&qd["parameters"]);
+            match paging {
+                None => samples.push(timed(&nexus, cmd, p)?.0),
+                Some(rows) => {
+                    let t = Instant::now();
+                    let mut got = 0usize;
+                    let mut cursor: Option<String> = None;
+                    while got < rows {
+                        let text = match &cursor {
+                            Some(c) => format!("{cmd} CURSOR {}", q(c)),
+                            None => cmd.to_string(),
+                        };
+                        let (_, r) = timed(&nexus, &text, p.clone())?;
+                        got += r["result"].as_array().map(Vec::len).unwrap_or(0);
+                        match r["next_cursor"].as_str() {
+                            Some(c) => cursor = Some(c.to_string()),
+                            None => break,
+                        }
+                    }
+                    samples.push(t.elapsed());
+                }
+            }
+        }
+        stats.push(stat(name, samples));
+    }
+    let query_rss = peak_rss_kib();
+    let fsync = fsync_baseline(&dir)?;
+    let mut writes = Vec::new();
+    for wd in workload["writes"].as_array().into_iter().flatten() {
+        let name = wd["name"].as_str().unwrap_or("?");
+        let cmd = wd["command"].as_str().unwrap_or_default();
+        let iters = ((wd["iterations"].as_u64().unwrap_or(10) as f64) * args.iterations_factor)
+            .ceil()
+            .max(1.0) as usize;
+        let mut samples = Vec::new();
+        for _ in 0..iters {
+            samples.push(timed(&nexus, cmd, params.bind(&wd["parameters"]))?.0);
+        }
+        writes.push(stat(name, samples));
+    }
+    // 64 concurrent writers, each committing small UPSERTs.
+    let nexus = std::sync::Arc::new(nexus);
+    let per_client = ((20.0 * args.iterations_factor).ceil() as usize).max(2);
+    let t = Instant::now();
+    std::thread::scope(|sc| {
+        for client in 0..64 {
+            let nexus = nexus.clone();
+            let topic = format!("topic:{}", client % sizes.topic.max(1));
+            sc.spawn(move || {
+                for i in 0..per_client {
+                    let cmd = format!("UPSERT {{ CONCEPT ?n {{ {{type: \"Document\", name: \"conc:{client}:{i}\"}} SET PROPOSITIONS {{ (\"about\", {{type: \"Topic\", name: {}}}) }} }} }}", q(&topic));
+                    let r = nexus.execute_json(&json!({"command": cmd}), Access::ReadWrite);
+                    assert!(!r.has_error(), "concurrent write failed");
+                }
+            });
+        }
+    });
+    let concurrent_rate = (64 * per_client) as f64 / t.elapsed().as_secs_f64();
+    let single_rate = writes
+        .iter()
+        .find(|w| w.name == "small_upsert")
+        .map(|w| w.ops)
+        .unwrap_or(0.0);
+    let size = dir_size(&dir);
+    drop(nexus);
+    let _ = std::fs::remove_dir_all(&dir);
+
+    let mut table = format!("\n== {n} concepts ({c} concepts, {p} propositions after load) ==\n");
+    let _ = writeln!(
+        table,
+        "{:<28} {:>12} {:>12} {:>12} {:>7}",
+        "operation", "median", "p95", "ops/s", "n"
+    );
+    let fmt_us = |us: f64| {
+        if us >= 1000.0 {
+            format!("{:.2} ms", us / 1000.0)
+        } else {
+            format!("{us:.0} us")
+        }
+    };
+    for s in stats.iter().chain(writes.iter()) {
+        let _ = writeln!(
+            table,
+            "{:<28} {:>12} {:>12} {:>12.0} {:>7}",
+            s.name,
+            fmt_us(s.median_us),
+            fmt_us(s.p95_us),
+            s.ops,
+            s.n
+        );
+    }
+    let links_per_s = links as f64 / load_time.as_secs_f64();
+    let _ = writeln!(table, "bulk load: {concepts} concepts + {links} propositions in {:.1} s ({:.0} propositions/s, {:.0} elements/s)", load_time.as_secs_f64(), links_per_s, (concepts + links) as f64 / load_time.as_secs_f64());
+    let _ = writeln!(
+        table,
+        "fsync baseline (4 KiB write + fdatasync): {}",
+        fmt_us(fsync.as_secs_f64() * 1e6)
+    );
+    let _ = writeln!(table, "64 concurrent writers: {concurrent_rate:.0} commits/s vs {single_rate:.0} single-client ({:.1}x)", if single_rate > 0.0 { concurrent_rate / single_rate } else { 0.0 });
+    let _ = writeln!(
+        table,
+        "cold open: {}; data dir: {:.1} MiB; peak RSS during queries: {:.0} MiB",
+        fmt_us(opens[1].as_secs_f64() * 1e6),
+        size as f64 / 1048576.0,
+        query_rss as f64 / 1024.0
+    );
+    println!("{table}");
+
+    let to_json = |s: &Stat| json!({"name": s.name, "median_us": s.median_us, "p95_us": s.p95_us, "ops_per_s": s.ops, "n": s.n});
+    Ok(json!({
+        "scale": n,
+        "concepts": c,
+        "propositions": p,
+        "load_seconds": load_time.as_secs_f64(),
+        "load_propositions_per_s": links_per_s,
+        "queries": stats.iter().map(to_json).collect::<Vec<_>>(),
+        "writes": writes.iter().map(to_json).collect::<Vec<_>>(),
+        "fsync_baseline_us": fsync.as_secs_f64() * 1e6,
+        "concurrent_64_commits_per_s": concurrent_rate,
+        "single_client_commits_per_s": single_rate,
+        "cold_open_ms": opens[1].as_secs_f64() * 1e3,
+        "data_dir_bytes": size,
+        "peak_rss_kib_queries": query_rss,
+    }))
+}
+
+/// An SVG line chart: median latency (log scale) against graph size (log scale).
+fn plot(results: &[Value], names: &[&str]) -> String {
+    let (w, h, l, r, t, b) = (760.0, 460.0, 70.0, 190.0, 30.0, 50.0);
+    let pts: Vec<(f64, f64)> = results
+        .iter()
+        .flat_map(|res| {
+            let n = res["scale"].as_f64().unwrap_or(1.0);
+            res["queries"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter(|q| names.contains(&q["name"].as_str().unwrap_or("")))
+                .map(move |q| (n, q["median_us"].as_f64().unwrap_or(1.0)))
+        })
+        .collect();
+    if pts.is_empty() {
+        return String::new();
+    }
+    let (xmin, xmax) = pts
+        .iter()
+        .fold((f64::MAX, f64::MIN), |a, p| (a.0.min(p.0), a.1.max(p.0)));
+    let (ymin, ymax) = pts
+        .iter()
+        .fold((f64::MAX, f64::MIN), |a, p| (a.0.min(p.1), a.1.max(p.1)));
+    let (lx0, lx1) = (
+        xmin.log10().floor(),
+        xmax.log10().ceil().max(xmin.log10().floor() + 1.0),
+    );
+    let (ly0, ly1) = (ymin.max(1.0).log10().floor(), ymax.max(10.0).log10().ceil());
+    let sx = |x: f64| l + (x.log10() - lx0) / (lx1 - lx0) * (w - l - r);
+    let sy = |y: f64| h - b - (y.max(1.0).log10() - ly0) / (ly1 - ly0).max(1.0) * (h - t - b);
+    let colors = [
+        "#1b9e77", "#d95f02", "#7570b3", "#e7298a", "#66a61e", "#e6ab02", "#a6761d", "#666666",
+    ];
+    let mut s = format!("<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{w}\" height=\"{h}\" font-family=\"sans-serif\" font-size=\"12\">\n<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n");
+    let _ = writeln!(s, "<text x=\"{l}\" y=\"18\" font-size=\"14\">kip-nexus: median latency vs graph size (log-log)</text>");
+    for e in (lx0 as i32)..=(lx1 as i32) {
+        let x = sx(10f64.powi(e));
+        let _ = writeln!(s, "<line x1=\"{x:.1}\" y1=\"{t}\" x2=\"{x:.1}\" y2=\"{}\" stroke=\"#ddd\"/><text x=\"{x:.1}\" y=\"{}\" text-anchor=\"middle\">1e{e}</text>", h - b, h - b + 16.0);
+    }
+    for e in (ly0 as i32)..=(ly1 as i32) {
+        let y = sy(10f64.powi(e));
+        let label = if e >= 3 {
+            format!("{} ms", 10f64.powi(e - 3))
+        } else {
+            format!("{} us", 10f64.powi(e))
+        };
+        let _ = writeln!(s, "<line x1=\"{l}\" y1=\"{y:.1}\" x2=\"{}\" y2=\"{y:.1}\" stroke=\"#ddd\"/><text x=\"{}\" y=\"{:.1}\" text-anchor=\"end\">{label}</text>", w - r, l - 6.0, y + 4.0);
+    }
+    let _ = writeln!(
+        s,
+        "<text x=\"{}\" y=\"{}\" text-anchor=\"middle\">concepts in the graph</text>",
+        (l + w - r) / 2.0,
+        h - 10.0
+    );
+    for (i, name) in names.iter().enumerate() {
+        let color = colors[i % colors.len()];
+        let series: Vec<(f64, f64)> = results
+            .iter()
+            .filter_map(|res| {
+                let n = res["scale"].as_f64()?;
+                let q = res["queries"]
+                    .as_array()?
+                    .iter()
+                    .find(|q| q["name"] == *name)?;
+                Some((sx(n), sy(q["median_us"].as_f64()?)))
+            })
+            .collect();
+        let path: Vec<String> = series
+            .iter()
+            .map(|(x, y)| format!("{x:.1},{y:.1}"))
+            .collect();
+        let _ = writeln!(
+            s,
+            "<polyline fill=\"none\" stroke=\"{color}\" stroke-width=\"2\" points=\"{}\"/>",
+            path.join(" ")
+        );
+        for (x, y) in &series {
+            let _ = writeln!(
+                s,
+                "<circle cx=\"{x:.1}\" cy=\"{y:.1}\" r=\"3\" fill=\"{color}\"/>"
+            );
+        }
+        let ly = t + 20.0 + i as f64 * 18.0;
+        let _ = writeln!(s, "<rect x=\"{}\" y=\"{}\" width=\"12\" height=\"3\" fill=\"{color}\"/><text x=\"{}\" y=\"{}\">{name}</text>", w - r + 12.0, ly - 4.0, w - r + 30.0, ly);
+    }
+    s.push_str("</svg>\n");
+    s
+}
+
+/// Runs the benchmark at every scale.
+pub fn run(args: BenchArgs) -> Result<ExitCode> {
+    let workload: Value = serde_json::from_slice(
+        &std::fs::read(&args.workload)
+            .with_context(|| format!("reading {}", args.workload.display()))?,
+    )?;
+    std::fs::create_dir_all(&args.out)?;
+    let mut results = Vec::new();
+    for &n in &args.scales {
+        results.push(scale_run(&args, &workload, n)?);
+    }
+    let machine = json!({
+        "cpus": std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1),
+        "os": std::env::consts::OS,
+        "arch": std::env::consts::ARCH,
+    });
+    let doc = json!({"machine": machine, "seed": args.seed, "results": results});
+    let json_path = args.out.join("results.json");
+    std::fs::write(&json_path, serde_json::to_string_pretty(&doc)?)?;
+    let svg = plot(
+        &results,
+        &[
+            "point_lookup",
+            "join_selective",
+            "join_selective_reversed",
+            "hops_1_3",
+            "search",
+            "describe_primer",
+            "optional_left_join",
+            "not_anti_join",
+        ],
+    );
+    let svg_path = args.out.join("latency.svg");
+    std::fs::write(&svg_path, svg)?;
+    eprintln!("wrote {} and {}", json_path.display(), svg_path.display());
+    Ok(ExitCode::SUCCESS)
+}
