@@ -19,6 +19,8 @@ use std::path::{Path, PathBuf};
 pub const DB_FILE: &str = "nexus.redb";
 const FORMAT_KEY: &str = "format_version";
 const TEXT_INDEX_KEY: &str = "text_index_version";
+/// redb page cache: grows with use up to this size (reads and dirty write pages).
+const CACHE_BYTES: usize = 768 * 1024 * 1024;
 
 /// An open Cognitive Nexus.
 pub struct Nexus {
@@ -67,7 +69,7 @@ impl Nexus {
         std::fs::create_dir_all(dir).map_err(|e| open_error(dir, e))?;
         let file = dir.join(DB_FILE);
         let db = Database::builder()
-            .set_cache_size(256 * 1024 * 1024)
+            .set_cache_size(CACHE_BYTES)
             .create(&file)
             .map_err(|e| open_error(dir, e))?;
         Nexus::init(db, Some(dir.to_path_buf()))
@@ -133,6 +135,7 @@ impl Nexus {
                 }
                 crate::store::GraphWrite::set_meta(&mut w, BOOTSTRAPPED_KEY, b"1")?;
             }
+            w.flush()?;
         }
         txn.commit().map_err(storage_error)?;
         Ok(nexus)
@@ -243,7 +246,7 @@ impl Nexus {
         }
         let out = {
             let mut w = WriteTables::open(&txn)?;
-            f(&mut w)
+            f(&mut w).and_then(|v| w.flush().map(|()| v))
         };
         match out {
             Ok(v) if !dry_run => {

@@ -32,6 +32,10 @@ struct Ctx<'g> {
     handles: HashMap<String, ElemRef>,
     stmt_meta: Map<String, Value>,
     privilege: Privilege,
+    /// Types and predicates already checked in this statement (capsules repeat them).
+    checked: std::collections::HashSet<(bool, String)>,
+    /// `(type, name)` -> concept, for concepts seen in this statement.
+    keys: HashMap<(String, String), u64>,
 }
 
 /// Executes an UPSERT; returns `{"blocks", "upsert_concept_nodes", "upsert_proposition_links"}`.
@@ -42,6 +46,8 @@ pub fn upsert(g: &mut dyn GraphWrite, u: &Upsert, privilege: Privilege) -> Resul
         handles: HashMap::new(),
         stmt_meta: object(&u.metadata)?,
         privilege,
+        checked: std::collections::HashSet::new(),
+        keys: HashMap::new(),
     };
     let mut concept_ids = Vec::new();
     let mut prop_ids = Vec::new();
@@ -91,6 +97,35 @@ fn not_found(what: String) -> KipError {
 }
 
 impl Ctx<'_> {
+    fn require_type(&mut self, t: &str) -> Result<(), KipError> {
+        if self.checked.contains(&(true, t.to_string())) {
+            return Ok(());
+        }
+        schema::require_concept_type(&*self.g, t)?;
+        self.checked.insert((true, t.to_string()));
+        Ok(())
+    }
+
+    fn require_pred(&mut self, p: &str) -> Result<(), KipError> {
+        if self.checked.contains(&(false, p.to_string())) {
+            return Ok(());
+        }
+        schema::require_predicate(&*self.g, p)?;
+        self.checked.insert((false, p.to_string()));
+        Ok(())
+    }
+
+    fn lookup_key(&mut self, t: &str, n: &str) -> Result<Option<u64>, KipError> {
+        if let Some(id) = self.keys.get(&(t.to_string(), n.to_string())) {
+            return Ok(Some(*id));
+        }
+        let found = self.g.concept_by_key(t, n)?;
+        if let Some(id) = found {
+            self.keys.insert((t.to_string(), n.to_string()), id);
+        }
+        Ok(found)
+    }
+
     fn handle(&self, v: &Variable) -> Result<ElemRef, KipError> {
         self.handles.get(&v.name).copied().ok_or_else(|| {
             KipError::new(
@@ -102,7 +137,7 @@ impl Ctx<'_> {
     }
 
     /// Resolves an existing concept named by `{type, name}` or `{id}`.
-    fn existing_concept(&self, m: &ConceptMatcher) -> Result<u64, KipError> {
+    fn existing_concept(&mut self, m: &ConceptMatcher) -> Result<u64, KipError> {
         if let Some(id) = &m.id {
             let id = text(id)?;
             return match ElemRef::parse_id(id) {
@@ -116,13 +151,12 @@ impl Ctx<'_> {
             ));
         };
         let (t, n) = (text(t)?, text(n)?);
-        schema::require_concept_type(&*self.g, t)?;
-        self.g
-            .concept_by_key(t, n)?
+        self.require_type(t)?;
+        self.lookup_key(t, n)?
             .ok_or_else(|| not_found(format!("concept {{type: \"{t}\", name: \"{n}\"}}")))
     }
 
-    fn endpoint(&self, e: &Endpoint) -> Result<ElemRef, KipError> {
+    fn endpoint(&mut self, e: &Endpoint) -> Result<ElemRef, KipError> {
         match e {
             Endpoint::Var(v) => self.handle(v),
             Endpoint::Concept { matcher, .. } => {
@@ -149,7 +183,7 @@ impl Ctx<'_> {
     }
 
     /// Resolves an existing proposition named by `(id: ...)` or a structural pattern.
-    fn existing_prop(&self, p: &PropositionPattern) -> Result<u64, KipError> {
+    fn existing_prop(&mut self, p: &PropositionPattern) -> Result<u64, KipError> {
         match &p.matcher {
             PropositionMatcher::Id(id) => {
                 let id = text(id)?;
@@ -200,9 +234,9 @@ impl Ctx<'_> {
             // `$ConceptType` defines itself (Genesis); every other type must be registered,
             // possibly by an earlier block of this UPSERT.
             if !(t == CONCEPT_TYPE && n == CONCEPT_TYPE) {
-                schema::require_concept_type(&*self.g, &t)?;
+                self.require_type(&t)?;
             }
-            match self.g.concept_by_key(&t, &n)? {
+            match self.lookup_key(&t, &n)? {
                 Some(id) => {
                     let rec = self
                         .g
@@ -250,12 +284,13 @@ impl Ctx<'_> {
         if existing.as_ref() != Some(&rec) {
             self.g.put_concept(id, &rec, existing.as_ref())?;
         }
+        self.keys.insert((ty.clone(), name.clone()), id);
         self.bind(&c.handle, ElemRef::Concept(id));
 
         if let Some(entries) = &c.set_propositions {
             for e in entries {
                 let pred = text(&e.predicate)?;
-                schema::require_predicate(&*self.g, pred)?;
+                self.require_pred(pred)?;
                 let target = self.endpoint(&e.target)?;
                 let meta = merge(&block_meta, &object(&e.metadata)?);
                 self.upsert_link(ElemRef::Concept(id), pred, target, &Map::new(), &meta)?;

@@ -51,6 +51,10 @@ pub struct ReadTables {
 }
 
 impl ReadTables {
+    fn pending_delta(&self, _key: &str) -> i64 {
+        0
+    }
+
     /// Opens every table of a read transaction (the store must have been initialised).
     pub fn open(txn: &ReadTransaction) -> StoreResult<ReadTables> {
         Ok(ReadTables {
@@ -85,6 +89,9 @@ pub struct WriteTables<'t> {
     postings: Table<'t, (&'static str, u64), u32>,
     docs: Table<'t, u64, &'static [u8]>,
     doc_len: Table<'t, u64, u32>,
+    /// Statistics deltas of this transaction, applied by [`WriteTables::flush`]: hot
+    /// counters (links per predicate) would otherwise be rewritten on every insert.
+    pending: std::collections::HashMap<String, i64>,
 }
 
 impl<'t> WriteTables<'t> {
@@ -104,10 +111,37 @@ impl<'t> WriteTables<'t> {
             postings: txn.open_table(POSTINGS).map_err(storage_error)?,
             docs: txn.open_table(DOCS).map_err(storage_error)?,
             doc_len: txn.open_table(DOC_LEN).map_err(storage_error)?,
+            pending: std::collections::HashMap::new(),
         })
     }
 
     fn bump_stat(&mut self, key: &str, delta: i64) -> StoreResult<()> {
+        match self.pending.get_mut(key) {
+            Some(d) => *d += delta,
+            None => {
+                self.pending.insert(key.to_string(), delta);
+            }
+        }
+        Ok(())
+    }
+
+    /// Writes the statistics deltas of this transaction. Must run before commit (the
+    /// nexus does it for every write transaction).
+    pub fn flush(&mut self) -> StoreResult<()> {
+        let pending = std::mem::take(&mut self.pending);
+        for (key, delta) in pending {
+            if delta != 0 {
+                self.apply_stat(&key, delta)?;
+            }
+        }
+        Ok(())
+    }
+
+    fn pending_delta(&self, key: &str) -> i64 {
+        self.pending.get(key).copied().unwrap_or(0)
+    }
+
+    fn apply_stat(&mut self, key: &str, delta: i64) -> StoreResult<()> {
         let cur = self
             .stats
             .get(key)
@@ -331,7 +365,13 @@ macro_rules! impl_graph_read {
                 read::scan_ids(&self.props, f)
             }
             fn stat(&self, key: &str) -> StoreResult<u64> {
-                read::stat(&self.stats, key)
+                let base = read::stat(&self.stats, key)?;
+                let delta = self.pending_delta(key);
+                Ok(if delta >= 0 {
+                    base.saturating_add(delta.unsigned_abs())
+                } else {
+                    base.saturating_sub(delta.unsigned_abs())
+                })
             }
             fn totals(&self) -> StoreResult<(u64, u64)> {
                 Ok((
@@ -527,6 +567,8 @@ impl WriteTables<'_> {
     /// Drops and rebuilds the whole text index (every concept) from the graph;
     /// `progress(done, total)`. (`df:` statistics of older formats are dropped too.)
     pub fn rebuild_text_index(&mut self, progress: &mut dyn FnMut(u64, u64)) -> StoreResult<()> {
+        self.pending.remove(TEXT_DOCS);
+        self.pending.remove(TEXT_LEN);
         self.postings.retain(|_, _| false).map_err(storage_error)?;
         self.docs.retain(|_, _| false).map_err(storage_error)?;
         self.doc_len.retain(|_, _| false).map_err(storage_error)?;
