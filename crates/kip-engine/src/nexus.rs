@@ -28,6 +28,28 @@ pub struct Nexus {
     path: Option<PathBuf>,
     limits: QueryLimits,
     group: GroupCommit,
+    combiner: Combiner,
+}
+
+/// Write combining for KML statements: concurrent statements queue up; one caller at a
+/// time (the leader) runs everything queued in one transaction and one durable commit.
+/// If any statement of a batch fails, the batch is rolled back and its statements run
+/// again one transaction each, so every statement stays atomic and the failing one
+/// changes nothing. Statements see each other's effects in queue order, as if serial.
+#[derive(Default)]
+struct Combiner {
+    state: std::sync::Mutex<CombinerState>,
+}
+
+#[derive(Default)]
+struct CombinerState {
+    jobs: Vec<KmlJob>,
+    leader: bool,
+}
+
+struct KmlJob {
+    cmd: Command,
+    reply: std::sync::mpsc::Sender<Result<Value, KipError>>,
 }
 
 /// Group commit: every statement commits its own transaction without waiting for the
@@ -89,6 +111,7 @@ impl Nexus {
             path,
             limits: QueryLimits::default(),
             group: GroupCommit::default(),
+            combiner: Combiner::default(),
         };
         // Create the tables, check the format version, bootstrap once: one transaction.
         let txn = nexus.db.begin_write().map_err(storage_error)?;
@@ -181,16 +204,7 @@ impl Nexus {
             };
         }
         let r = match cmd {
-            Command::Upsert(_) | Command::Delete(_) => self
-                .write(
-                    |w| match cmd {
-                        Command::Upsert(u) => upsert::upsert(w, u, upsert::Privilege::Agent),
-                        Command::Delete(d) => delete::delete(w, d, &self.limits),
-                        _ => Err(KipError::internal("unreachable command kind")),
-                    },
-                    dry_run,
-                )
-                .map(Outcome::ok),
+            Command::Upsert(_) | Command::Delete(_) => self.write_kml(cmd).map(Outcome::ok),
             Command::Find(q) => self.read(|r| kql::find(r, q, &self.limits)),
             Command::Describe(d) => {
                 self.read(|r| crate::meta::describe::describe(r, d, &self.limits))
@@ -267,6 +281,120 @@ impl Nexus {
                 txn.abort().map_err(storage_error)?;
                 Err(e)
             }
+        }
+    }
+
+    /// Runs one KML statement through the write combiner (durable on return).
+    fn write_kml(&self, cmd: &Command) -> Result<Value, KipError> {
+        let (tx, rx) = std::sync::mpsc::channel();
+        {
+            let mut st = self.lock_combiner();
+            st.jobs.push(KmlJob {
+                cmd: cmd.clone(),
+                reply: tx,
+            });
+            if st.leader {
+                drop(st);
+                return rx
+                    .recv()
+                    .unwrap_or_else(|_| Err(KipError::internal("the write leader stopped")));
+            }
+            st.leader = true;
+        }
+        loop {
+            let batch = {
+                let mut st = self.lock_combiner();
+                if st.jobs.is_empty() {
+                    st.leader = false;
+                    break;
+                }
+                std::mem::take(&mut st.jobs)
+            };
+            self.run_batch(batch);
+        }
+        rx.recv()
+            .unwrap_or_else(|_| Err(KipError::internal("the write leader stopped")))
+    }
+
+    fn lock_combiner(&self) -> std::sync::MutexGuard<'_, CombinerState> {
+        self.combiner
+            .state
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn run_kml(&self, w: &mut WriteTables<'_>, cmd: &Command) -> Result<Value, KipError> {
+        match cmd {
+            Command::Upsert(u) => upsert::upsert(w, u, upsert::Privilege::Agent),
+            Command::Delete(d) => delete::delete(w, d, &self.limits),
+            _ => Err(KipError::internal("not a KML statement")),
+        }
+    }
+
+    /// One statement, one durable transaction.
+    fn run_single(&self, cmd: &Command) -> Result<Value, KipError> {
+        let txn = self.db.begin_write().map_err(storage_error)?;
+        let out = {
+            let mut w = WriteTables::open(&txn)?;
+            self.run_kml(&mut w, cmd)
+                .and_then(|v| w.flush().map(|()| v))
+        };
+        match out {
+            Ok(v) => {
+                txn.commit().map_err(storage_error)?;
+                Ok(v)
+            }
+            Err(e) => {
+                txn.abort().map_err(storage_error)?;
+                Err(e)
+            }
+        }
+    }
+
+    fn run_batch(&self, batch: Vec<KmlJob>) {
+        if batch.len() > 1 {
+            let attempt = (|| -> Result<Option<Vec<Value>>, KipError> {
+                let txn = self.db.begin_write().map_err(storage_error)?;
+                let results = {
+                    let mut w = WriteTables::open(&txn)?;
+                    let mut out = Vec::with_capacity(batch.len());
+                    let mut failed = false;
+                    for job in &batch {
+                        match self.run_kml(&mut w, &job.cmd) {
+                            Ok(v) => out.push(v),
+                            Err(_) => {
+                                failed = true;
+                                break;
+                            }
+                        }
+                    }
+                    if !failed {
+                        w.flush()?;
+                    }
+                    (!failed).then_some(out)
+                };
+                match results {
+                    Some(out) => {
+                        txn.commit().map_err(storage_error)?;
+                        Ok(Some(out))
+                    }
+                    None => {
+                        txn.abort().map_err(storage_error)?;
+                        Ok(None)
+                    }
+                }
+            })();
+            if let Ok(Some(results)) = attempt {
+                for (job, v) in batch.into_iter().zip(results) {
+                    let _ = job.reply.send(Ok(v));
+                }
+                return;
+            }
+        }
+        // One statement, or a batch with a failure: each on its own.
+        for job in batch {
+            let r = self.run_single(&job.cmd);
+            let _ = job.reply.send(r);
         }
     }
 

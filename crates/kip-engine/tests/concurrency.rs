@@ -101,3 +101,54 @@ fn concurrent_writers_lose_nothing() {
         json!(160)
     );
 }
+
+#[test]
+fn concurrent_statements_stay_atomic_when_some_fail() {
+    let n = Arc::new(nexus());
+    schema(&n);
+    let threads: Vec<_> = (0..8)
+        .map(|t| {
+            let n = n.clone();
+            std::thread::spawn(move || {
+                let mut ok_count = 0;
+                for i in 0..30 {
+                    // Every third statement fails in its last block (unknown type).
+                    let tail = if i % 3 == 0 {
+                        r#" CONCEPT ?z { {type: "Nope", name: "z"} }"#
+                    } else {
+                        ""
+                    };
+                    let cmd = format!(
+                        r#"UPSERT {{ CONCEPT ?a {{ {{type: "Item", name: "t{t}-{i}"}} }}{tail} }}"#
+                    );
+                    let r = n
+                        .execute_json(&json!({"command": cmd}), Access::ReadWrite)
+                        .to_json();
+                    if i % 3 == 0 {
+                        assert_eq!(r["error"]["code"], "KIP_2001", "{r}");
+                    } else {
+                        assert!(r.get("error").is_none(), "{r}");
+                        ok_count += 1;
+                    }
+                }
+                ok_count
+            })
+        })
+        .collect();
+    let written: usize = threads.into_iter().map(|t| t.join().expect("thread")).sum();
+    assert_eq!(written, 8 * 20);
+    assert_eq!(
+        ok(&n, r#"FIND(COUNT(?x)) WHERE { ?x {type: "Item"} }"#),
+        json!(160)
+    );
+    for t in 0..8 {
+        for i in (0..30).step_by(3) {
+            let r = ok(
+                &n,
+                &format!(r#"FIND(COUNT(?x)) WHERE {{ ?x {{type: "Item", name: "t{t}-{i}"}} }}"#),
+            );
+            assert_eq!(r, json!(0), "a failed statement left t{t}-{i} behind");
+        }
+    }
+    assert!(n.check_integrity().expect("integrity").is_empty());
+}
