@@ -445,7 +445,7 @@ pub fn run_find(
     let dirs: Vec<Direction> = q.order_by.iter().map(|k| k.direction).collect();
     rows.sort_by(|a, b| cmp_keys(&a.1, &b.1, &dirs));
     let projected: Vec<Vec<Value>> = rows.into_iter().map(|r| r.0).collect();
-    Ok(paged(q, projected, offset, page, fingerprint, true))
+    Ok(paged(q, projected, offset, page, fingerprint))
 }
 
 /// Non-aggregate queries: dedupe on the projection, order, page. Without ORDER BY the
@@ -477,43 +477,54 @@ fn plain(
             _ => None,
         })
         .collect();
-    let mut seen = HashSet::new();
-    let mut rows: Vec<(Vec<Value>, Vec<Value>)> = Vec::new();
     let stop_at = offset.saturating_add(page).saturating_add(1);
-    let streaming = q.order_by.is_empty();
-    run_group(ctx, &plan.root, empty, &mut |r| {
-        let proj = paths
-            .iter()
-            .map(|d| project(ctx, d, r))
-            .collect::<Result<Vec<_>, _>>()?;
-        let keys = order_paths
-            .iter()
-            .map(|d| project(ctx, d, r))
-            .collect::<Result<Vec<_>, _>>()?;
-        if streaming {
-            let k = serde_json::to_string(&proj).unwrap_or_default();
-            if !seen.insert(k) {
-                return Ok(true);
+    let mut out: Vec<Vec<Value>> = Vec::new();
+    let mut seen = HashSet::new();
+    if q.order_by.is_empty() {
+        // Stream: project, dedupe, stop once the page and one more row are known.
+        run_group(ctx, &plan.root, empty, &mut |r| {
+            let proj = paths
+                .iter()
+                .map(|d| project(ctx, d, r))
+                .collect::<Result<Vec<_>, _>>()?;
+            if seen.insert(serde_json::to_string(&proj).unwrap_or_default()) {
+                out.push(proj);
+                if out.len() > limits.max_rows {
+                    return Err(too_many(limits));
+                }
+            }
+            Ok(out.len() < stop_at)
+        })?;
+    } else {
+        // Sort solutions by their keys, then project only as many as the page needs.
+        let mut rows: Vec<(Vec<Value>, Row)> = Vec::new();
+        run_group(ctx, &plan.root, empty, &mut |r| {
+            let keys = order_paths
+                .iter()
+                .map(|d| project(ctx, d, r))
+                .collect::<Result<Vec<_>, _>>()?;
+            rows.push((keys, r.clone()));
+            if rows.len() > limits.max_rows {
+                return Err(too_many(limits));
+            }
+            Ok(true)
+        })?;
+        let dirs: Vec<Direction> = q.order_by.iter().map(|k| k.direction).collect();
+        rows.sort_by(|a, b| cmp_keys(&a.0, &b.0, &dirs));
+        for (_, r) in &rows {
+            let proj = paths
+                .iter()
+                .map(|d| project(ctx, d, r))
+                .collect::<Result<Vec<_>, _>>()?;
+            if seen.insert(serde_json::to_string(&proj).unwrap_or_default()) {
+                out.push(proj);
+                if out.len() >= stop_at {
+                    break;
+                }
             }
         }
-        rows.push((proj, keys));
-        if rows.len() > limits.max_rows {
-            return Err(too_many(limits));
-        }
-        Ok(!(streaming && rows.len() >= stop_at))
-    })?;
-    if !streaming {
-        let dirs: Vec<Direction> = q.order_by.iter().map(|k| k.direction).collect();
-        rows.sort_by(|a, b| cmp_keys(&a.1, &b.1, &dirs));
     }
-    let mut out = Vec::new();
-    let mut dedupe = HashSet::new();
-    for (proj, _) in rows {
-        if streaming || dedupe.insert(serde_json::to_string(&proj).unwrap_or_default()) {
-            out.push(proj);
-        }
-    }
-    Ok(paged(q, out, offset, page, fingerprint, !streaming))
+    Ok(paged(q, out, offset, page, fingerprint))
 }
 
 fn paged(
@@ -522,7 +533,6 @@ fn paged(
     offset: usize,
     page: usize,
     fingerprint: u64,
-    _complete: bool,
 ) -> Outcome {
     let total = rows.len();
     let end = offset.saturating_add(page).min(total);
