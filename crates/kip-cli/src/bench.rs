@@ -128,75 +128,117 @@ fn describe(rng: &mut Rng, words: &[String], n: usize) -> String {
         .join(" ")
 }
 
-/// Generates the graph as capsules (concepts first, then links) and loads them.
+/// Collects blocks and loads them as 1,000-block UPSERT capsules as they fill, so the
+/// generator never holds the whole graph in memory.
+struct Loader<'a> {
+    nexus: &'a Nexus,
+    blocks: Vec<String>,
+    loaded: usize,
+    metadata: &'static str,
+}
+
+impl Loader<'_> {
+    fn push(&mut self, block: String) -> Result<()> {
+        self.blocks.push(block);
+        if self.blocks.len() == 1000 {
+            self.flush()?;
+        }
+        Ok(())
+    }
+
+    fn flush(&mut self) -> Result<()> {
+        if self.blocks.is_empty() {
+            return Ok(());
+        }
+        run_ok(
+            self.nexus,
+            &format!("UPSERT {{\n{}\n}}{}", self.blocks.join("\n"), self.metadata),
+        )?;
+        self.loaded += self.blocks.len();
+        self.blocks.clear();
+        Ok(())
+    }
+}
+
+/// Generates the graph (concepts first, then links) and loads it through execute_kip.
+/// Returns the load time and the numbers of concept and link blocks.
 fn load(nexus: &Nexus, n: usize, seed: u64) -> Result<(Duration, usize, usize)> {
     let s = Sizes::new(n);
     let words = vocabulary();
     let mut rng = Rng(seed | 1);
     run_ok(nexus, SCHEMA)?;
-    let mut concepts: Vec<String> = Vec::with_capacity(n);
-    let add = |v: &mut Vec<String>, t: &str, name: String, attrs: String| {
-        v.push(format!(
+    let start = Instant::now();
+    let mut concepts = Loader {
+        nexus,
+        blocks: Vec::with_capacity(1000),
+        loaded: 0,
+        metadata: " WITH METADATA { source: \"kip-bench\" }",
+    };
+    let concept = |t: &str, name: String, attrs: String| {
+        format!(
             "CONCEPT {{ {{type: {}, name: {}}} SET ATTRIBUTES {{ {attrs} }} }}",
             q(t),
             q(&name)
-        ));
+        )
     };
     for i in 0..s.person {
         let d = describe(&mut rng, &words, 6);
-        add(
-            &mut concepts,
+        concepts.push(concept(
             "Person",
             format!("person:{i}"),
             format!("description: {}, rank: {}", q(&d), rng.below(100)),
-        );
+        ))?;
     }
     for i in 0..s.project {
         let d = describe(&mut rng, &words, 8);
-        add(
-            &mut concepts,
+        concepts.push(concept(
             "Project",
             format!("project:{i}"),
             format!("description: {}, rank: {}", q(&d), rng.below(100)),
-        );
+        ))?;
     }
     for i in 0..s.topic {
         let d = describe(&mut rng, &words, 5);
-        add(
-            &mut concepts,
+        concepts.push(concept(
             "Topic",
             format!("topic:{i}"),
             format!("description: {}, rank: {}", q(&d), rng.below(100)),
-        );
+        ))?;
     }
     for i in 0..s.document {
         let d = describe(&mut rng, &words, 10);
-        add(
-            &mut concepts,
+        concepts.push(concept(
             "Document",
             format!("document:{i}"),
             format!("description: {}, rank: {}", q(&d), rng.below(100)),
-        );
+        ))?;
     }
     for i in 0..s.event {
         let day = 1 + rng.below(28);
         let hour = rng.below(24);
-        add(
-            &mut concepts,
+        let month = 1 + rng.below(12);
+        let summary = describe(&mut rng, &words, 6);
+        concepts.push(concept(
             "Event",
             format!("event:{i}"),
-            format!("event_class: \"Conversation\", start_time: \"2026-{:02}-{day:02}T{hour:02}:00:00Z\", content_summary: {}", 1 + rng.below(12), q(&describe(&mut rng, &words, 6))),
-        );
+            format!("event_class: \"Conversation\", start_time: \"2026-{month:02}-{day:02}T{hour:02}:00:00Z\", content_summary: {}", q(&summary)),
+        ))?;
     }
     for i in 0..s.category {
-        add(
-            &mut concepts,
+        let d = describe(&mut rng, &words, 3);
+        concepts.push(concept(
             "Category",
             format!("category:{i}"),
-            format!("description: {}", q(&describe(&mut rng, &words, 3))),
-        );
+            format!("description: {}", q(&d)),
+        ))?;
     }
-    let mut links: Vec<String> = Vec::with_capacity(n * 4);
+    concepts.flush()?;
+    let mut links = Loader {
+        nexus,
+        blocks: Vec::with_capacity(1000),
+        loaded: 0,
+        metadata: "",
+    };
     let c = |t: &str, i: usize| {
         format!(
             "{{type: {}, name: {}}}",
@@ -204,104 +246,90 @@ fn load(nexus: &Nexus, n: usize, seed: u64) -> Result<(Duration, usize, usize)> 
             q(&format!("{}:{i}", t.to_lowercase()))
         )
     };
-    let mut about = Vec::new();
+    let link = |a: String, p: &str, b: String| format!("PROPOSITION {{ ({a}, {}, {b}) }}", q(p));
+    let mut about: Vec<(u32, u32)> = Vec::new();
     for i in 0..s.person {
         for _ in 0..4 {
-            links.push(format!(
-                "PROPOSITION {{ ({}, \"knows\", {}) }}",
+            links.push(link(
                 c("Person", i),
-                c("Person", rng.skewed(s.person))
-            ));
+                "knows",
+                c("Person", rng.skewed(s.person)),
+            ))?;
         }
         for _ in 0..rng.below(4) {
-            links.push(format!(
-                "PROPOSITION {{ ({}, \"works_on\", {}) }}",
+            links.push(link(
                 c("Person", i),
-                c("Project", rng.skewed(s.project))
-            ));
+                "works_on",
+                c("Project", rng.skewed(s.project)),
+            ))?;
         }
     }
     for i in 0..s.project.min(1000) {
-        links.push(format!(
-            "PROPOSITION {{ ({}, \"belongs_to_domain\", {{type: \"Domain\", name: \"Work\"}}) }}",
-            c("Project", i)
-        ));
+        links.push(link(
+            c("Project", i),
+            "belongs_to_domain",
+            "{type: \"Domain\", name: \"Work\"}".to_string(),
+        ))?;
     }
     for i in 0..s.document {
         for _ in 0..3 {
             let t = rng.skewed(s.topic);
-            about.push((i, t));
-            links.push(format!(
-                "PROPOSITION {{ ({}, \"about\", {}) }}",
-                c("Document", i),
-                c("Topic", t)
-            ));
+            about.push((i as u32, t as u32));
+            links.push(link(c("Document", i), "about", c("Topic", t)))?;
         }
-        links.push(format!(
-            "PROPOSITION {{ ({}, \"cites\", {}) }}",
+        links.push(link(
             c("Document", i),
-            c("Document", rng.below(s.document))
-        ));
+            "cites",
+            c("Document", rng.below(s.document)),
+        ))?;
     }
     for i in 0..s.topic {
-        links.push(format!(
-            "PROPOSITION {{ ({}, \"in_category\", {}) }}",
+        links.push(link(
             c("Topic", i),
-            c("Category", rng.skewed(s.category))
-        ));
-        links.push(format!(
-            "PROPOSITION {{ ({}, \"related_to\", {}) }}",
+            "in_category",
+            c("Category", rng.skewed(s.category)),
+        ))?;
+        links.push(link(
             c("Topic", i),
-            c("Topic", rng.below(s.topic))
-        ));
+            "related_to",
+            c("Topic", rng.below(s.topic)),
+        ))?;
     }
     for i in 0..s.event {
         for _ in 0..3 {
-            links.push(format!(
-                "PROPOSITION {{ ({}, \"involves\", {}) }}",
+            links.push(link(
                 c("Event", i),
-                c("Person", rng.skewed(s.person))
-            ));
+                "involves",
+                c("Person", rng.skewed(s.person)),
+            ))?;
         }
         for _ in 0..3 {
-            links.push(format!(
-                "PROPOSITION {{ ({}, \"mentions\", {}) }}",
+            links.push(link(
                 c("Event", i),
-                c("Topic", rng.skewed(s.topic))
-            ));
+                "mentions",
+                c("Topic", rng.skewed(s.topic)),
+            ))?;
         }
     }
     for i in 1..s.category {
-        links.push(format!(
-            "PROPOSITION {{ ({}, \"is_subclass_of\", {}) }}",
+        links.push(link(
             c("Category", i),
-            c("Category", (i - 1) / 4)
-        ));
+            "is_subclass_of",
+            c("Category", (i - 1) / 4),
+        ))?;
     }
     // Higher-order: a person stated that a document is about a topic.
     for i in 0..(s.person / 10) {
         let (d, t) = about[rng.below(about.len())];
-        links.push(format!(
-            "PROPOSITION {{ ({}, \"stated\", ({}, \"about\", {})) }}",
-            c("Person", i),
-            c("Document", d),
-            c("Topic", t)
-        ));
+        let fact = format!(
+            "({}, \"about\", {})",
+            c("Document", d as usize),
+            c("Topic", t as usize)
+        );
+        links.push(link(c("Person", i), "stated", fact))?;
     }
-    let start = Instant::now();
-    for chunk in concepts.chunks(1000) {
-        run_ok(
-            nexus,
-            &format!(
-                "UPSERT {{\n{}\n}} WITH METADATA {{ source: \"kip-bench\" }}",
-                chunk.join("\n")
-            ),
-        )?;
-    }
-    for chunk in links.chunks(1000) {
-        run_ok(nexus, &format!("UPSERT {{\n{}\n}}", chunk.join("\n")))?;
-    }
-    Ok((start.elapsed(), concepts.len(), links.len()))
+    links.flush()?;
+    Ok((start.elapsed(), concepts.loaded, links.loaded))
 }
 
 fn run_ok(nexus: &Nexus, cmd: &str) -> Result<Value> {
