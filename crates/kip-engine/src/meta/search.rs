@@ -45,14 +45,13 @@ fn concept_scores(
 ) -> Result<HashMap<u64, f64>, KipError> {
     let docs = g.stat(TEXT_DOCS)?.max(1) as f64;
     let avgdl = (g.stat(TEXT_LEN)? as f64 / docs).max(1.0);
-    let mut lens: HashMap<u64, f64> = HashMap::new();
     let mut scores: HashMap<u64, f64> = HashMap::new();
     let mut work = 0u64;
     for qt in qterms {
         let prefix_ok = qt.chars().count() >= 2;
         // Postings grouped by term; the group's size is the term's document frequency.
-        let mut groups: Vec<(String, Vec<(u64, u32)>)> = Vec::new();
-        g.scan_postings(qt, &mut |t, key, tf| {
+        let mut groups: Vec<(String, Vec<(u64, u32, u32)>)> = Vec::new();
+        g.scan_postings(qt, &mut |t, key, tf, len| {
             if !t.starts_with(qt.as_str()) || (!prefix_ok && t != qt) {
                 return Ok(false);
             }
@@ -71,7 +70,7 @@ fn concept_scores(
                 .with_hint("use a longer or more specific search term, or WITH TYPE"));
             }
             if let (ElemRef::Concept(n), Some(last)) = (ElemRef::decode(key), groups.last_mut()) {
-                last.1.push((n, tf));
+                last.1.push((n, tf, len));
             }
             Ok(true)
         })?;
@@ -80,15 +79,8 @@ fn concept_scores(
             let df = postings.len().max(1) as f64;
             let idf = ((docs - df + 0.5) / (df + 0.5) + 1.0).ln();
             let weight = if t == *qt { 1.0 } else { PREFIX_WEIGHT };
-            for (n, tf) in postings {
-                let dl = match lens.get(&n) {
-                    Some(l) => *l,
-                    None => {
-                        let l = f64::from(g.doc_len(ElemRef::Concept(n).encode())?.unwrap_or(1));
-                        lens.insert(n, l);
-                        l
-                    }
-                };
+            for (n, tf, len) in postings {
+                let dl = f64::from(len.max(1));
                 let tf = f64::from(tf);
                 let sc = weight * idf * tf * (K1 + 1.0) / (tf + K1 * (1.0 - B + B * dl / avgdl));
                 let e = best.entry(n).or_insert(0.0);

@@ -15,7 +15,7 @@
 //! | `osp` | (object, predicate, subject) -> id | object(+predicate), higher-order cascade |
 //! | `stats` | "t:Type" / "p:pred" / "dm:C:n" -> count | planner statistics, domain sizes |
 //! | `meta` | key -> bytes | format version, id counters, bootstrap marker |
-//! | `text_postings` | (term, element) -> tf | SEARCH (exact term and prefix ranges) |
+//! | `text_postings2` | (term, element) -> tf, doc length | SEARCH (exact term and prefix ranges) |
 //! | `text_docs`, `text_doc_len` | element -> terms, length | index maintenance, BM25 |
 //!
 //! Subjects and objects are [`ElemRef`]s encoded as one `u64` (bit 63 set for
@@ -233,11 +233,12 @@ pub trait GraphRead {
     fn totals(&self) -> StoreResult<(u64, u64)>;
     /// A raw `meta` value.
     fn meta(&self, key: &str) -> StoreResult<Option<Vec<u8>>>;
-    /// Text postings in term order from `from`: `f(term, element key, weighted tf)`.
+    /// Text postings in term order from `from`:
+    /// `f(term, element key, weighted tf, document length)`.
     fn scan_postings(
         &self,
         from: &str,
-        f: &mut dyn FnMut(&str, u64, u32) -> StoreResult<Continue>,
+        f: &mut dyn FnMut(&str, u64, u32, u32) -> StoreResult<Continue>,
     ) -> StoreResult<()>;
     /// The weighted length of an indexed document.
     fn doc_len(&self, key: u64) -> StoreResult<Option<u32>>;

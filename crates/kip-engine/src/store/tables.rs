@@ -26,8 +26,10 @@ pub(crate) const SPO: TableDefinition<(u64, &str, u64), u64> = TableDefinition::
 pub(crate) const POS: TableDefinition<(&str, u64, u64), u64> = TableDefinition::new("pos");
 pub(crate) const OSP: TableDefinition<(u64, &str, u64), u64> = TableDefinition::new("osp");
 pub(crate) const STATS: TableDefinition<&str, u64> = TableDefinition::new("stats");
-pub(crate) const POSTINGS: TableDefinition<(&str, u64), u32> =
-    TableDefinition::new("text_postings");
+/// (term, element) -> weighted term frequency (high 32 bits) and document length (low 32
+/// bits), so BM25 needs no second lookup per posting.
+pub(crate) const POSTINGS: TableDefinition<(&str, u64), u64> =
+    TableDefinition::new("text_postings2");
 pub(crate) const DOCS: TableDefinition<u64, &[u8]> = TableDefinition::new("text_docs");
 pub(crate) const DOC_LEN: TableDefinition<u64, u32> = TableDefinition::new("text_doc_len");
 
@@ -46,7 +48,7 @@ pub struct ReadTables {
     pos: ReadOnlyTable<(&'static str, u64, u64), u64>,
     osp: ReadOnlyTable<(u64, &'static str, u64), u64>,
     stats: ReadOnlyTable<&'static str, u64>,
-    postings: ReadOnlyTable<(&'static str, u64), u32>,
+    postings: ReadOnlyTable<(&'static str, u64), u64>,
     doc_len: ReadOnlyTable<u64, u32>,
 }
 
@@ -86,7 +88,7 @@ pub struct WriteTables<'t> {
     pos: Table<'t, (&'static str, u64, u64), u64>,
     osp: Table<'t, (u64, &'static str, u64), u64>,
     stats: Table<'t, &'static str, u64>,
-    postings: Table<'t, (&'static str, u64), u32>,
+    postings: Table<'t, (&'static str, u64), u64>,
     docs: Table<'t, u64, &'static [u8]>,
     doc_len: Table<'t, u64, u32>,
     /// Statistics deltas of this transaction, applied by [`WriteTables::flush`]: hot
@@ -385,12 +387,13 @@ macro_rules! impl_graph_read {
             fn scan_postings(
                 &self,
                 from: &str,
-                f: &mut dyn FnMut(&str, u64, u32) -> StoreResult<Continue>,
+                f: &mut dyn FnMut(&str, u64, u32, u32) -> StoreResult<Continue>,
             ) -> StoreResult<()> {
                 for item in self.postings.range((from, 0u64)..).map_err(storage_error)? {
                     let (k, v) = item.map_err(storage_error)?;
                     let (t, key) = k.value();
-                    if !f(t, key, v.value())? {
+                    let packed = v.value();
+                    if !f(t, key, (packed >> 32) as u32, packed as u32)? {
                         break;
                     }
                 }
@@ -401,7 +404,7 @@ macro_rules! impl_graph_read {
                     .postings
                     .get((term, key))
                     .map_err(storage_error)?
-                    .map(|g| g.value()))
+                    .map(|g| (g.value() >> 32) as u32))
             }
             fn doc_len(&self, key: u64) -> StoreResult<Option<u32>> {
                 Ok(self
@@ -533,8 +536,9 @@ impl WriteTables<'_> {
             return Ok(());
         }
         for (t, tf) in &doc.terms {
+            let packed = (u64::from(*tf) << 32) | u64::from(doc.len);
             self.postings
-                .insert((t.as_str(), key), *tf)
+                .insert((t.as_str(), key), packed)
                 .map_err(storage_error)?;
         }
         self.docs
