@@ -37,6 +37,9 @@ const LINK_SEED_CONCEPTS: usize = 64;
 /// A link reached through a matching endpoint scores this share of the endpoint's score.
 const ENDPOINT_WEIGHT: f64 = 0.8;
 
+/// One index term and its postings `(concept, weighted tf, document length)`.
+type TermPostings = (String, Vec<(u64, u32, u32)>);
+
 /// BM25 scores of the concepts matching `qterms` (concept number -> score).
 fn concept_scores(
     g: &dyn GraphRead,
@@ -50,7 +53,7 @@ fn concept_scores(
     for qt in qterms {
         let prefix_ok = qt.chars().count() >= 2;
         // Postings grouped by term; the group's size is the term's document frequency.
-        let mut groups: Vec<(String, Vec<(u64, u32, u32)>)> = Vec::new();
+        let mut groups: Vec<TermPostings> = Vec::new();
         g.scan_postings(qt, &mut |t, key, tf, len| {
             if !t.starts_with(qt.as_str()) || (!prefix_ok && t != qt) {
                 return Ok(false);
