@@ -32,13 +32,20 @@ const B: f64 = 0.75;
 const PREFIX_WEIGHT: f64 = 0.7;
 const EXACT_NAME_BONUS: f64 = 10.0;
 const NAME_PREFIX_BONUS: f64 = 1.0;
+/// Postings scored per index term: a term in more concepts than this carries almost no
+/// weight (its IDF is near zero), and scoring all of them would make one common word
+/// cost as much as a scan. Exact names are found through the name index regardless.
+pub const MAX_POSTINGS_PER_TERM: usize = 20_000;
+/// Postings scored per query, over all its terms and prefix expansions.
+pub const MAX_POSTINGS_PER_QUERY: usize = 100_000;
 /// Concepts whose links `SEARCH PROPOSITION` considers.
 const LINK_SEED_CONCEPTS: usize = 64;
 /// A link reached through a matching endpoint scores this share of the endpoint's score.
 const ENDPOINT_WEIGHT: f64 = 0.8;
 
-/// One index term and its postings `(concept, weighted tf, document length)`.
-type TermPostings = (String, Vec<(u64, u32, u32)>);
+/// One index term, the postings scored `(concept, weighted tf, document length)` and
+/// its document frequency (a lower bound for capped terms).
+type TermPostings = (String, Vec<(u64, u32, u32)>, usize);
 
 /// BM25 scores of the concepts matching `qterms` (concept number -> score).
 fn concept_scores(
@@ -54,32 +61,50 @@ fn concept_scores(
         let prefix_ok = qt.chars().count() >= 2;
         // Postings grouped by term; the group's size is the term's document frequency.
         let mut groups: Vec<TermPostings> = Vec::new();
-        g.scan_postings(qt, &mut |t, key, tf, len| {
-            if !t.starts_with(qt.as_str()) || (!prefix_ok && t != qt) {
-                return Ok(false);
-            }
-            if groups.last().is_none_or(|(last, _)| last != t) {
-                if groups.len() > PREFIX_EXPANSION {
+        let mut from = qt.clone();
+        loop {
+            let mut capped: Option<String> = None;
+            g.scan_postings(&from, &mut |t, key, tf, len| {
+                if !t.starts_with(qt.as_str()) || (!prefix_ok && t != qt) {
                     return Ok(false);
                 }
-                groups.push((t.to_string(), Vec::new()));
+                if groups.last().is_none_or(|(last, _, _)| last != t) {
+                    if groups.len() > PREFIX_EXPANSION || work as usize >= MAX_POSTINGS_PER_QUERY {
+                        return Ok(false);
+                    }
+                    groups.push((t.to_string(), Vec::new(), 0));
+                }
+                work += 1;
+                if work > limits.max_work {
+                    return Err(KipError::new(
+                        ErrorCode::ResourceExhausted,
+                        "the search matched too many index entries",
+                    )
+                    .with_hint("use a longer or more specific search term, or WITH TYPE"));
+                }
+                let Some(last) = groups.last_mut() else {
+                    return Ok(false);
+                };
+                last.2 += 1;
+                if let ElemRef::Concept(n) = ElemRef::decode(key) {
+                    last.1.push((n, tf, len));
+                }
+                if last.1.len() >= MAX_POSTINGS_PER_TERM {
+                    // Skip the rest of this term; its document frequency is then a
+                    // lower bound, which only matters for terms too common to rank.
+                    capped = Some(t.to_string());
+                    return Ok(false);
+                }
+                Ok(true)
+            })?;
+            match capped {
+                Some(t) => from = format!("{t}\u{0}"),
+                None => break,
             }
-            work += 1;
-            if work > limits.max_work {
-                return Err(KipError::new(
-                    ErrorCode::ResourceExhausted,
-                    "the search matched too many index entries",
-                )
-                .with_hint("use a longer or more specific search term, or WITH TYPE"));
-            }
-            if let (ElemRef::Concept(n), Some(last)) = (ElemRef::decode(key), groups.last_mut()) {
-                last.1.push((n, tf, len));
-            }
-            Ok(true)
-        })?;
+        }
         let mut best: HashMap<u64, f64> = HashMap::new();
-        for (t, postings) in groups {
-            let df = postings.len().max(1) as f64;
+        for (t, postings, df) in groups {
+            let df = df.max(1) as f64;
             let idf = ((docs - df + 0.5) / (df + 0.5) + 1.0).ln();
             let weight = if t == *qt { 1.0 } else { PREFIX_WEIGHT };
             for (n, tf, len) in postings {
@@ -159,7 +184,13 @@ pub fn search(g: &dyn GraphRead, s: &Search, limits: &QueryLimits) -> Result<Out
     if qterms.is_empty() {
         return Ok(Outcome::ok(json!([])));
     }
-    let scores = concept_scores(g, &qterms, limits)?;
+    let mut scores = concept_scores(g, &qterms, limits)?;
+    // Concepts named exactly as the query are candidates even when their terms were
+    // beyond the posting caps.
+    g.scan_name(term.trim(), &mut |n| {
+        scores.entry(n).or_insert(0.0);
+        Ok(true)
+    })?;
     let query_norm = text::normalize(term.trim());
     match s.target {
         SearchTarget::Concept => {
