@@ -677,24 +677,70 @@ pub fn read_graph(g: &dyn GraphRead) -> Result<Value, KipError> {
     )
 }
 
+/// The entities that satisfy `keep` and every relation touching one of them (in
+/// creation order), found through the selected entities' own links.
 fn subgraph(g: &dyn GraphRead, keep: &dyn Fn(&ConceptRecord) -> bool) -> Result<Value, KipError> {
-    let entities = all_entities(g)?;
-    let names: HashMap<u64, String> = entities
-        .iter()
-        .map(|(id, c)| (*id, c.name.clone()))
-        .collect();
-    let selected: HashSet<u64> = entities
-        .iter()
-        .filter(|(_, c)| keep(c))
-        .map(|(id, _)| *id)
-        .collect();
-    let relations = relations_where(g, &names, &|s, o| {
-        selected.contains(&s) || selected.contains(&o)
+    let mut ids = Vec::new();
+    g.scan_concepts(&mut |id| {
+        ids.push(id);
+        Ok(true)
     })?;
+    let mut selected: Vec<(u64, ConceptRecord)> = Vec::new();
+    for id in ids {
+        if let Some(c) = g.concept(id)? {
+            if is_entity(&c) && keep(&c) {
+                selected.push((id, c));
+            }
+        }
+    }
+    let mut names: HashMap<u64, Option<String>> = selected
+        .iter()
+        .map(|(id, c)| (*id, Some(c.name.clone())))
+        .collect();
+    let mut links: Vec<u64> = Vec::new();
+    for (id, _) in &selected {
+        let at = ElemRef::Concept(*id);
+        g.scan_out(at, None, &mut |_, _, l| {
+            links.push(l);
+            Ok(true)
+        })?;
+        g.scan_in(at, None, &mut |_, _, l| {
+            links.push(l);
+            Ok(true)
+        })?;
+    }
+    links.sort_unstable();
+    links.dedup();
+    let mut relations = Vec::new();
+    for l in links {
+        let Some(p) = g.prop(l)? else { continue };
+        let (ElemRef::Concept(s), ElemRef::Concept(o)) = (p.subject, p.object) else {
+            continue;
+        };
+        let mut name_of = |n: u64| -> Result<Option<String>, KipError> {
+            if let Some(v) = names.get(&n) {
+                return Ok(v.clone());
+            }
+            let v = g.concept(n)?.filter(is_entity).map(|c| c.name);
+            names.insert(n, v.clone());
+            Ok(v)
+        };
+        let (Some(from), Some(to)) = (name_of(s)?, name_of(o)?) else {
+            continue;
+        };
+        relations.push(relation_json(&from, &to, &p));
+    }
     Ok(json!({
-        "entities": entities.iter().filter(|(id, _)| selected.contains(id)).map(|(_, c)| entity_json(c)).collect::<Vec<_>>(),
+        "entities": selected.iter().map(|(_, c)| entity_json(c)).collect::<Vec<_>>(),
         "relations": relations,
     }))
+}
+
+fn entity_type_of(c: &ConceptRecord) -> &str {
+    c.metadata
+        .get("entity_type")
+        .and_then(Value::as_str)
+        .unwrap_or(&c.concept_type)
 }
 
 /// `search_nodes`: a case-insensitive substring match of the whole query on name,
@@ -702,16 +748,15 @@ fn subgraph(g: &dyn GraphRead, keep: &dyn Fn(&ConceptRecord) -> bool) -> Result<
 pub fn search_nodes(g: &dyn GraphRead, query: &str) -> Result<Value, KipError> {
     let q = query.to_lowercase();
     subgraph(g, &|c| {
-        let e = entity_json(c);
         c.name.to_lowercase().contains(&q)
-            || e["entityType"]
-                .as_str()
-                .unwrap_or("")
-                .to_lowercase()
-                .contains(&q)
-            || observations(c)
-                .iter()
-                .any(|o| o.to_lowercase().contains(&q))
+            || entity_type_of(c).to_lowercase().contains(&q)
+            || c.attributes
+                .get(OBSERVATIONS)
+                .and_then(Value::as_array)
+                .is_some_and(|a| {
+                    a.iter()
+                        .any(|o| o.as_str().is_some_and(|o| o.to_lowercase().contains(&q)))
+                })
     })
 }
 

@@ -754,3 +754,19 @@ fn explain_shows_the_plan_independent_of_written_order() {
         "the selective pattern runs first: {a:?}"
     );
 }
+
+#[test]
+fn order_by_limit_keeps_the_best_distinct_rows_over_many_duplicates() {
+    let n = setup();
+    many(&n, 57);
+    // 60 x 60 solutions, each projected name repeated 60 times.
+    let q = r#"FIND(?s.name) WHERE { ?s {type: "Symptom"} ?t {type: "Symptom"} FILTER(IS_NOT_NULL(?s.attributes.i)) } ORDER BY ?s.attributes.i DESC"#;
+    let top = ok(&n, &format!("{q} LIMIT 5"));
+    assert_eq!(top, json!(["s0056", "s0055", "s0054", "s0053", "s0052"]));
+    let all = ok(&n, &format!("{q} LIMIT 1000"));
+    assert_eq!(all.as_array().expect("arr").len(), 57);
+    assert_eq!(
+        page_through(&n, q, 7),
+        all.as_array().cloned().expect("arr")
+    );
+}

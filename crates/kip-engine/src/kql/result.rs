@@ -496,22 +496,50 @@ fn plain(
             Ok(out.len() < stop_at)
         })?;
     } else {
-        // Sort solutions by their keys, then project only as many as the page needs.
-        let mut rows: Vec<(Vec<Value>, Row)> = Vec::new();
+        // Top-k: keep the best `stop_at` distinct solutions seen so far (by keys, ties in
+        // solution order). The buffer is cut back whenever it doubles, so memory and
+        // sorting stay proportional to the page, not to the number of solutions.
+        let dirs: Vec<Direction> = q.order_by.iter().map(|k| k.direction).collect();
+        let mut rows: Vec<(Vec<Value>, u64, Row)> = Vec::new();
+        let mut seq = 0u64;
+        let mut solutions = 0usize;
+        let cut = |rows: &mut Vec<(Vec<Value>, u64, Row)>| -> Result<(), KipError> {
+            rows.sort_by(|a, b| cmp_keys(&a.0, &b.0, &dirs).then(a.1.cmp(&b.1)));
+            let mut distinct = HashSet::new();
+            let mut kept = Vec::with_capacity(stop_at);
+            for entry in rows.drain(..) {
+                if kept.len() >= stop_at {
+                    break;
+                }
+                let proj = paths
+                    .iter()
+                    .map(|d| project(ctx, d, &entry.2))
+                    .collect::<Result<Vec<_>, _>>()?;
+                if distinct.insert(serde_json::to_string(&proj).unwrap_or_default()) {
+                    kept.push(entry);
+                }
+            }
+            *rows = kept;
+            Ok(())
+        };
         run_group(ctx, &plan.root, empty, &mut |r| {
             let keys = order_paths
                 .iter()
                 .map(|d| project(ctx, d, r))
                 .collect::<Result<Vec<_>, _>>()?;
-            rows.push((keys, r.clone()));
-            if rows.len() > limits.max_rows {
+            rows.push((keys, seq, r.clone()));
+            seq += 1;
+            solutions += 1;
+            if solutions > limits.max_rows {
                 return Err(too_many(limits));
+            }
+            if rows.len() >= stop_at.saturating_mul(2).max(1024) {
+                cut(&mut rows)?;
             }
             Ok(true)
         })?;
-        let dirs: Vec<Direction> = q.order_by.iter().map(|k| k.direction).collect();
-        rows.sort_by(|a, b| cmp_keys(&a.0, &b.0, &dirs));
-        for (_, r) in &rows {
+        rows.sort_by(|a, b| cmp_keys(&a.0, &b.0, &dirs).then(a.1.cmp(&b.1)));
+        for (_, _, r) in &rows {
             let proj = paths
                 .iter()
                 .map(|d| project(ctx, d, r))
