@@ -301,6 +301,17 @@ impl Nexus {
             }
             st.leader = true;
         }
+        // Hands leadership back even if a batch panics, so later writers never wait on
+        // a leader that is gone.
+        struct Resign<'a>(&'a Nexus);
+        impl Drop for Resign<'_> {
+            fn drop(&mut self) {
+                if std::thread::panicking() {
+                    self.0.lock_combiner().leader = false;
+                }
+            }
+        }
+        let _resign = Resign(self);
         loop {
             let batch = {
                 let mut st = self.lock_combiner();
