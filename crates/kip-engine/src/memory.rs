@@ -194,27 +194,24 @@ fn system_meta() -> Map<String, Value> {
         .unwrap_or_default()
 }
 
-/// Registers a concept type for an entityType if missing, in the `Unsorted` domain.
-fn ensure_type(w: &mut dyn GraphWrite, t: &str, original: &str) -> Result<(), KipError> {
-    if schema::is_concept_type(&*w, t)? {
+/// Registers a type definition (`$ConceptType` or `$PropositionType`) if missing, and
+/// files it in the `Unsorted` domain.
+fn ensure_definition(
+    w: &mut dyn GraphWrite,
+    meta_type: &str,
+    name: &str,
+    attributes: Value,
+) -> Result<(), KipError> {
+    if w.concept_by_key(meta_type, name)?.is_some() {
         return Ok(());
     }
-    let mut attrs = Map::new();
-    attrs.insert(
-        "description".into(),
-        json!(format!(
-            "Entities of type '{original}' (registered by the memory-server tools)."
-        )),
-    );
-    let id = add_concept(
-        w,
-        &ConceptRecord {
-            concept_type: CONCEPT_TYPE.into(),
-            name: t.into(),
-            attributes: attrs,
-            metadata: system_meta(),
-        },
-    )?;
+    let rec = ConceptRecord {
+        concept_type: meta_type.into(),
+        name: name.into(),
+        attributes: attributes.as_object().cloned().unwrap_or_default(),
+        metadata: system_meta(),
+    };
+    let id = add_concept(w, &rec)?;
     if let Some(d) = unsorted(&*w)? {
         add_link(
             w,
@@ -227,35 +224,23 @@ fn ensure_type(w: &mut dyn GraphWrite, t: &str, original: &str) -> Result<(), Ki
     Ok(())
 }
 
-/// Registers a predicate for a relationType if missing, in the `Unsorted` domain.
+/// Registers the concept type of an entityType if missing.
+fn ensure_type(w: &mut dyn GraphWrite, t: &str, original: &str) -> Result<(), KipError> {
+    let description =
+        format!("Entities of type '{original}' (registered by the memory-server tools).");
+    ensure_definition(w, CONCEPT_TYPE, t, json!({ "description": description }))
+}
+
+/// Registers the predicate of a relationType if missing.
 fn ensure_predicate(w: &mut dyn GraphWrite, p: &str, original: &str) -> Result<(), KipError> {
-    if schema::is_predicate(&*w, p)? {
-        return Ok(());
-    }
-    let attrs = json!({
-        "description": format!("Relations of type '{original}' (registered by the memory-server tools)."),
-        "subject_types": ["*"],
-        "object_types": ["*"],
-    });
-    let id = add_concept(
+    let description =
+        format!("Relations of type '{original}' (registered by the memory-server tools).");
+    ensure_definition(
         w,
-        &ConceptRecord {
-            concept_type: PROPOSITION_TYPE.into(),
-            name: p.into(),
-            attributes: attrs.as_object().cloned().unwrap_or_default(),
-            metadata: system_meta(),
-        },
-    )?;
-    if let Some(d) = unsorted(&*w)? {
-        add_link(
-            w,
-            ElemRef::Concept(id),
-            DOMAIN_PREDICATE,
-            ElemRef::Concept(d),
-            system_meta(),
-        )?;
-    }
-    Ok(())
+        PROPOSITION_TYPE,
+        p,
+        json!({ "description": description, "subject_types": ["*"], "object_types": ["*"] }),
+    )
 }
 
 fn is_entity(c: &ConceptRecord) -> bool {

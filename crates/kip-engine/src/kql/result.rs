@@ -97,7 +97,7 @@ fn projection_vars(q: &FindQuery) -> Vec<&str> {
 }
 
 /// FNV-1a, 64 bits: a stable hash for binding cursors to their query.
-fn fnv1a(s: &str) -> u64 {
+pub fn fnv1a(s: &str) -> u64 {
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;
     for b in s.bytes() {
         h ^= u64::from(b);

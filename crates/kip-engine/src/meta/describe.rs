@@ -11,7 +11,7 @@
 
 use crate::envelope::Outcome;
 use crate::kml::text;
-use crate::kql::result::{decode_cursor, encode_cursor};
+use crate::kql::result::{decode_cursor, encode_cursor, fnv1a};
 use crate::kql::QueryLimits;
 use crate::schema::{self, CONCEPT_TYPE, PROPOSITION_TYPE};
 use crate::store::{domain_stat_key, ElemRef, GraphRead, DOMAIN_PREDICATE};
@@ -86,7 +86,7 @@ fn type_list(
 ) -> Result<Outcome, KipError> {
     let mut names = schema::registered_names(g, meta)?;
     names.sort();
-    let fingerprint = fnv(meta);
+    let fingerprint = fnv1a(meta);
     let offset = match cursor {
         Some(c) => decode_cursor(text(c)?, fingerprint)?,
         None => 0,
@@ -107,15 +107,6 @@ fn type_list(
         result: json!(slice),
         next_cursor: (end < names.len()).then(|| encode_cursor(end, fingerprint)),
     })
-}
-
-fn fnv(s: &str) -> u64 {
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for b in s.bytes() {
-        h ^= u64::from(b);
-        h = h.wrapping_mul(0x0000_0100_0000_01b3);
-    }
-    h
 }
 
 /// A domain with its summary.
