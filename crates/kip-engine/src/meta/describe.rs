@@ -25,9 +25,9 @@ pub const PRIMER_DOMAINS: usize = 50;
 /// Key concepts and key predicates listed per domain.
 pub const KEY_ITEMS: usize = 8;
 /// Members examined per domain to find its key concepts and predicates.
-pub const MEMBER_SAMPLE: usize = 200;
+pub const MEMBER_SAMPLE: usize = 100;
 /// Links examined per member to measure its connectedness.
-const DEGREE_CAP: usize = 500;
+const DEGREE_CAP: usize = 100;
 
 /// Executes a DESCRIBE command.
 pub fn describe(

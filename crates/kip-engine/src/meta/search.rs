@@ -35,9 +35,9 @@ const NAME_PREFIX_BONUS: f64 = 1.0;
 /// Postings scored per index term: a term in more concepts than this carries almost no
 /// weight (its IDF is near zero), and scoring all of them would make one common word
 /// cost as much as a scan. Exact names are found through the name index regardless.
-pub const MAX_POSTINGS_PER_TERM: usize = 20_000;
+pub const MAX_POSTINGS_PER_TERM: usize = 5_000;
 /// Postings scored per query, over all its terms and prefix expansions.
-pub const MAX_POSTINGS_PER_QUERY: usize = 100_000;
+pub const MAX_POSTINGS_PER_QUERY: usize = 25_000;
 /// Concepts whose links `SEARCH PROPOSITION` considers.
 const LINK_SEED_CONCEPTS: usize = 64;
 /// A link reached through a matching endpoint scores this share of the endpoint's score.

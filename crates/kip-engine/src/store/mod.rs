@@ -16,7 +16,7 @@
 //! | `stats` | "t:Type" / "p:pred" / "dm:C:n" -> count | planner statistics, domain sizes |
 //! | `meta` | key -> bytes | format version, id counters, bootstrap marker |
 //! | `text_postings2` | (term, element) -> tf, doc length | SEARCH (exact term and prefix ranges) |
-//! | `text_docs`, `text_doc_len` | element -> terms, length | index maintenance, BM25 |
+//! | `text_docs` | element -> terms, length | index maintenance |
 //!
 //! Subjects and objects are [`ElemRef`]s encoded as one `u64` (bit 63 set for
 //! propositions), so a link whose subject is another link sorts like any other.

@@ -31,7 +31,6 @@ pub(crate) const STATS: TableDefinition<&str, u64> = TableDefinition::new("stats
 pub(crate) const POSTINGS: TableDefinition<(&str, u64), u64> =
     TableDefinition::new("text_postings2");
 pub(crate) const DOCS: TableDefinition<u64, &[u8]> = TableDefinition::new("text_docs");
-pub(crate) const DOC_LEN: TableDefinition<u64, u32> = TableDefinition::new("text_doc_len");
 
 const NEXT_CONCEPT: &str = "next_concept_id";
 const NEXT_PROP: &str = "next_prop_id";
@@ -49,7 +48,7 @@ pub struct ReadTables {
     osp: ReadOnlyTable<(u64, &'static str, u64), u64>,
     stats: ReadOnlyTable<&'static str, u64>,
     postings: ReadOnlyTable<(&'static str, u64), u64>,
-    doc_len: ReadOnlyTable<u64, u32>,
+    docs: ReadOnlyTable<u64, &'static [u8]>,
 }
 
 impl ReadTables {
@@ -71,7 +70,7 @@ impl ReadTables {
             osp: txn.open_table(OSP).map_err(storage_error)?,
             stats: txn.open_table(STATS).map_err(storage_error)?,
             postings: txn.open_table(POSTINGS).map_err(storage_error)?,
-            doc_len: txn.open_table(DOC_LEN).map_err(storage_error)?,
+            docs: txn.open_table(DOCS).map_err(storage_error)?,
         })
     }
 }
@@ -90,7 +89,6 @@ pub struct WriteTables<'t> {
     stats: Table<'t, &'static str, u64>,
     postings: Table<'t, (&'static str, u64), u64>,
     docs: Table<'t, u64, &'static [u8]>,
-    doc_len: Table<'t, u64, u32>,
     /// Statistics deltas of this transaction, applied by [`WriteTables::flush`]: hot
     /// counters (links per predicate) would otherwise be rewritten on every insert.
     pending: std::collections::HashMap<String, i64>,
@@ -112,7 +110,6 @@ impl<'t> WriteTables<'t> {
             stats: txn.open_table(STATS).map_err(storage_error)?,
             postings: txn.open_table(POSTINGS).map_err(storage_error)?,
             docs: txn.open_table(DOCS).map_err(storage_error)?,
-            doc_len: txn.open_table(DOC_LEN).map_err(storage_error)?,
             pending: std::collections::HashMap::new(),
         })
     }
@@ -407,11 +404,10 @@ macro_rules! impl_graph_read {
                     .map(|g| (g.value() >> 32) as u32))
             }
             fn doc_len(&self, key: u64) -> StoreResult<Option<u32>> {
-                Ok(self
-                    .doc_len
-                    .get(key)
-                    .map_err(storage_error)?
-                    .map(|g| g.value()))
+                match self.docs.get(key).map_err(storage_error)? {
+                    Some(g) => Ok(Some(decode::<text::Doc>(g.value())?.len)),
+                    None => Ok(None),
+                }
             }
         }
     };
@@ -544,7 +540,6 @@ impl WriteTables<'_> {
         self.docs
             .insert(key, encode(doc)?.as_slice())
             .map_err(storage_error)?;
-        self.doc_len.insert(key, doc.len).map_err(storage_error)?;
         self.bump_stat(TEXT_DOCS, 1)?;
         self.bump_stat(TEXT_LEN, i64::from(doc.len))
     }
@@ -563,7 +558,6 @@ impl WriteTables<'_> {
                 .remove((t.as_str(), key))
                 .map_err(storage_error)?;
         }
-        self.doc_len.remove(key).map_err(storage_error)?;
         self.bump_stat(TEXT_DOCS, -1)?;
         self.bump_stat(TEXT_LEN, -i64::from(doc.len))
     }
@@ -575,7 +569,6 @@ impl WriteTables<'_> {
         self.pending.remove(TEXT_LEN);
         self.postings.retain(|_, _| false).map_err(storage_error)?;
         self.docs.retain(|_, _| false).map_err(storage_error)?;
-        self.doc_len.retain(|_, _| false).map_err(storage_error)?;
         self.stats
             .retain(|k, _| !k.starts_with("df:") && k != TEXT_DOCS && k != TEXT_LEN)
             .map_err(storage_error)?;
