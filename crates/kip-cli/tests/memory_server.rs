@@ -2,37 +2,13 @@
 //! (same ~50 tool calls over MCP stdio, equal normalized results), JSONL migration in
 //! both directions, MEMORY_FILE_PATH, and concurrent HTTP writers.
 
+mod common;
+use common::{python, repo, required, HttpServer};
 use serde_json::{json, Value};
 use std::collections::BTreeSet;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
-
-fn repo() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
-fn required() -> bool {
-    std::env::var_os("KIP_REQUIRE_MCP_CLIENT").is_some()
-}
-
-fn python() -> Option<PathBuf> {
-    let p = std::env::var_os("KIP_TEST_PYTHON")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| repo().join("target/test-venv/bin/python"));
-    if p.exists() {
-        return Some(p);
-    }
-    assert!(
-        !required(),
-        "the Python MCP client is missing: run scripts/setup-test-env.sh"
-    );
-    eprintln!(
-        "SKIPPED: no Python MCP client; run scripts/setup-test-env.sh (scripts/test.sh does)"
-    );
-    None
-}
 
 fn official_server() -> Option<PathBuf> {
     let p = repo()
@@ -98,31 +74,13 @@ fn same_results_as_the_official_memory_server() {
 fn two_http_clients_writing_at_once_lose_nothing() {
     let Some(py) = python() else { return };
     let dir = tempfile::tempdir().expect("tempdir");
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .expect("bind")
-        .local_addr()
-        .expect("addr")
-        .port();
-    let mut server = Command::new(env!("CARGO_BIN_EXE_kip"))
-        .arg("--data")
-        .arg(dir.path())
-        .args(["serve", "--http", &format!("127.0.0.1:{port}")])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("start server");
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(Instant::now() < deadline, "server did not start");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    let server = HttpServer::start(dir.path());
     let out = Command::new(&py)
         .arg(repo().join("tests/mcp/memory_concurrent.py"))
-        .arg(format!("http://127.0.0.1:{port}/mcp"))
+        .arg(server.mcp_url())
         .output()
         .expect("run the concurrency script");
-    let _ = server.kill();
-    let _ = server.wait();
+    drop(server);
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(
         out.status.success() && stdout.trim_end().ends_with("ok"),

@@ -45,11 +45,7 @@ pub fn delete(g: &mut dyn GraphWrite, d: &Delete, limits: &QueryLimits) -> Resul
                         } else {
                             &mut rec.metadata
                         };
-                        let before = map.len();
-                        for k in &keys {
-                            map.shift_remove(k);
-                        }
-                        if map.len() != before {
+                        if remove_keys(map, &keys) {
                             if attrs {
                                 schema::check_type_definition(
                                     &rec.concept_type,
@@ -69,11 +65,7 @@ pub fn delete(g: &mut dyn GraphWrite, d: &Delete, limits: &QueryLimits) -> Resul
                         } else {
                             &mut rec.metadata
                         };
-                        let before = map.len();
-                        for k in &keys {
-                            map.shift_remove(k);
-                        }
-                        if map.len() != before {
+                        if remove_keys(map, &keys) {
                             g.put_prop(n, &rec, Some(&old))?;
                             props += 1;
                         }
@@ -181,6 +173,15 @@ pub fn delete(g: &mut dyn GraphWrite, d: &Delete, limits: &QueryLimits) -> Resul
             Ok(json!({"deleted_concepts": recs.len(), "deleted_propositions": deleted_links}))
         }
     }
+}
+
+/// Removes `keys` from `map`; true when anything was removed.
+fn remove_keys(map: &mut serde_json::Map<String, Value>, keys: &[String]) -> bool {
+    let before = map.len();
+    for k in keys {
+        map.shift_remove(k);
+    }
+    map.len() != before
 }
 
 fn not_an_element(name: &str) -> KipError {

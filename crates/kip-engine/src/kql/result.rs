@@ -139,6 +139,10 @@ fn project(ctx: &Ctx, p: &DotPath, row: &Row) -> Result<Value, KipError> {
     path_value(ctx, p, row, true)
 }
 
+fn project_all(ctx: &Ctx, paths: &[&DotPath], row: &Row) -> Result<Vec<Value>, KipError> {
+    paths.iter().map(|d| project(ctx, d, row)).collect()
+}
+
 /// One aggregate's running state.
 #[derive(Debug, Clone)]
 enum Acc {
@@ -483,10 +487,7 @@ fn plain(
     if q.order_by.is_empty() {
         // Stream: project, dedupe, stop once the page and one more row are known.
         run_group(ctx, &plan.root, empty, &mut |r| {
-            let proj = paths
-                .iter()
-                .map(|d| project(ctx, d, r))
-                .collect::<Result<Vec<_>, _>>()?;
+            let proj = project_all(ctx, &paths, r)?;
             if seen.insert(serde_json::to_string(&proj).unwrap_or_default()) {
                 out.push(proj);
                 if out.len() > limits.max_rows {
@@ -511,10 +512,7 @@ fn plain(
                 if kept.len() >= stop_at {
                     break;
                 }
-                let proj = paths
-                    .iter()
-                    .map(|d| project(ctx, d, &entry.2))
-                    .collect::<Result<Vec<_>, _>>()?;
+                let proj = project_all(ctx, &paths, &entry.2)?;
                 if distinct.insert(serde_json::to_string(&proj).unwrap_or_default()) {
                     kept.push(entry);
                 }
@@ -523,10 +521,7 @@ fn plain(
             Ok(())
         };
         run_group(ctx, &plan.root, empty, &mut |r| {
-            let keys = order_paths
-                .iter()
-                .map(|d| project(ctx, d, r))
-                .collect::<Result<Vec<_>, _>>()?;
+            let keys = project_all(ctx, &order_paths, r)?;
             rows.push((keys, seq, r.clone()));
             seq += 1;
             solutions += 1;
@@ -540,10 +535,7 @@ fn plain(
         })?;
         rows.sort_by(|a, b| cmp_keys(&a.0, &b.0, &dirs).then(a.1.cmp(&b.1)));
         for (_, _, r) in &rows {
-            let proj = paths
-                .iter()
-                .map(|d| project(ctx, d, r))
-                .collect::<Result<Vec<_>, _>>()?;
+            let proj = project_all(ctx, &paths, r)?;
             if seen.insert(serde_json::to_string(&proj).unwrap_or_default()) {
                 out.push(proj);
                 if out.len() >= stop_at {

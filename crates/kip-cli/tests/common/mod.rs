@@ -1,0 +1,79 @@
+//! Helpers shared by the CLI's end-to-end tests.
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// The repository root.
+pub fn repo() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// True when scripts/test.sh asked for the external test clients to be present.
+pub fn required() -> bool {
+    std::env::var_os("KIP_REQUIRE_MCP_CLIENT").is_some()
+}
+
+/// The Python with the MCP SDK, or `None` (with a visible notice) when the test
+/// environment is not installed and not required.
+pub fn python() -> Option<PathBuf> {
+    let p = std::env::var_os("KIP_TEST_PYTHON")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| repo().join("target/test-venv/bin/python"));
+    if p.exists() {
+        return Some(p);
+    }
+    assert!(
+        !required(),
+        "the Python MCP client is missing: run scripts/setup-test-env.sh"
+    );
+    eprintln!(
+        "SKIPPED: no Python MCP client; run scripts/setup-test-env.sh (scripts/test.sh does)"
+    );
+    None
+}
+
+/// A `kip serve --http` on a free loopback port, killed on drop.
+pub struct HttpServer {
+    child: Child,
+    /// The port it listens on.
+    pub port: u16,
+}
+
+impl HttpServer {
+    /// Starts the server over `data` and waits until it accepts connections.
+    pub fn start(data: &Path) -> HttpServer {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .expect("bind")
+            .local_addr()
+            .expect("addr")
+            .port();
+        let child = Command::new(env!("CARGO_BIN_EXE_kip"))
+            .arg("--data")
+            .arg(data)
+            .args(["serve", "--http", &format!("127.0.0.1:{port}")])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start kip serve --http");
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+            assert!(Instant::now() < deadline, "kip serve --http did not start");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        HttpServer { child, port }
+    }
+
+    /// The MCP endpoint.
+    pub fn mcp_url(&self) -> String {
+        format!("http://127.0.0.1:{}/mcp", self.port)
+    }
+}
+
+impl Drop for HttpServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
