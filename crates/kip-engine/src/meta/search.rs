@@ -131,12 +131,19 @@ fn ranked_concepts(
     scores: HashMap<u64, f64>,
     query_norm: &str,
     window: usize,
+    must: &std::collections::HashSet<u64>,
     keep: &dyn Fn(&crate::store::ConceptRecord) -> bool,
 ) -> Result<Vec<(f64, u64, crate::store::ConceptRecord)>, KipError> {
     let mut ranked: Vec<(u64, f64)> = scores.into_iter().collect();
     ranked.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
     let mut out = Vec::new();
-    for (n, score) in ranked.into_iter().take(window) {
+    // Each candidate costs a record read: look at the best `window`, plus the concepts
+    // named exactly as the query wherever they rank.
+    let candidates = ranked
+        .into_iter()
+        .enumerate()
+        .filter(|(i, (n, _))| *i < window || must.contains(n));
+    for (_, (n, score)) in candidates {
         let Some(c) = g.concept(n)? else { continue };
         if !keep(&c) {
             continue;
@@ -187,18 +194,25 @@ pub fn search(g: &dyn GraphRead, s: &Search, limits: &QueryLimits) -> Result<Out
     let mut scores = concept_scores(g, &qterms, limits)?;
     // Concepts named exactly as the query are candidates even when their terms were
     // beyond the posting caps.
+    let mut exact = std::collections::HashSet::new();
     g.scan_name(term.trim(), &mut |n| {
         scores.entry(n).or_insert(0.0);
+        exact.insert(n);
         Ok(true)
     })?;
     let query_norm = text::normalize(term.trim());
     match s.target {
         SearchTarget::Concept => {
-            let window = (limit * 20).max(200);
+            // Type filtering may discard candidates: look further then.
+            let window = if with_type.is_some() {
+                (limit * 20).max(200)
+            } else {
+                limit * 3 + 10
+            };
             let keep = |c: &crate::store::ConceptRecord| {
                 with_type.as_ref().is_none_or(|t| *t == c.concept_type)
             };
-            let ranked = ranked_concepts(g, scores, &query_norm, window, &keep)?;
+            let ranked = ranked_concepts(g, scores, &query_norm, window, &exact, &keep)?;
             let results: Vec<Value> = ranked
                 .into_iter()
                 .take(limit)
@@ -211,7 +225,10 @@ pub fn search(g: &dyn GraphRead, s: &Search, limits: &QueryLimits) -> Result<Out
             Ok(Outcome::ok(Value::Array(results)))
         }
         SearchTarget::Proposition => {
-            let seeds = ranked_concepts(g, scores, &query_norm, LINK_SEED_CONCEPTS * 4, &|_| true)?;
+            let seeds =
+                ranked_concepts(g, scores, &query_norm, LINK_SEED_CONCEPTS, &exact, &|_| {
+                    true
+                })?;
             let per_seed = (limit * 2).max(20);
             let mut links: HashMap<u64, f64> = HashMap::new();
             let mut offer = |id: u64, score: f64| {
