@@ -68,6 +68,7 @@ pub fn run(data: &Path, args: ServeArgs) -> Result<ExitCode> {
                     tools,
                     max_body_bytes: args.max_body_bytes,
                     request_timeout: std::time::Duration::from_secs(args.timeout_secs),
+                    loopback_hosts_only: true,
                 };
                 kip_server::http::serve(nexus, addr, config)
                     .await

@@ -38,6 +38,10 @@ pub struct HttpConfig {
     pub max_body_bytes: usize,
     /// Time budget of one `/kip` request.
     pub request_timeout: Duration,
+    /// Check the `Host` header of MCP requests against loopback names (protection of a
+    /// local server against DNS rebinding). `serve` turns it off when it binds a
+    /// non-loopback address, where `--api-key` is the protection to use.
+    pub loopback_hosts_only: bool,
 }
 
 impl Default for HttpConfig {
@@ -48,6 +52,7 @@ impl Default for HttpConfig {
             tools: ToolSets::default(),
             max_body_bytes: 8 * 1024 * 1024,
             request_timeout: Duration::from_secs(60),
+            loopback_hosts_only: true,
         }
     }
 }
@@ -173,9 +178,11 @@ pub fn router(nexus: Arc<Nexus>, config: HttpConfig) -> Router {
     let mut tools = config.tools;
     tools.read_only |= config.read_only;
     let mcp_nexus = nexus.clone();
-    let mcp_config = StreamableHttpServerConfig::default()
-        .disable_allowed_hosts()
-        .with_max_request_body_bytes(config.max_body_bytes);
+    let mut mcp_config =
+        StreamableHttpServerConfig::default().with_max_request_body_bytes(config.max_body_bytes);
+    if !config.loopback_hosts_only {
+        mcp_config = mcp_config.disable_allowed_hosts();
+    }
     let mcp = StreamableHttpService::new(
         move || Ok(KipMcp::new(mcp_nexus.clone(), tools)),
         Arc::new(LocalSessionManager::default()),
@@ -196,7 +203,17 @@ pub fn router(nexus: Arc<Nexus>, config: HttpConfig) -> Router {
 }
 
 /// Serves the router on `addr` until ctrl-c.
-pub async fn serve(nexus: Arc<Nexus>, addr: SocketAddr, config: HttpConfig) -> std::io::Result<()> {
+pub async fn serve(
+    nexus: Arc<Nexus>,
+    addr: SocketAddr,
+    mut config: HttpConfig,
+) -> std::io::Result<()> {
+    if !addr.ip().is_loopback() {
+        config.loopback_hosts_only = false;
+        if config.api_key.is_none() {
+            tracing::warn!(%addr, "serving on a non-loopback address without --api-key: anyone who can reach it can read and write the memory");
+        }
+    }
     let listener = tokio::net::TcpListener::bind(addr).await?;
     tracing::info!(%addr, "kip-nexus serving MCP at /mcp and the JSON API at /kip");
     serve_listener(nexus, listener, config).await

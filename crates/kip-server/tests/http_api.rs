@@ -216,3 +216,35 @@ async fn fifty_concurrent_clients_mixing_reads_and_writes_lose_nothing() {
     assert_eq!(v["result"], 150);
     assert!(n.check_integrity().expect("integrity").is_empty());
 }
+
+#[tokio::test]
+async fn mcp_refuses_foreign_host_headers_on_a_loopback_server() {
+    let app = router(nexus(), HttpConfig::default());
+    let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}});
+    let send = |host: &'static str| {
+        Request::builder()
+            .method("POST")
+            .uri("/mcp")
+            .header("host", host)
+            .header("content-type", "application/json")
+            .header("accept", "application/json, text/event-stream")
+            .body(Body::from(init.to_string()))
+            .expect("request")
+    };
+    let ok = app
+        .clone()
+        .oneshot(send("127.0.0.1:8080"))
+        .await
+        .expect("response");
+    assert_eq!(ok.status(), StatusCode::OK);
+    let rebinding = app
+        .clone()
+        .oneshot(send("evil.example:8080"))
+        .await
+        .expect("response");
+    assert!(
+        rebinding.status().is_client_error(),
+        "{}",
+        rebinding.status()
+    );
+}
