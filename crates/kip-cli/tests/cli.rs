@@ -4,27 +4,15 @@ use serde_json::{json, Value};
 use std::io::Write;
 use std::process::{Command, Stdio};
 
+/// Runs `kip` on a fresh data directory and parses its stdout as JSON. Each call gets its
+/// own directory: tests run in parallel and a data directory is opened by one process.
 fn kip(args: &[&str], stdin: &[u8]) -> (i32, Value) {
-    let dir = std::env::temp_dir().join(format!("kip-cli-test-{}", std::process::id()));
-    let mut child = Command::new(env!("CARGO_BIN_EXE_kip"))
-        .arg("--data")
-        .arg(&dir)
-        .args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn kip");
-    child
-        .stdin
-        .take()
-        .expect("stdin")
-        .write_all(stdin)
-        .expect("write stdin");
-    let out = child.wait_with_output().expect("wait");
-    let text = String::from_utf8(out.stdout).expect("utf8 stdout");
-    let v = serde_json::from_str(text.trim()).unwrap_or(Value::Null);
-    (out.status.code().unwrap_or(-1), v)
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (code, text) = kip_in(dir.path(), args, stdin);
+    (
+        code,
+        serde_json::from_str(text.trim()).unwrap_or(Value::Null),
+    )
 }
 
 #[test]

@@ -139,6 +139,17 @@ fn project(ctx: &Ctx, p: &DotPath, row: &Row) -> Result<Value, KipError> {
     path_value(ctx, p, row, true)
 }
 
+/// The FIND expressions that are dot paths (not aggregations), in order.
+fn path_projections(q: &FindQuery) -> Vec<&DotPath> {
+    q.projections
+        .iter()
+        .filter_map(|p| match p {
+            Projection::Path(d) => Some(d),
+            _ => None,
+        })
+        .collect()
+}
+
 fn project_all(ctx: &Ctx, paths: &[&DotPath], row: &Row) -> Result<Vec<Value>, KipError> {
     paths.iter().map(|d| project(ctx, d, row)).collect()
 }
@@ -347,14 +358,7 @@ pub fn run_find(
     }
     let mut groups: Vec<GroupState> = Vec::new();
     let mut index: HashMap<String, usize> = HashMap::new();
-    let key_paths: Vec<&DotPath> = q
-        .projections
-        .iter()
-        .filter_map(|p| match p {
-            Projection::Path(d) => Some(d),
-            _ => None,
-        })
-        .collect();
+    let key_paths = path_projections(q);
     run_group(&ctx, &plan.root, &empty, &mut |r| {
         let kv = key_paths
             .iter()
@@ -465,14 +469,7 @@ fn plain(
     fingerprint: u64,
 ) -> Result<Outcome, KipError> {
     let limits = ctx.limits;
-    let paths: Vec<&DotPath> = q
-        .projections
-        .iter()
-        .filter_map(|p| match p {
-            Projection::Path(d) => Some(d),
-            _ => None,
-        })
-        .collect();
+    let paths = path_projections(q);
     let order_paths: Vec<&DotPath> = q
         .order_by
         .iter()
