@@ -31,6 +31,17 @@ pub struct BenchArgs {
     /// Multiply every iteration count (e.g. 0.1 for a quick run).
     #[arg(long, default_value_t = 1.0)]
     iterations_factor: f64,
+    /// Keep the generated data directories (in `--work-dir`) instead of removing them.
+    #[arg(long)]
+    keep_data: bool,
+    /// Reuse a data directory kept by an earlier `--keep-data` run instead of generating
+    /// and loading the graph again (for iterating on query performance; the load figures
+    /// are then not measured, and earlier write runs have changed the graph a little).
+    #[arg(long)]
+    reuse_data: bool,
+    /// Run only these workload entries (names from the workload file, comma-separated).
+    #[arg(long, value_delimiter = ',')]
+    only: Vec<String>,
 }
 
 /// xorshift64*: small, fast, deterministic.
@@ -480,20 +491,35 @@ fn fsync_baseline(dir: &Path) -> Result<Duration> {
     Ok(samples[samples.len() / 2])
 }
 
+/// A per-run number (from the clock) for runs on a reused data directory.
+fn run_salt() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos() as u64)
+        .unwrap_or(1)
+        | 1
+}
+
 fn scale_run(args: &BenchArgs, workload: &Value, n: usize) -> Result<Value> {
     let dir = args.work_dir.join(format!("scale-{n}"));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir)?;
+    let reuse = args.reuse_data && dir.join(kip_engine::nexus::DB_FILE).exists();
+    if !reuse {
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir)?;
+    }
     let nexus = Nexus::open(&dir).map_err(|e| anyhow::anyhow!("{}", e.message))?;
-    eprintln!("[{n}] generating and loading the graph...");
-    let (load_time, concepts, links) = load(&nexus, n, args.seed)?;
+    let loaded = if reuse {
+        eprintln!("[{n}] reusing {}", dir.display());
+        None
+    } else {
+        eprintln!("[{n}] generating and loading the graph...");
+        let l = load(&nexus, n, args.seed)?;
+        eprintln!("[{n}] loaded in {:.1}s", l.0.as_secs_f64());
+        Some(l)
+    };
     let (c, p) = nexus
         .totals()
         .map_err(|e| anyhow::anyhow!("{}", e.message))?;
-    eprintln!(
-        "[{n}] loaded {c} concepts, {p} propositions in {:.1}s",
-        load_time.as_secs_f64()
-    );
     drop(nexus);
     let mut opens = Vec::new();
     for _ in 0..3 {
@@ -504,18 +530,37 @@ fn scale_run(args: &BenchArgs, workload: &Value, n: usize) -> Result<Value> {
     }
     opens.sort();
     let nexus = Nexus::open(&dir).map_err(|e| anyhow::anyhow!("{}", e.message))?;
+    // As `kip serve` does at start: queries are measured with the database file in the
+    // OS page cache (steady state of a running server), not against a cold disk.
+    let t = Instant::now();
+    let warmed = nexus.prewarm(u64::MAX)?;
+    eprintln!(
+        "[{n}] prewarmed {:.0} MiB in {:.1}s",
+        warmed as f64 / 1048576.0,
+        t.elapsed().as_secs_f64()
+    );
     let sizes = Sizes::new(n);
     let words = vocabulary();
     let mut params = Params {
         sizes: &sizes,
         words: &words,
-        rng: Rng(args.seed ^ 0x9e37_79b9_7f4a_7c15),
-        fresh: 0,
+        rng: Rng((args.seed ^ 0x9e37_79b9_7f4a_7c15) ^ if reuse { run_salt() } else { 0 }),
+        // A reused directory already holds the names and deletions of earlier runs: draw
+        // new ones, or the writes would be no-ops.
+        fresh: if reuse {
+            run_salt() as usize % 1_000_000_000
+        } else {
+            0
+        },
     };
     let mut stats = Vec::new();
     reset_peak_rss();
+    let selected = |name: &str| args.only.is_empty() || args.only.iter().any(|o| o == name);
     for qd in workload["queries"].as_array().into_iter().flatten() {
         let name = qd["name"].as_str().unwrap_or("?");
+        if !selected(name) {
+            continue;
+        }
         let cmd = qd["command"].as_str().unwrap_or_default();
         let iters = ((qd["iterations"].as_u64().unwrap_or(10) as f64) * args.iterations_factor)
             .ceil()
@@ -555,6 +600,9 @@ fn scale_run(args: &BenchArgs, workload: &Value, n: usize) -> Result<Value> {
     let mut writes = Vec::new();
     for wd in workload["writes"].as_array().into_iter().flatten() {
         let name = wd["name"].as_str().unwrap_or("?");
+        if !selected(name) {
+            continue;
+        }
         let cmd = wd["command"].as_str().unwrap_or_default();
         let iters = ((wd["iterations"].as_u64().unwrap_or(10) as f64) * args.iterations_factor)
             .ceil()
@@ -567,20 +615,28 @@ fn scale_run(args: &BenchArgs, workload: &Value, n: usize) -> Result<Value> {
     }
     // 64 concurrent writers, each committing small UPSERTs.
     let nexus = std::sync::Arc::new(nexus);
-    let per_client = ((20.0 * args.iterations_factor).ceil() as usize).max(2);
-    let t = Instant::now();
+    let per_client = ((20.0 * args.iterations_factor).ceil() as usize).max(5);
+    // Every client thread is started (and has made its first allocation) before the
+    // clock starts, so thread start-up is not timed as commit work.
+    let ready = std::sync::Barrier::new(65);
+    let fresh = params.fresh;
+    let mut t = Instant::now();
     std::thread::scope(|sc| {
         for client in 0..64 {
             let nexus = nexus.clone();
             let topic = format!("topic:{}", client % sizes.topic.max(1));
+            let ready = &ready;
             sc.spawn(move || {
+                ready.wait();
                 for i in 0..per_client {
-                    let cmd = format!("UPSERT {{ CONCEPT ?n {{ {{type: \"Document\", name: \"conc:{client}:{i}\"}} SET PROPOSITIONS {{ (\"about\", {{type: \"Topic\", name: {}}}) }} }} }}", q(&topic));
+                    let cmd = format!("UPSERT {{ CONCEPT ?n {{ {{type: \"Document\", name: \"conc:{fresh}:{client}:{i}\"}} SET PROPOSITIONS {{ (\"about\", {{type: \"Topic\", name: {}}}) }} }} }}", q(&topic));
                     let r = nexus.execute_json(&json!({"command": cmd}), Access::ReadWrite);
                     assert!(!r.has_error(), "concurrent write failed");
                 }
             });
         }
+        ready.wait();
+        t = Instant::now();
     });
     let concurrent_rate = (64 * per_client) as f64 / t.elapsed().as_secs_f64();
     let single_rate = writes
@@ -590,7 +646,9 @@ fn scale_run(args: &BenchArgs, workload: &Value, n: usize) -> Result<Value> {
         .unwrap_or(0.0);
     let size = dir_size(&dir);
     drop(nexus);
-    let _ = std::fs::remove_dir_all(&dir);
+    if !args.keep_data {
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 
     let mut table = format!("\n== {n} concepts ({c} concepts, {p} propositions after load) ==\n");
     let _ = writeln!(
@@ -616,8 +674,16 @@ fn scale_run(args: &BenchArgs, workload: &Value, n: usize) -> Result<Value> {
             s.n
         );
     }
-    let links_per_s = links as f64 / load_time.as_secs_f64();
-    let _ = writeln!(table, "bulk load: {concepts} concepts + {links} propositions in {:.1} s ({:.0} propositions/s, {:.0} elements/s)", load_time.as_secs_f64(), links_per_s, (concepts + links) as f64 / load_time.as_secs_f64());
+    let load_seconds = loaded.map(|l| l.0.as_secs_f64());
+    let links_per_s = loaded.map(|(t, _, links)| links as f64 / t.as_secs_f64());
+    match loaded {
+        Some((load_time, concepts, links)) => {
+            let _ = writeln!(table, "bulk load: {concepts} concepts + {links} propositions in {:.1} s ({:.0} propositions/s, {:.0} elements/s)", load_time.as_secs_f64(), links as f64 / load_time.as_secs_f64(), (concepts + links) as f64 / load_time.as_secs_f64());
+        }
+        None => {
+            let _ = writeln!(table, "bulk load: not measured (reused data directory)");
+        }
+    }
     let _ = writeln!(
         table,
         "fsync baseline (4 KiB write + fdatasync): {}",
@@ -638,7 +704,7 @@ fn scale_run(args: &BenchArgs, workload: &Value, n: usize) -> Result<Value> {
         "scale": n,
         "concepts": c,
         "propositions": p,
-        "load_seconds": load_time.as_secs_f64(),
+        "load_seconds": load_seconds,
         "load_propositions_per_s": links_per_s,
         "queries": stats.iter().map(to_json).collect::<Vec<_>>(),
         "writes": writes.iter().map(to_json).collect::<Vec<_>>(),

@@ -5,6 +5,9 @@ use std::path::Path;
 use std::process::ExitCode;
 use std::sync::Arc;
 
+/// How much of the database file `kip serve` reads at start to warm the OS page cache.
+const PREWARM_BYTES: u64 = 8 << 30;
+
 /// Arguments of `kip serve`.
 #[derive(clap::Args, Debug)]
 pub struct ServeArgs {
@@ -26,6 +29,9 @@ pub struct ServeArgs {
     /// Tool sets to serve: `kip`, `memory` (the Knowledge Graph Memory Server tools), or both.
     #[arg(long, value_delimiter = ',', default_value = "kip,memory")]
     tools: Vec<ToolSet>,
+    /// Do not read the database file into the OS page cache in the background at start.
+    #[arg(long)]
+    no_prewarm: bool,
 }
 
 /// A tool set of `kip serve --tools`.
@@ -50,6 +56,15 @@ pub fn run(data: &Path, args: ServeArgs) -> Result<ExitCode> {
         .init();
     let nexus = Arc::new(crate::open_nexus(data)?);
     import_memory_file(&nexus);
+    if !args.no_prewarm {
+        let n = nexus.clone();
+        let _ = std::thread::Builder::new()
+            .name("kip-prewarm".into())
+            .spawn(move || match n.prewarm(PREWARM_BYTES) {
+                Ok(b) => tracing::debug!("prewarmed {b} bytes of the database file"),
+                Err(e) => tracing::debug!("prewarm stopped: {e}"),
+            });
+    }
     let tools = kip_server::mcp::ToolSets {
         kip: args.tools.contains(&ToolSet::Kip),
         memory: args.tools.contains(&ToolSet::Memory),

@@ -1,6 +1,7 @@
 //! Crash safety: a `kip exec --jsonl` process is killed with SIGKILL in the middle of a
 //! long series of UPSERTs, at several points. After reopening, every acknowledged write
-//! is present and no UPSERT is visible in part.
+//! is present and no UPSERT is visible in part (the acknowledged writes since the last
+//! checkpoint come back from the write-ahead log).
 
 use kip_engine::{Access, Nexus};
 use serde_json::{json, Value};
@@ -70,6 +71,14 @@ fn run_and_kill(kill_after: usize) {
     child.kill().expect("SIGKILL");
     child.wait().expect("reap");
     let _ = writer.join();
+    // The acknowledged writes since the last checkpoint live in the write-ahead log:
+    // the reopen below must replay them.
+    if acked > 0 {
+        let wal = std::fs::metadata(dir.path().join(kip_engine::nexus::WAL_FILE))
+            .map(|m| m.len())
+            .unwrap_or(0);
+        assert!(wal > 0, "no write-ahead log to replay after the kill");
+    }
 
     let n = Nexus::open(dir.path()).expect("reopen after kill");
     let problems = n.check_integrity().expect("integrity");

@@ -22,12 +22,17 @@
 //! propositions), so a link whose subject is another link sorts like any other.
 //! Attributes and metadata are stored as MessagePack (compact, self-describing).
 //!
+//! Small writes are made durable by the write-ahead log ([`wal`]), big ones and
+//! checkpoints by redb's durable commit.
+//!
 //! Architecture invariant: only this module knows about redb. A server database backend
 //! would implement [`GraphRead`]/[`GraphWrite`] and leave the executors untouched.
 
 mod tables;
+pub mod wal;
 
-pub use tables::{ReadTables, WriteTables};
+pub(crate) use tables::WAL_SEQ;
+pub use tables::{ReadTables, Sealed, WriteTables};
 
 use kip_lang::KipError;
 use serde::{Deserialize, Serialize};

@@ -34,6 +34,34 @@ pub(crate) const DOCS: TableDefinition<u64, &[u8]> = TableDefinition::new("text_
 
 const NEXT_CONCEPT: &str = "next_concept_id";
 const NEXT_PROP: &str = "next_prop_id";
+/// `meta` key: the sequence number of the last write-ahead log record applied.
+pub(crate) const WAL_SEQ: &str = "wal_seq";
+
+/// Operation log tags (see [`WriteTables::apply_log`]).
+const OP_PUT_CONCEPT: u8 = 1;
+const OP_DEL_CONCEPT: u8 = 2;
+const OP_PUT_PROP: u8 = 3;
+const OP_DEL_PROP: u8 = 4;
+const OP_META: u8 = 5;
+/// A transaction whose operation log grows past this is committed durably instead of
+/// through the write-ahead log (bulk loads: one big sequential write either way).
+const LOG_LIMIT: usize = 32 << 20;
+
+/// What a write transaction leaves for the write-ahead log (see [`super::wal`]).
+#[derive(Debug)]
+pub enum Sealed {
+    /// Nothing was written.
+    Nothing,
+    /// One log record: append it, then commit without waiting for the disk.
+    Record {
+        /// Sequence number (also stored in `meta` by this transaction).
+        seq: u64,
+        /// The operation log.
+        payload: Vec<u8>,
+    },
+    /// Too large for the log (or a change the log cannot express): commit durably.
+    Durable,
+}
 
 /// Read-only view of every table in one snapshot.
 pub struct ReadTables {
@@ -92,6 +120,9 @@ pub struct WriteTables<'t> {
     /// Statistics deltas of this transaction, applied by [`WriteTables::flush`]: hot
     /// counters (links per predicate) would otherwise be rewritten on every insert.
     pending: std::collections::HashMap<String, i64>,
+    /// The operation log of this transaction (for the write-ahead log); `None` once it
+    /// outgrew [`LOG_LIMIT`] or a change bypassed it.
+    log: Option<Vec<u8>>,
 }
 
 impl<'t> WriteTables<'t> {
@@ -111,7 +142,109 @@ impl<'t> WriteTables<'t> {
             postings: txn.open_table(POSTINGS).map_err(storage_error)?,
             docs: txn.open_table(DOCS).map_err(storage_error)?,
             pending: std::collections::HashMap::new(),
+            log: Some(Vec::new()),
         })
+    }
+
+    fn log_op(&mut self, tag: u8, id: u64, a: &[u8], b: &[u8]) {
+        let Some(log) = self.log.as_mut() else { return };
+        if log.len() + a.len() + b.len() + 17 > LOG_LIMIT {
+            self.log = None;
+            return;
+        }
+        log.push(tag);
+        log.extend_from_slice(&id.to_le_bytes());
+        for part in [a, b] {
+            // Parts are records and meta values, far below 4 GiB (LOG_LIMIT).
+            log.extend_from_slice(&(part.len() as u32).to_le_bytes());
+            log.extend_from_slice(part);
+        }
+    }
+
+    /// Ends the transaction's operation log: stores its sequence number in `meta` and
+    /// returns what to append to the write-ahead log. Call after [`WriteTables::flush`].
+    pub fn seal(&mut self) -> StoreResult<Sealed> {
+        let Some(log) = self.log.take() else {
+            return Ok(Sealed::Durable);
+        };
+        if log.is_empty() {
+            return Ok(Sealed::Nothing);
+        }
+        let seq = read::meta(&self.meta, WAL_SEQ)?
+            .and_then(|b| <[u8; 8]>::try_from(b.as_slice()).ok())
+            .map(u64::from_le_bytes)
+            .unwrap_or(0)
+            + 1;
+        self.meta
+            .insert(WAL_SEQ, &seq.to_le_bytes()[..])
+            .map_err(storage_error)?;
+        Ok(Sealed::Record { seq, payload: log })
+    }
+
+    /// Sets the sequence number of the last applied log record (after a replay).
+    pub fn set_wal_seq(&mut self, seq: u64) -> StoreResult<()> {
+        self.meta
+            .insert(WAL_SEQ, &seq.to_le_bytes()[..])
+            .map_err(storage_error)?;
+        Ok(())
+    }
+
+    /// Applies an operation log recorded by [`WriteTables::seal`] (write-ahead log replay).
+    pub fn apply_log(&mut self, mut payload: &[u8]) -> StoreResult<()> {
+        fn take<'a>(p: &mut &'a [u8], n: usize) -> StoreResult<&'a [u8]> {
+            if p.len() < n {
+                return Err(storage_error("write-ahead log record is cut short"));
+            }
+            let (head, rest) = p.split_at(n);
+            *p = rest;
+            Ok(head)
+        }
+        fn part<'a>(p: &mut &'a [u8]) -> StoreResult<&'a [u8]> {
+            let mut len = [0u8; 4];
+            len.copy_from_slice(take(p, 4)?);
+            take(p, u32::from_le_bytes(len) as usize)
+        }
+        while !payload.is_empty() {
+            let tag = take(&mut payload, 1)?[0];
+            let mut idb = [0u8; 8];
+            idb.copy_from_slice(take(&mut payload, 8)?);
+            let id = u64::from_le_bytes(idb);
+            let a = part(&mut payload)?;
+            let b = part(&mut payload)?;
+            match tag {
+                OP_PUT_CONCEPT => {
+                    let rec: ConceptRecord = decode(a)?;
+                    let old = self.concept(id)?;
+                    self.put_concept(id, &rec, old.as_ref())?;
+                }
+                OP_DEL_CONCEPT => {
+                    if let Some(old) = self.concept(id)? {
+                        self.delete_concept(id, &old)?;
+                    }
+                }
+                OP_PUT_PROP => {
+                    let rec: PropRecord = decode(a)?;
+                    let old = self.prop(id)?;
+                    self.put_prop(id, &rec, old.as_ref())?;
+                }
+                OP_DEL_PROP => {
+                    if let Some(old) = self.prop(id)? {
+                        self.delete_prop(id, &old)?;
+                    }
+                }
+                OP_META => {
+                    let key = std::str::from_utf8(a)
+                        .map_err(|_| storage_error("write-ahead log: a meta key is not UTF-8"))?;
+                    self.set_meta(key, b)?;
+                }
+                other => {
+                    return Err(storage_error(format!(
+                        "write-ahead log: unknown operation {other}"
+                    )))
+                }
+            }
+        }
+        Ok(())
     }
 
     fn bump_stat(&mut self, key: &str, delta: i64) -> StoreResult<()> {
@@ -171,9 +304,7 @@ impl<'t> WriteTables<'t> {
         if cur >= (1 << 62) {
             return Err(storage_error("identifier space exhausted"));
         }
-        self.meta
-            .insert(key, &(cur + 1).to_le_bytes()[..])
-            .map_err(storage_error)?;
+        self.set_meta(key, &(cur + 1).to_le_bytes())?;
         Ok(cur)
     }
 }
@@ -439,6 +570,7 @@ impl GraphWrite for WriteTables<'_> {
             self.index(key, &text::concept_doc(rec))?;
         }
         let bytes = encode(rec)?;
+        self.log_op(OP_PUT_CONCEPT, id, &bytes, &[]);
         self.concepts
             .insert(id, bytes.as_slice())
             .map_err(storage_error)?;
@@ -472,6 +604,7 @@ impl GraphWrite for WriteTables<'_> {
     }
 
     fn delete_concept(&mut self, id: u64, rec: &ConceptRecord) -> StoreResult<()> {
+        self.log_op(OP_DEL_CONCEPT, id, &[], &[]);
         self.unindex(ElemRef::Concept(id).encode())?;
         self.concepts.remove(id).map_err(storage_error)?;
         self.concept_key
@@ -488,6 +621,7 @@ impl GraphWrite for WriteTables<'_> {
 
     fn put_prop(&mut self, id: u64, rec: &PropRecord, old: Option<&PropRecord>) -> StoreResult<()> {
         let bytes = encode(rec)?;
+        self.log_op(OP_PUT_PROP, id, &bytes, &[]);
         self.props
             .insert(id, bytes.as_slice())
             .map_err(storage_error)?;
@@ -515,11 +649,13 @@ impl GraphWrite for WriteTables<'_> {
     }
 
     fn delete_prop(&mut self, id: u64, rec: &PropRecord) -> StoreResult<()> {
+        self.log_op(OP_DEL_PROP, id, &[], &[]);
         self.props.remove(id).map_err(storage_error)?;
         self.remove_prop_index(rec)
     }
 
     fn set_meta(&mut self, key: &str, value: &[u8]) -> StoreResult<()> {
+        self.log_op(OP_META, 0, key.as_bytes(), value);
         self.meta.insert(key, value).map_err(storage_error)?;
         Ok(())
     }
@@ -565,6 +701,8 @@ impl WriteTables<'_> {
     /// Drops and rebuilds the whole text index (every concept) from the graph;
     /// `progress(done, total)`. (`df:` statistics of older formats are dropped too.)
     pub fn rebuild_text_index(&mut self, progress: &mut dyn FnMut(u64, u64)) -> StoreResult<()> {
+        // Not expressible as an operation log: this transaction commits durably.
+        self.log = None;
         self.pending.remove(TEXT_DOCS);
         self.pending.remove(TEXT_LEN);
         self.postings.retain(|_, _| false).map_err(storage_error)?;
