@@ -615,30 +615,37 @@ fn scale_run(args: &BenchArgs, workload: &Value, n: usize) -> Result<Value> {
     }
     // 64 concurrent writers, each committing small UPSERTs.
     let nexus = std::sync::Arc::new(nexus);
-    let per_client = ((20.0 * args.iterations_factor).ceil() as usize).max(5);
-    // Every client thread is started (and has made its first allocation) before the
-    // clock starts, so thread start-up is not timed as commit work.
-    let ready = std::sync::Barrier::new(65);
+    let per_client = ((20.0 * args.iterations_factor).ceil() as usize).max(25);
     let fresh = params.fresh;
-    let mut t = Instant::now();
-    std::thread::scope(|sc| {
-        for client in 0..64 {
-            let nexus = nexus.clone();
-            let topic = format!("topic:{}", client % sizes.topic.max(1));
-            let ready = &ready;
-            sc.spawn(move || {
-                ready.wait();
-                for i in 0..per_client {
-                    let cmd = format!("UPSERT {{ CONCEPT ?n {{ {{type: \"Document\", name: \"conc:{fresh}:{client}:{i}\"}} SET PROPOSITIONS {{ (\"about\", {{type: \"Topic\", name: {}}}) }} }} }}", q(&topic));
-                    let r = nexus.execute_json(&json!({"command": cmd}), Access::ReadWrite);
-                    assert!(!r.has_error(), "concurrent write failed");
-                }
-            });
-        }
-        ready.wait();
-        t = Instant::now();
-    });
-    let concurrent_rate = (64 * per_client) as f64 / t.elapsed().as_secs_f64();
+    // Three rounds, the median rate: one round lasts well under a second, so a
+    // scheduling hiccup of the shared VM would otherwise decide the figure.
+    let mut rates = Vec::new();
+    for round in 0..3 {
+        // Every client thread is started before the clock starts, so thread start-up
+        // is not timed as commit work.
+        let ready = std::sync::Barrier::new(65);
+        let mut t = Instant::now();
+        std::thread::scope(|sc| {
+            for client in 0..64 {
+                let nexus = nexus.clone();
+                let topic = format!("topic:{}", client % sizes.topic.max(1));
+                let ready = &ready;
+                sc.spawn(move || {
+                    ready.wait();
+                    for i in 0..per_client {
+                        let cmd = format!("UPSERT {{ CONCEPT ?n {{ {{type: \"Document\", name: \"conc:{fresh}:{round}:{client}:{i}\"}} SET PROPOSITIONS {{ (\"about\", {{type: \"Topic\", name: {}}}) }} }} }}", q(&topic));
+                        let r = nexus.execute_json(&json!({"command": cmd}), Access::ReadWrite);
+                        assert!(!r.has_error(), "concurrent write failed");
+                    }
+                });
+            }
+            ready.wait();
+            t = Instant::now();
+        });
+        rates.push((64 * per_client) as f64 / t.elapsed().as_secs_f64());
+    }
+    rates.sort_by(f64::total_cmp);
+    let concurrent_rate = rates[1];
     let single_rate = writes
         .iter()
         .find(|w| w.name == "small_upsert")

@@ -17,8 +17,10 @@ use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-/// mimalloc: the engine allocates many small, short-lived values (records, keys, AST
-/// nodes); the system allocator spent about a fifth of bulk-load time in malloc/free.
+/// mimalloc (without transparent huge pages, whose 2 MiB zeroing on fault cost a tenth
+/// of bulk-load time): the engine allocates many small, short-lived values (records,
+/// keys, AST nodes). Bulk load at 100k: glibc 34k, mimalloc 34k, mimalloc without THP
+/// 38k propositions/s.
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 

@@ -166,7 +166,7 @@ impl Ctx<'_> {
         }
     }
 
-    fn predicate(&self, p: &PredicatePattern) -> Result<String, KipError> {
+    fn predicate(&mut self, p: &PredicatePattern) -> Result<String, KipError> {
         match p {
             PredicatePattern::Literal {
                 alternatives,
@@ -174,7 +174,7 @@ impl Ctx<'_> {
                 ..
             } if alternatives.len() == 1 => {
                 let name = text(&alternatives[0])?;
-                schema::require_predicate(&*self.g, name)?;
+                self.require_pred(name)?;
                 Ok(name.to_string())
             }
             _ => Err(KipError::syntax("UPSERT needs one literal predicate")

@@ -123,6 +123,9 @@ pub struct WriteTables<'t> {
     /// The operation log of this transaction (for the write-ahead log); `None` once it
     /// outgrew [`LOG_LIMIT`] or a change bypassed it.
     log: Option<Vec<u8>>,
+    /// Identifier counters handed out by this transaction, written by
+    /// [`WriteTables::flush`] (one `meta` write per counter, not one per element).
+    counters: Vec<(&'static str, u64)>,
 }
 
 impl<'t> WriteTables<'t> {
@@ -143,6 +146,7 @@ impl<'t> WriteTables<'t> {
             docs: txn.open_table(DOCS).map_err(storage_error)?,
             pending: std::collections::HashMap::new(),
             log: Some(Vec::new()),
+            counters: Vec::new(),
         })
     }
 
@@ -260,6 +264,9 @@ impl<'t> WriteTables<'t> {
     /// Writes the statistics deltas of this transaction. Must run before commit (the
     /// nexus does it for every write transaction).
     pub fn flush(&mut self) -> StoreResult<()> {
+        for (key, next) in std::mem::take(&mut self.counters) {
+            self.set_meta(key, &next.to_le_bytes())?;
+        }
         let pending = std::mem::take(&mut self.pending);
         for (key, delta) in pending {
             if delta != 0 {
@@ -293,18 +300,24 @@ impl<'t> WriteTables<'t> {
         Ok(())
     }
 
-    fn alloc(&mut self, key: &str) -> StoreResult<u64> {
-        let cur = self
-            .meta
-            .get(key)
-            .map_err(storage_error)?
-            .and_then(|g| <[u8; 8]>::try_from(g.value()).ok())
-            .map(u64::from_le_bytes)
-            .unwrap_or(1);
+    fn alloc(&mut self, key: &'static str) -> StoreResult<u64> {
+        let cur = match self.counters.iter().find(|(k, _)| *k == key) {
+            Some((_, next)) => *next,
+            None => self
+                .meta
+                .get(key)
+                .map_err(storage_error)?
+                .and_then(|g| <[u8; 8]>::try_from(g.value()).ok())
+                .map(u64::from_le_bytes)
+                .unwrap_or(1),
+        };
         if cur >= (1 << 62) {
             return Err(storage_error("identifier space exhausted"));
         }
-        self.set_meta(key, &(cur + 1).to_le_bytes())?;
+        match self.counters.iter_mut().find(|(k, _)| *k == key) {
+            Some(slot) => slot.1 = cur + 1,
+            None => self.counters.push((key, cur + 1)),
+        }
         Ok(cur)
     }
 }
