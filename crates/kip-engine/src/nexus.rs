@@ -119,7 +119,14 @@ impl Nexus {
         let txn = nexus.db.begin_write().map_err(storage_error)?;
         {
             let mut w = WriteTables::open(&txn)?;
-            match meta_u64(&w, FORMAT_KEY)? {
+            let format = meta_u64(&w, FORMAT_KEY)?;
+            if format.is_none() && !records.is_empty() {
+                return Err(KipError::internal(
+                    "the data directory has a write-ahead log (nexus.wal) but no database (nexus.redb)",
+                )
+                .with_hint("restore nexus.redb from a backup, or remove nexus.wal to start an empty nexus"));
+            }
+            match format {
                 Some(v) if v > FORMAT_VERSION => {
                     return Err(KipError::internal(format!(
                         "this data directory was written by a newer kip-nexus (storage format {v}); this build reads format {FORMAT_VERSION} and older"
@@ -168,7 +175,9 @@ impl Nexus {
         if let Some(wal) = &nexus.wal {
             let mut wal = lock(wal);
             if !wal.is_empty() {
-                wal.truncate(0)?;
+                if let Err(e) = wal.truncate(0) {
+                    tracing::warn!("cannot empty the write-ahead log: {}", e.message);
+                }
             }
         }
         Ok(nexus)
@@ -327,8 +336,12 @@ impl Nexus {
             Sealed::Durable => {
                 let mut wal = lock(wal);
                 txn.commit().map_err(storage_error)?;
+                // Committed and durable: a log that cannot be emptied now only holds
+                // records the next open skips, so this is not the write's failure.
                 if !wal.is_empty() {
-                    wal.truncate(0)?;
+                    if let Err(e) = wal.truncate(0) {
+                        tracing::warn!("cannot empty the write-ahead log: {}", e.message);
+                    }
                 }
                 Ok(())
             }
@@ -356,8 +369,11 @@ impl Nexus {
                 }
                 let full = log.len() >= CHECKPOINT_BYTES;
                 drop(log);
+                // The write is durable (logged) and committed whatever the checkpoint does.
                 if full {
-                    self.checkpoint()?;
+                    if let Err(e) = self.checkpoint() {
+                        tracing::warn!("checkpoint failed ({}); retried later", e.message);
+                    }
                 }
                 Ok(())
             }

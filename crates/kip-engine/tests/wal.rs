@@ -152,3 +152,17 @@ fn a_gap_in_the_log_is_refused_not_skipped() {
     assert_eq!(e.code.as_str(), "KIP_4003", "{}", e.message);
     assert!(e.message.contains("missing"), "{}", e.message);
 }
+
+#[test]
+fn a_log_without_its_database_is_refused() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let live = tmp.path().join("live");
+    let orphan = tmp.path().join("orphan");
+    let n = Nexus::open(&live).expect("open");
+    ok(&n, WRITES[1]);
+    snapshot(&live, &orphan, &[WAL_FILE]);
+    drop(n);
+    let e = Nexus::open(&orphan).expect_err("a log without its database");
+    assert_eq!(e.code.as_str(), "KIP_4003", "{}", e.message);
+    assert!(e.message.contains("no database"), "{}", e.message);
+}

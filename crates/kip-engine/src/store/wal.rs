@@ -20,7 +20,7 @@
 
 use super::{storage_error, StoreResult};
 use std::fs::File;
-use std::os::unix::fs::FileExt;
+use std::io::{Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 
 const MAGIC: u32 = 0x4c41_574b; // "KWAL" little-endian
@@ -74,8 +74,9 @@ impl Wal {
         let mut records = Vec::new();
         let mut pos = 0u64;
         let mut header = [0u8; HEADER];
+        let mut reader = std::io::BufReader::new(&file);
         while pos + HEADER as u64 <= size {
-            if file.read_exact_at(&mut header, pos).is_err() {
+            if reader.read_exact(&mut header).is_err() {
                 break;
             }
             let word = |i: usize| {
@@ -90,16 +91,13 @@ impl Wal {
                 break;
             }
             let mut payload = vec![0u8; len as usize];
-            if file
-                .read_exact_at(&mut payload, pos + HEADER as u64)
-                .is_err()
-                || crc(seq, &payload) != sum
-            {
+            if reader.read_exact(&mut payload).is_err() || crc(seq, &payload) != sum {
                 break;
             }
             records.push(Record { seq, payload });
             pos = end;
         }
+        drop(reader);
         let mut wal = Wal {
             file,
             path: path.to_path_buf(),
@@ -140,7 +138,8 @@ impl Wal {
         let start = self.len;
         let written = self
             .file
-            .write_all_at(&buf, start)
+            .seek(SeekFrom::Start(start))
+            .and_then(|_| self.file.write_all(&buf))
             .and_then(|()| self.file.sync_data());
         match written {
             Ok(()) => {
