@@ -9,7 +9,7 @@
 //!   the first error of a KML command (including the read-only refusal) stops the batch.
 //! - A single `command` holds exactly one KIP command; several are sent as `commands`.
 
-use kip_lang::{bind, parse_command, Command, ErrorCode, KipError};
+use kip_lang::{bind_owned, parse_command, Command, ErrorCode, KipError};
 use serde_json::{json, Map, Value};
 
 /// One command of a request, with the parameters that apply to it.
@@ -131,8 +131,7 @@ impl ExecuteRequest {
 
 /// Parses a command text and binds its parameters.
 pub fn prepare(item: &CommandItem) -> Result<Command, KipError> {
-    let cmd = parse_command(&item.command)?;
-    bind(&cmd, &item.parameters)
+    bind_owned(parse_command(&item.command)?, &item.parameters)
 }
 
 /// The outcome of one command: a `result` (with optional `next_cursor`) or an `error`.
@@ -246,7 +245,7 @@ where
                 let outcome = if is_kml && access == Access::ReadOnly {
                     Outcome::Err(readonly_refusal())
                 } else {
-                    match bind(&cmd, &item.parameters) {
+                    match bind_owned(cmd, &item.parameters) {
                         Err(e) => Outcome::Err(e),
                         Ok(bound) => exec(&bound, req.dry_run),
                     }

@@ -393,16 +393,18 @@ impl Nexus {
         wal.truncate(0)
     }
 
-    /// Runs one KML statement through the write combiner (durable on return).
+    /// Runs one KML statement through the write combiner (durable on return). A caller
+    /// that finds no leader becomes it and runs its own statement (first, by reference)
+    /// with whatever is queued; the others queue a copy and wait for their result.
     fn write_kml(&self, cmd: &Command) -> Result<Value, KipError> {
-        let (tx, rx) = std::sync::mpsc::channel();
         {
             let mut st = self.lock_combiner();
-            st.jobs.push(KmlJob {
-                cmd: cmd.clone(),
-                reply: tx,
-            });
             if st.leader {
+                let (tx, rx) = std::sync::mpsc::channel();
+                st.jobs.push(KmlJob {
+                    cmd: cmd.clone(),
+                    reply: tx,
+                });
                 drop(st);
                 return rx
                     .recv()
@@ -421,6 +423,8 @@ impl Nexus {
             }
         }
         let _resign = Resign(self);
+        let queued = std::mem::take(&mut self.lock_combiner().jobs);
+        let own = self.run_batch(Some(cmd), queued);
         loop {
             let batch = {
                 let mut st = self.lock_combiner();
@@ -430,10 +434,9 @@ impl Nexus {
                 }
                 std::mem::take(&mut st.jobs)
             };
-            self.run_batch(batch);
+            self.run_batch(None, batch);
         }
-        rx.recv()
-            .unwrap_or_else(|_| Err(KipError::internal("the write leader stopped")))
+        own.unwrap_or_else(|| Err(KipError::internal("the write leader lost its statement")))
     }
 
     fn lock_combiner(&self) -> MutexGuard<'_, CombinerState> {
@@ -453,52 +456,67 @@ impl Nexus {
         self.write(|w| self.run_kml(w, cmd), false)
     }
 
-    fn run_batch(&self, batch: Vec<KmlJob>) {
-        if batch.len() > 1 {
-            let attempt = (|| -> Result<Option<Vec<Value>>, KipError> {
-                let txn = self.db.begin_write().map_err(storage_error)?;
-                let results = {
-                    let mut w = WriteTables::open(&txn)?;
-                    let mut out = Vec::with_capacity(batch.len());
-                    let mut failed = false;
-                    for job in &batch {
-                        match self.run_kml(&mut w, &job.cmd) {
-                            Ok(v) => out.push(v),
-                            Err(_) => {
-                                failed = true;
-                                break;
-                            }
-                        }
-                    }
-                    if failed {
-                        None
-                    } else {
-                        w.flush()?;
-                        Some((out, w.seal()?))
-                    }
-                };
-                match results {
-                    Some((out, sealed)) => {
-                        self.commit(txn, sealed)?;
-                        Ok(Some(out))
-                    }
-                    None => {
-                        txn.abort().map_err(storage_error)?;
-                        Ok(None)
-                    }
-                }
-            })();
-            if let Ok(Some(results)) = attempt {
-                for (job, v) in batch.into_iter().zip(results) {
-                    let _ = job.reply.send(Ok(v));
-                }
-                return;
+    /// Runs `own` (the leader's statement, if any) and the queued jobs: all in one
+    /// transaction when there are several, else (or when one of them fails) each in its
+    /// own. Replies to the jobs; returns the result of `own`.
+    fn run_batch(
+        &self,
+        own: Option<&Command>,
+        jobs: Vec<KmlJob>,
+    ) -> Option<Result<Value, KipError>> {
+        let results: Vec<Result<Value, KipError>> = {
+            let cmds: Vec<&Command> = own.into_iter().chain(jobs.iter().map(|j| &j.cmd)).collect();
+            let combined = if cmds.len() > 1 {
+                self.run_combined(&cmds).ok().flatten()
+            } else {
+                None
+            };
+            match combined {
+                Some(values) => values.into_iter().map(Ok).collect(),
+                // One statement, or a batch with a failure: each on its own.
+                None => cmds.iter().map(|c| self.run_single(c)).collect(),
             }
-        }
-        // One statement, or a batch with a failure: each on its own.
-        for job in batch {
-            let r = self.run_single(&job.cmd);
+        };
+        let mut results = results.into_iter();
+        let own_result = if own.is_some() { results.next() } else { None };
+        for (job, r) in jobs.into_iter().zip(results) {
             let _ = job.reply.send(r);
+        }
+        own_result
+    }
+
+    /// Runs statements in one transaction; `None` (rolled back) if any of them fails.
+    fn run_combined(&self, cmds: &[&Command]) -> Result<Option<Vec<Value>>, KipError> {
+        let txn = self.db.begin_write().map_err(storage_error)?;
+        let results = {
+            let mut w = WriteTables::open(&txn)?;
+            let mut out = Vec::with_capacity(cmds.len());
+            let mut failed = false;
+            for cmd in cmds {
+                match self.run_kml(&mut w, cmd) {
+                    Ok(v) => out.push(v),
+                    Err(_) => {
+                        failed = true;
+                        break;
+                    }
+                }
+            }
+            if failed {
+                None
+            } else {
+                w.flush()?;
+                Some((out, w.seal()?))
+            }
+        };
+        match results {
+            Some((out, sealed)) => {
+                self.commit(txn, sealed)?;
+                Ok(Some(out))
+            }
+            None => {
+                txn.abort().map_err(storage_error)?;
+                Ok(None)
+            }
         }
     }
 

@@ -12,10 +12,14 @@ use serde_json::{Map, Value};
 
 /// Binds `params` into `cmd`, returning a command with no placeholders left.
 pub fn bind(cmd: &Command, params: &Map<String, Value>) -> KipResult<Command> {
-    let mut out = cmd.clone();
-    let b = Binder { params };
-    b.command(&mut out)?;
-    Ok(out)
+    bind_owned(cmd.clone(), params)
+}
+
+/// [`bind`] on a command the caller owns: binds in place, without copying the tree (a
+/// 1,000-block capsule is a large tree).
+pub fn bind_owned(mut cmd: Command, params: &Map<String, Value>) -> KipResult<Command> {
+    Binder { params }.command(&mut cmd)?;
+    Ok(cmd)
 }
 
 struct Binder<'a> {

@@ -29,7 +29,7 @@ pub mod printer;
 mod span;
 
 pub use ast::{Command, CommandKind};
-pub use bind::bind;
+pub use bind::{bind, bind_owned};
 pub use error::{ErrorCode, KipError, KipResult};
 pub use parser::{
     parse_command, parse_command_with, parse_script, parse_script_bytes, parse_script_with,
