@@ -74,10 +74,13 @@ fn run_and_kill(kill_after: usize) {
     // The acknowledged writes since the last checkpoint live in the write-ahead log:
     // the reopen below must replay them.
     if acked > 0 {
-        let wal = std::fs::metadata(dir.path().join(kip_engine::nexus::WAL_FILE))
-            .map(|m| m.len())
-            .unwrap_or(0);
-        assert!(wal > 0, "no write-ahead log to replay after the kill");
+        let (_, recs) =
+            kip_engine::store::wal::Wal::open(&dir.path().join(kip_engine::nexus::WAL_FILE))
+                .expect("read the log");
+        assert!(
+            !recs.is_empty(),
+            "no write-ahead log to replay after the kill"
+        );
     }
 
     let n = Nexus::open(dir.path()).expect("reopen after kill");

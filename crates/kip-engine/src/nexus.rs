@@ -173,11 +173,8 @@ impl Nexus {
         txn.commit().map_err(storage_error)?;
         // Everything replayed is durable now.
         if let Some(wal) = &nexus.wal {
-            let mut wal = lock(wal);
-            if !wal.is_empty() {
-                if let Err(e) = wal.truncate(0) {
-                    tracing::warn!("cannot empty the write-ahead log: {}", e.message);
-                }
+            if let Err(e) = lock(wal).reset() {
+                tracing::warn!("cannot empty the write-ahead log: {}", e.message);
             }
         }
         Ok(nexus)
@@ -204,6 +201,11 @@ impl Nexus {
                 Err(e) => return Err(e),
             }
         }
+    }
+
+    /// Bytes of write-ahead log written since the last checkpoint (0 in memory).
+    pub fn wal_len(&self) -> u64 {
+        self.wal.as_ref().map(|w| lock(w).len()).unwrap_or(0)
     }
 
     /// The data directory, for an on-disk nexus.
@@ -338,10 +340,8 @@ impl Nexus {
                 txn.commit().map_err(storage_error)?;
                 // Committed and durable: a log that cannot be emptied now only holds
                 // records the next open skips, so this is not the write's failure.
-                if !wal.is_empty() {
-                    if let Err(e) = wal.truncate(0) {
-                        tracing::warn!("cannot empty the write-ahead log: {}", e.message);
-                    }
+                if let Err(e) = wal.reset() {
+                    tracing::warn!("cannot empty the write-ahead log: {}", e.message);
                 }
                 Ok(())
             }
@@ -359,7 +359,7 @@ impl Nexus {
                     .and_then(|()| txn.commit().map_err(storage_error));
                 if let Err(e) = committed {
                     // The record must not outlive a transaction that did not commit.
-                    log.truncate(start).map_err(|t| {
+                    log.cut_back(start).map_err(|t| {
                         KipError::internal(format!(
                             "commit failed ({}) and the write-ahead log could not be cut back ({}): restart kip-nexus",
                             e.message, t.message
@@ -390,7 +390,7 @@ impl Nexus {
             return txn.abort().map_err(storage_error);
         }
         txn.commit().map_err(storage_error)?;
-        wal.truncate(0)
+        wal.reset()
     }
 
     /// Runs one KML statement through the write combiner (durable on return). A caller

@@ -8,6 +8,7 @@ mod common;
 
 use common::ok;
 use kip_engine::nexus::{DB_FILE, WAL_FILE};
+use kip_engine::store::wal::Wal;
 use kip_engine::Nexus;
 use std::path::Path;
 
@@ -18,10 +19,10 @@ fn snapshot(from: &Path, to: &Path, files: &[&str]) {
     }
 }
 
-fn wal_len(dir: &Path) -> u64 {
-    std::fs::metadata(dir.join(WAL_FILE))
-        .map(|m| m.len())
-        .unwrap_or(0)
+/// Sequence numbers of the records in a data directory's log (as an open would read them).
+fn logged(dir: &Path) -> Vec<u64> {
+    let (_, recs) = Wal::open(&dir.join(WAL_FILE)).expect("read the log");
+    recs.iter().map(|r| r.seq).collect()
 }
 
 const WRITES: &[&str] = &[
@@ -46,14 +47,19 @@ fn acknowledged_writes_survive_a_crash_between_checkpoints() {
     for w in WRITES {
         ok(&n, w);
     }
-    assert!(wal_len(&live) > 0, "small writes go through the log");
+    assert!(n.wal_len() > 0, "small writes go through the log");
     let expected = graph(&n);
     snapshot(&live, &crashed, &[DB_FILE, WAL_FILE]);
+    assert_eq!(
+        logged(&crashed).len(),
+        WRITES.len(),
+        "one record per statement"
+    );
 
     let r = Nexus::open(&crashed).expect("reopen after the crash");
     assert_eq!(graph(&r), expected, "replay rebuilds the same graph");
     assert_eq!(r.check_integrity().expect("check"), Vec::<String>::new());
-    assert_eq!(wal_len(&crashed), 0, "replayed records are checkpointed");
+    assert_eq!(r.wal_len(), 0, "replayed records are checkpointed");
     let born = ok(
         &r,
         r#"FIND(?p.attributes.born) WHERE { ?p {type: "Person", name: "Ada"} }"#,
@@ -85,18 +91,30 @@ fn records_already_checkpointed_are_not_applied_twice() {
     }
     snapshot(&live, &crashed, &[WAL_FILE]);
     n.checkpoint().expect("checkpoint");
-    assert_eq!(wal_len(&live), 0);
+    assert_eq!(n.wal_len(), 0);
+    assert!(logged(&live).is_empty(), "a checkpoint empties the log");
+    // The database after the checkpoint, the log from before it.
+    snapshot(&live, &crashed, &[DB_FILE]);
+    let expected = graph(&n);
+    let r = Nexus::open(&crashed).expect("reopen");
+    assert_eq!(graph(&r), expected);
+    assert_eq!(r.check_integrity().expect("check"), Vec::<String>::new());
+    drop(r);
+
+    // Later writes go to the start of the log again; with the same database snapshot
+    // rule, a crash now replays only them.
     for w in &WRITES[4..] {
         ok(&n, w);
     }
+    assert_eq!(
+        logged(&live),
+        vec![5, 6],
+        "numbering continues after the checkpoint"
+    );
     let expected = graph(&n);
-    // The database after the checkpoint, the log from before it plus the later records.
-    snapshot(&live, &crashed, &[DB_FILE]);
-    let mut stale = std::fs::read(crashed.join(WAL_FILE)).expect("read");
-    stale.extend(std::fs::read(live.join(WAL_FILE)).expect("read"));
-    std::fs::write(crashed.join(WAL_FILE), stale).expect("write");
-
-    let r = Nexus::open(&crashed).expect("reopen");
+    let again = tmp.path().join("again");
+    snapshot(&live, &again, &[DB_FILE, WAL_FILE]);
+    let r = Nexus::open(&again).expect("reopen");
     assert_eq!(graph(&r), expected);
     assert_eq!(r.check_integrity().expect("check"), Vec::<String>::new());
     drop(n);
@@ -108,11 +126,11 @@ fn a_clean_close_empties_the_log_and_a_failed_write_logs_nothing() {
     let dir = tmp.path().join("d");
     let n = Nexus::open(&dir).expect("open");
     ok(&n, WRITES[1]);
-    let before = wal_len(&dir);
+    let before = n.wal_len();
     // Unknown type: KIP_2001, nothing written, nothing logged.
     let r = common::run(&n, r#"UPSERT { CONCEPT ?x { {type: "Nope", name: "x"} } }"#);
     assert!(r.get("error").is_some());
-    assert_eq!(wal_len(&dir), before);
+    assert_eq!(n.wal_len(), before);
     // dry_run logs nothing either.
     let r = n
         .execute_json(
@@ -121,9 +139,9 @@ fn a_clean_close_empties_the_log_and_a_failed_write_logs_nothing() {
         )
         .to_json();
     assert!(r.get("error").is_none(), "{r}");
-    assert_eq!(wal_len(&dir), before);
+    assert_eq!(n.wal_len(), before);
     drop(n);
-    assert_eq!(wal_len(&dir), 0);
+    assert!(logged(&dir).is_empty(), "a clean close leaves an empty log");
     let n = Nexus::open(&dir).expect("reopen");
     assert_eq!(
         ok(
@@ -141,13 +159,17 @@ fn a_gap_in_the_log_is_refused_not_skipped() {
     let crashed = tmp.path().join("crashed");
     let n = Nexus::open(&live).expect("open");
     ok(&n, WRITES[0]);
-    let first = wal_len(&live);
     ok(&n, WRITES[1]);
     snapshot(&live, &crashed, &[DB_FILE, WAL_FILE]);
     drop(n);
-    // Drop the first record: the second no longer follows the durable state.
-    let bytes = std::fs::read(crashed.join(WAL_FILE)).expect("read");
-    std::fs::write(crashed.join(WAL_FILE), &bytes[first as usize..]).expect("write");
+    // Keep only the second record: it no longer follows the durable state.
+    let path = crashed.join(WAL_FILE);
+    let (_, recs) = Wal::open(&path).expect("read");
+    assert_eq!(recs.len(), 2);
+    std::fs::remove_file(&path).expect("rm");
+    let (mut wal, _) = Wal::open(&path).expect("new log");
+    wal.append(recs[1].seq, &recs[1].payload).expect("append");
+    drop(wal);
     let e = Nexus::open(&crashed).expect_err("a gap must be refused");
     assert_eq!(e.code.as_str(), "KIP_4003", "{}", e.message);
     assert!(e.message.contains("missing"), "{}", e.message);

@@ -10,13 +10,21 @@
 //! 2. The log record is appended here and synced; only then is the redb transaction
 //!    committed, without durability (in memory; redb keeps the dirty pages buffered).
 //! 3. A checkpoint (a durable redb commit) makes everything before it durable; the log is
-//!    then emptied. Checkpoints run when the log grows past a bound and on close.
+//!    then emptied: the next record is written at offset 0 again. Checkpoints run when
+//!    the log grows past a bound and on close.
 //! 4. On open, records with a sequence number above the `wal_seq` of the last durable
 //!    state are applied again, in order, in one transaction, then checkpointed.
 //!
 //! A record is `magic (4) | payload length (4) | sequence (8) | crc32 of sequence and
-//! payload (4) | payload`. A torn or corrupt record can only be the last one (each append
-//! is synced before the next starts), so reading stops there and the tail is cut off.
+//! payload (4) | payload`. The log is read from offset 0 and ends at the first record that
+//! is torn, corrupt, zero (preallocated space) or not numbered one after the previous
+//! (left from before the last checkpoint: every such record is at most the checkpoint's
+//! number, so it is never taken for a newer one). A torn or corrupt record can only be
+//! the last one written, since each append is synced before the next starts.
+//!
+//! The file is kept and grown in zero-filled steps ahead of the records, so an append
+//! overwrites allocated space and its `fdatasync` does not also journal a new file size
+//! (about 130 us instead of 170 us per write on the project's VM).
 
 use super::{storage_error, StoreResult};
 use std::fs::File;
@@ -25,6 +33,8 @@ use std::path::{Path, PathBuf};
 
 const MAGIC: u32 = 0x4c41_574b; // "KWAL" little-endian
 const HEADER: usize = 20;
+/// The file is grown by this many zero bytes when less than half of it is left free.
+const GROW: u64 = 4 << 20;
 
 /// One record read back from the log.
 #[derive(Debug)]
@@ -40,7 +50,10 @@ pub struct Record {
 pub struct Wal {
     file: File,
     path: PathBuf,
+    /// End of the records (where the next one goes).
     len: u64,
+    /// Size of the file (records, then zeros or records from before a checkpoint).
+    size: u64,
 }
 
 fn crc(seq: u64, payload: &[u8]) -> u32 {
@@ -51,8 +64,8 @@ fn crc(seq: u64, payload: &[u8]) -> u32 {
 }
 
 impl Wal {
-    /// Opens (creating if needed) the log at `path` and returns its valid records; a torn
-    /// tail is cut off.
+    /// Opens (creating if needed) the log at `path` and returns its records (see the
+    /// module documentation for where the log ends).
     pub fn open(path: &Path) -> StoreResult<(Wal, Vec<Record>)> {
         let existed = path.exists();
         let file = std::fs::OpenOptions::new()
@@ -94,23 +107,22 @@ impl Wal {
             if reader.read_exact(&mut payload).is_err() || crc(seq, &payload) != sum {
                 break;
             }
+            if records
+                .last()
+                .is_some_and(|r: &Record| r.seq.checked_add(1) != Some(seq))
+            {
+                break;
+            }
             records.push(Record { seq, payload });
             pos = end;
         }
         drop(reader);
-        let mut wal = Wal {
+        let wal = Wal {
             file,
             path: path.to_path_buf(),
-            len: size,
+            len: pos,
+            size,
         };
-        if pos < size {
-            tracing::warn!(
-                "write-ahead log {}: cutting off {} bytes of an unfinished record",
-                path.display(),
-                size - pos
-            );
-            wal.truncate(pos)?;
-        }
         Ok((wal, records))
     }
 
@@ -144,10 +156,20 @@ impl Wal {
         match written {
             Ok(()) => {
                 self.len = start + buf.len() as u64;
+                self.size = self.size.max(self.len);
+                if self.size - self.len < GROW / 2 {
+                    // Not the write's failure: the record is on disk already.
+                    if let Err(e) = self.grow() {
+                        tracing::warn!(
+                            "write-ahead log {}: cannot preallocate: {e}",
+                            self.path.display()
+                        );
+                    }
+                }
                 Ok(())
             }
             Err(e) => {
-                let _ = self.truncate(start);
+                let _ = self.cut_back(start);
                 Err(storage_error(format!(
                     "write-ahead log {}: {e}",
                     self.path.display()
@@ -156,12 +178,44 @@ impl Wal {
         }
     }
 
-    /// Cuts the log back to `len` bytes (durably).
-    pub fn truncate(&mut self, len: u64) -> StoreResult<()> {
-        self.file.set_len(len).map_err(storage_error)?;
-        self.file.sync_all().map_err(storage_error)?;
+    /// Appends zeros to the file (durably), so later appends overwrite allocated space.
+    fn grow(&mut self) -> std::io::Result<()> {
+        let zeros = vec![0u8; 1 << 20];
+        self.file.seek(SeekFrom::Start(self.size))?;
+        let mut left = GROW;
+        while left > 0 {
+            let n = left.min(zeros.len() as u64) as usize;
+            self.file.write_all(&zeros[..n])?;
+            left -= n as u64;
+        }
+        self.file.sync_data()?;
+        self.size += GROW;
+        Ok(())
+    }
+
+    /// Cuts the log back to `len` bytes, durably: the record that started there is
+    /// overwritten with zeros, so it can never be read back.
+    pub fn cut_back(&mut self, len: u64) -> StoreResult<()> {
+        if len < self.size {
+            let n = (self.size - len).min(HEADER as u64) as usize;
+            self.file
+                .seek(SeekFrom::Start(len))
+                .and_then(|_| self.file.write_all(&[0u8; HEADER][..n]))
+                .and_then(|()| self.file.sync_data())
+                .map_err(storage_error)?;
+        }
         self.len = len;
         Ok(())
+    }
+
+    /// Empties the log after a checkpoint: the first header is zeroed (so the next open
+    /// reads nothing) and the next record goes to offset 0. Should this fail, the records
+    /// left are all covered by the checkpoint and the next open skips them.
+    pub fn reset(&mut self) -> StoreResult<()> {
+        if self.len == 0 {
+            return Ok(());
+        }
+        self.cut_back(0)
     }
 }
 
@@ -169,25 +223,33 @@ impl Wal {
 mod tests {
     use super::*;
 
+    fn seqs(path: &Path) -> Vec<u64> {
+        let (_, recs) = Wal::open(path).expect("open");
+        recs.iter().map(|r| r.seq).collect()
+    }
+
     #[test]
-    fn records_round_trip_and_a_torn_tail_is_cut() {
+    fn records_round_trip_and_a_torn_tail_ends_the_log() {
         let dir = tempfile::tempdir().expect("tempdir");
         let path = dir.path().join("log");
+        let end_of_two;
         {
             let (mut wal, recs) = Wal::open(&path).expect("open");
             assert!(recs.is_empty());
             wal.append(1, b"first").expect("append");
             wal.append(2, b"").expect("append");
+            end_of_two = wal.len();
             wal.append(3, &[7u8; 1000]).expect("append");
         }
-        let full = std::fs::metadata(&path).expect("meta").len();
-        // A torn last record: cut a few bytes off its end.
-        let f = std::fs::OpenOptions::new()
-            .write(true)
-            .open(&path)
-            .expect("open");
-        f.set_len(full - 3).expect("set_len");
-        drop(f);
+        assert!(
+            std::fs::metadata(&path).expect("meta").len() >= GROW,
+            "the file is preallocated"
+        );
+        // A torn last record: zero a few bytes of its payload.
+        let mut bytes = std::fs::read(&path).expect("read");
+        let end = end_of_two as usize + HEADER + 1000;
+        bytes[end - 3..end].fill(0);
+        std::fs::write(&path, &bytes).expect("write");
         let (wal, recs) = Wal::open(&path).expect("reopen");
         assert_eq!(recs.len(), 2);
         assert_eq!(
@@ -195,24 +257,64 @@ mod tests {
             (1, &b"first"[..])
         );
         assert_eq!((recs[1].seq, recs[1].payload.len()), (2, 0));
-        assert_eq!(wal.len(), std::fs::metadata(&path).expect("meta").len());
+        assert_eq!(
+            wal.len(),
+            end_of_two,
+            "the next record overwrites the torn one"
+        );
     }
 
     #[test]
     fn a_corrupt_record_ends_the_log() {
         let dir = tempfile::tempdir().expect("tempdir");
         let path = dir.path().join("log");
+        let second;
         {
             let (mut wal, _) = Wal::open(&path).expect("open");
             wal.append(1, b"one").expect("append");
+            second = wal.len() as usize;
             wal.append(2, b"two").expect("append");
         }
         let mut bytes = std::fs::read(&path).expect("read");
-        let last = bytes.len() - 1;
-        bytes[last] ^= 0xff;
+        bytes[second + HEADER] ^= 0xff;
         std::fs::write(&path, &bytes).expect("write");
-        let (_, recs) = Wal::open(&path).expect("reopen");
-        assert_eq!(recs.len(), 1);
-        assert_eq!(recs[0].payload, b"one");
+        assert_eq!(seqs(&path), vec![1]);
+    }
+
+    #[test]
+    fn after_a_reset_old_records_are_not_read_as_new_ones() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("log");
+        {
+            let (mut wal, _) = Wal::open(&path).expect("open");
+            for seq in 1..=3 {
+                wal.append(seq, b"same size").expect("append");
+            }
+            wal.reset().expect("reset");
+            assert!(wal.is_empty());
+            assert!(seqs(&path).is_empty(), "an empty log reads as empty");
+            // Same size as the old records: the next header read is old record 2.
+            wal.append(4, b"new record").expect("append");
+        }
+        assert_eq!(
+            seqs(&path),
+            vec![4],
+            "old record 2 does not follow record 4"
+        );
+    }
+
+    #[test]
+    fn a_cut_back_record_is_gone() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("log");
+        {
+            let (mut wal, _) = Wal::open(&path).expect("open");
+            wal.append(1, b"kept").expect("append");
+            let start = wal.len();
+            wal.append(2, b"failed commit").expect("append");
+            wal.cut_back(start).expect("cut back");
+            assert_eq!(wal.len(), start);
+        }
+        assert_eq!(seqs(&path), vec![1]);
     }
 }
