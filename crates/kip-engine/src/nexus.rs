@@ -64,7 +64,43 @@ struct CombinerState {
 
 struct KmlJob {
     cmd: Command,
-    reply: std::sync::mpsc::Sender<Result<Value, KipError>>,
+    reply: std::sync::Arc<Reply>,
+}
+
+/// Where the write leader puts a queued statement's result (a one-shot slot: a channel
+/// per statement allocated a 4 KiB block).
+#[derive(Default)]
+struct Reply {
+    result: Mutex<Option<Result<Value, KipError>>>,
+    ready: std::sync::Condvar,
+}
+
+impl Reply {
+    fn send(&self, r: Result<Value, KipError>) {
+        let mut slot = lock(&self.result);
+        if slot.is_none() {
+            *slot = Some(r);
+        }
+        self.ready.notify_one();
+    }
+
+    fn wait(&self) -> Result<Value, KipError> {
+        let mut slot = lock(&self.result);
+        loop {
+            if let Some(r) = slot.take() {
+                return r;
+            }
+            slot = self.ready.wait(slot).unwrap_or_else(|p| p.into_inner());
+        }
+    }
+}
+
+impl Drop for KmlJob {
+    /// A job dropped unanswered (the leader panicked) still wakes its writer.
+    fn drop(&mut self) {
+        self.reply
+            .send(Err(KipError::internal("the write leader stopped")));
+    }
 }
 
 impl std::fmt::Debug for Nexus {
@@ -400,15 +436,13 @@ impl Nexus {
         {
             let mut st = self.lock_combiner();
             if st.leader {
-                let (tx, rx) = std::sync::mpsc::channel();
+                let reply = std::sync::Arc::new(Reply::default());
                 st.jobs.push(KmlJob {
                     cmd: cmd.clone(),
-                    reply: tx,
+                    reply: reply.clone(),
                 });
                 drop(st);
-                return rx
-                    .recv()
-                    .unwrap_or_else(|_| Err(KipError::internal("the write leader stopped")));
+                return reply.wait();
             }
             st.leader = true;
         }
@@ -480,7 +514,7 @@ impl Nexus {
         let mut results = results.into_iter();
         let own_result = if own.is_some() { results.next() } else { None };
         for (job, r) in jobs.into_iter().zip(results) {
-            let _ = job.reply.send(r);
+            job.reply.send(r);
         }
         own_result
     }
