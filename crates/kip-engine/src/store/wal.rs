@@ -54,6 +54,10 @@ pub struct Wal {
     len: u64,
     /// Size of the file (records, then zeros or records from before a checkpoint).
     size: u64,
+    /// Set by a failed append: after a failed write or sync the file's state on disk is
+    /// not known (the kernel may have dropped the pages), so no later record may be
+    /// appended behind it; writes are refused until a restart replays what is valid.
+    failed: Option<String>,
 }
 
 fn crc(seq: u64, payload: &[u8]) -> u32 {
@@ -122,6 +126,7 @@ impl Wal {
             path: path.to_path_buf(),
             len: pos,
             size,
+            failed: None,
         };
         Ok((wal, records))
     }
@@ -139,6 +144,14 @@ impl Wal {
     /// Appends one record and syncs it to disk. On failure the log is cut back to where it
     /// was (the record is not part of the log).
     pub fn append(&mut self, seq: u64, payload: &[u8]) -> StoreResult<()> {
+        if let Some(why) = &self.failed {
+            return Err(storage_error(format!(
+                "writes are refused since the write-ahead log failed ({why})"
+            ))
+            .with_hint(
+                "restart kip-nexus: the log is checked and replayed on open; reads still work",
+            ));
+        }
         let len = u32::try_from(payload.len())
             .map_err(|_| storage_error("a write-ahead log record over 4 GiB"))?;
         let mut buf = Vec::with_capacity(HEADER + payload.len());
@@ -170,8 +183,9 @@ impl Wal {
             }
             Err(e) => {
                 let _ = self.cut_back(start);
+                self.failed = Some(e.to_string());
                 Err(storage_error(format!(
-                    "write-ahead log {}: {e}",
+                    "write-ahead log {}: {e}; writes are refused until kip-nexus restarts",
                     self.path.display()
                 )))
             }
@@ -198,11 +212,18 @@ impl Wal {
     pub fn cut_back(&mut self, len: u64) -> StoreResult<()> {
         if len < self.size {
             let n = (self.size - len).min(HEADER as u64) as usize;
-            self.file
+            let zeroed = self
+                .file
                 .seek(SeekFrom::Start(len))
                 .and_then(|_| self.file.write_all(&[0u8; HEADER][..n]))
-                .and_then(|()| self.file.sync_data())
-                .map_err(storage_error)?;
+                .and_then(|()| self.file.sync_data());
+            if let Err(e) = zeroed {
+                self.failed = Some(e.to_string());
+                return Err(storage_error(format!(
+                    "write-ahead log {}: {e}",
+                    self.path.display()
+                )));
+            }
         }
         self.len = len;
         Ok(())
@@ -301,6 +322,24 @@ mod tests {
             vec![4],
             "old record 2 does not follow record 4"
         );
+    }
+
+    #[test]
+    fn after_a_failed_append_writes_are_refused() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("log");
+        let (wal, _) = Wal::open(&path).expect("open");
+        // The same log on a read-only handle: every write fails.
+        let mut wal = Wal {
+            file: File::open(&path).expect("read-only"),
+            ..wal
+        };
+        let e = wal.append(1, b"x").expect_err("write fails");
+        assert!(e.message.contains("refused until"), "{}", e.message);
+        assert_eq!(wal.len(), 0);
+        let e = wal.append(1, b"x").expect_err("refused");
+        assert!(e.message.contains("writes are refused"), "{}", e.message);
+        assert!(e.hint.as_deref().unwrap_or("").contains("restart"));
     }
 
     #[test]
