@@ -156,12 +156,19 @@ impl<'a> Parser<'a> {
         &self.toks[(self.pos + n).min(last)].tok
     }
 
+    /// Consumes the current token. Its kind is moved out (no copy of its text): the
+    /// parser never looks back at a consumed token's kind, only at its span
+    /// ([`Parser::prev_span`]). The end-of-input token stays.
     pub(crate) fn bump(&mut self) -> Token {
-        let t = self.peek().clone();
         if self.pos < self.toks.len() - 1 {
+            let t = &mut self.toks[self.pos];
+            let tok = std::mem::replace(&mut t.tok, Tok::Comma);
+            let span = t.span;
             self.pos += 1;
+            Token { tok, span }
+        } else {
+            self.peek().clone()
         }
-        t
     }
 
     pub(crate) fn at_eof(&self) -> bool {
