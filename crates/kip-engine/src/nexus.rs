@@ -32,8 +32,11 @@ const TEXT_INDEX_KEY: &str = "text_index_version";
 /// redb page cache: grows with use up to this size (reads and dirty write pages).
 const CACHE_BYTES: usize = 768 * 1024 * 1024;
 /// A checkpoint runs once the write-ahead log holds this much (bounds replay time after
-/// a crash and the dirty pages redb holds between durable commits).
+/// a crash and the dirty pages redb holds between durable commits)...
 const CHECKPOINT_BYTES: u64 = 64 << 20;
+/// ... or once its oldest record is this old (a server that writes a little at a time
+/// keeps a short log, so a restart after a crash replays little).
+const CHECKPOINT_AGE: std::time::Duration = std::time::Duration::from_secs(30);
 
 /// An open Cognitive Nexus.
 pub struct Nexus {
@@ -403,7 +406,8 @@ impl Nexus {
                     })?;
                     return Err(e);
                 }
-                let full = log.len() >= CHECKPOINT_BYTES;
+                let full =
+                    log.len() >= CHECKPOINT_BYTES || log.age().is_some_and(|a| a >= CHECKPOINT_AGE);
                 drop(log);
                 // The write is durable (logged) and committed whatever the checkpoint does.
                 if full {

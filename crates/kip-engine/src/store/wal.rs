@@ -58,6 +58,8 @@ pub struct Wal {
     /// not known (the kernel may have dropped the pages), so no later record may be
     /// appended behind it; writes are refused until a restart replays what is valid.
     failed: Option<String>,
+    /// When the first record after the last reset was appended.
+    first_append: Option<std::time::Instant>,
 }
 
 fn crc(seq: u64, payload: &[u8]) -> u32 {
@@ -127,6 +129,7 @@ impl Wal {
             len: pos,
             size,
             failed: None,
+            first_append: None,
         };
         Ok((wal, records))
     }
@@ -134,6 +137,11 @@ impl Wal {
     /// Bytes in the log.
     pub fn len(&self) -> u64 {
         self.len
+    }
+
+    /// How long ago the oldest record in the log was appended (`None` when empty).
+    pub fn age(&self) -> Option<std::time::Duration> {
+        self.first_append.map(|t| t.elapsed())
     }
 
     /// Whether the log holds no record.
@@ -169,6 +177,8 @@ impl Wal {
         match written {
             Ok(()) => {
                 self.len = start + buf.len() as u64;
+                self.first_append
+                    .get_or_insert_with(std::time::Instant::now);
                 self.size = self.size.max(self.len);
                 if self.size - self.len < GROW / 2 {
                     // Not the write's failure: the record is on disk already.
@@ -236,7 +246,9 @@ impl Wal {
         if self.len == 0 {
             return Ok(());
         }
-        self.cut_back(0)
+        self.cut_back(0)?;
+        self.first_append = None;
+        Ok(())
     }
 }
 
@@ -311,8 +323,10 @@ mod tests {
             for seq in 1..=3 {
                 wal.append(seq, b"same size").expect("append");
             }
+            assert!(wal.age().is_some(), "a log with records has an age");
             wal.reset().expect("reset");
             assert!(wal.is_empty());
+            assert_eq!(wal.age(), None, "an emptied log has none");
             assert!(seqs(&path).is_empty(), "an empty log reads as empty");
             // Same size as the old records: the next header read is old record 2.
             wal.append(4, b"new record").expect("append");
