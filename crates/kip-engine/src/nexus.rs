@@ -803,9 +803,15 @@ fn replay(w: &mut WriteTables<'_>, records: &[crate::store::wal::Record]) -> Res
                 "the write-ahead log jumps from record {applied} to {}: records are missing",
                 rec.seq
             ))
-            .with_hint("the data directory is damaged; restore it from a backup or an export"));
+            .with_hint("nexus.wal is damaged: restore the data directory from a backup, or move nexus.wal away to open the database as of its last checkpoint (the writes logged after it are then lost)"));
         }
-        w.apply_log(&rec.payload)?;
+        w.apply_log(&rec.payload).map_err(|e| {
+            KipError::internal(format!(
+                "write-ahead log record {} cannot be applied: {}",
+                rec.seq, e.message
+            ))
+            .with_hint("nexus.wal is damaged: restore the data directory from a backup, or move nexus.wal away to open the database as of its last checkpoint (the writes logged after it are then lost)")
+        })?;
         applied = rec.seq;
     }
     if applied > start {

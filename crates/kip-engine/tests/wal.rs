@@ -240,6 +240,18 @@ mod damaged {
         drop(wal);
         let e = Nexus::open(&crashed).expect_err("garbage must not be applied");
         assert_eq!(e.code.as_str(), "KIP_4003", "{}", e.message);
-        assert!(e.message.contains("write-ahead log"), "{}", e.message);
+        assert!(
+            e.message.contains("record 2 cannot be applied"),
+            "{}",
+            e.message
+        );
+        assert!(
+            e.hint
+                .as_deref()
+                .unwrap_or("")
+                .contains("move nexus.wal away"),
+            "{:?}",
+            e.hint
+        );
     }
 }

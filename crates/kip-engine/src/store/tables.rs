@@ -174,14 +174,8 @@ impl<'t> WriteTables<'t> {
         if log.is_empty() {
             return Ok(Sealed::Nothing);
         }
-        let seq = read::meta(&self.meta, WAL_SEQ)?
-            .and_then(|b| <[u8; 8]>::try_from(b.as_slice()).ok())
-            .map(u64::from_le_bytes)
-            .unwrap_or(0)
-            + 1;
-        self.meta
-            .insert(WAL_SEQ, &seq.to_le_bytes()[..])
-            .map_err(storage_error)?;
+        let seq = super::meta_u64(self, WAL_SEQ)?.unwrap_or(0) + 1;
+        self.set_wal_seq(seq)?;
         Ok(Sealed::Record { seq, payload: log })
     }
 
@@ -303,13 +297,7 @@ impl<'t> WriteTables<'t> {
     fn alloc(&mut self, key: &'static str) -> StoreResult<u64> {
         let cur = match self.counters.iter().find(|(k, _)| *k == key) {
             Some((_, next)) => *next,
-            None => self
-                .meta
-                .get(key)
-                .map_err(storage_error)?
-                .and_then(|g| <[u8; 8]>::try_from(g.value()).ok())
-                .map(u64::from_le_bytes)
-                .unwrap_or(1),
+            None => super::meta_u64(self, key)?.unwrap_or(1),
         };
         if cur >= (1 << 62) {
             return Err(storage_error("identifier space exhausted"));
