@@ -42,6 +42,9 @@ pub struct BenchArgs {
     /// Run only these workload entries (names from the workload file, comma-separated).
     #[arg(long, value_delimiter = ',')]
     only: Vec<String>,
+    /// Blocks per UPSERT capsule (one transaction each) when loading the graph.
+    #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
+    capsule_blocks: u64,
 }
 
 /// xorshift64*: small, fast, deterministic.
@@ -146,12 +149,13 @@ struct Loader<'a> {
     blocks: Vec<String>,
     loaded: usize,
     metadata: &'static str,
+    size: usize,
 }
 
 impl Loader<'_> {
     fn push(&mut self, block: String) -> Result<()> {
         self.blocks.push(block);
-        if self.blocks.len() == 1000 {
+        if self.blocks.len() >= self.size {
             self.flush()?;
         }
         Ok(())
@@ -173,7 +177,7 @@ impl Loader<'_> {
 
 /// Generates the graph (concepts first, then links) and loads it through execute_kip.
 /// Returns the load time and the numbers of concept and link blocks.
-fn load(nexus: &Nexus, n: usize, seed: u64) -> Result<(Duration, usize, usize)> {
+fn load(nexus: &Nexus, n: usize, seed: u64, size: usize) -> Result<(Duration, usize, usize)> {
     let s = Sizes::new(n);
     let words = vocabulary();
     let mut rng = Rng(seed | 1);
@@ -181,9 +185,10 @@ fn load(nexus: &Nexus, n: usize, seed: u64) -> Result<(Duration, usize, usize)> 
     let start = Instant::now();
     let mut concepts = Loader {
         nexus,
-        blocks: Vec::with_capacity(1000),
+        blocks: Vec::with_capacity(size),
         loaded: 0,
         metadata: " WITH METADATA { source: \"kip-bench\" }",
+        size,
     };
     let concept = |t: &str, name: String, attrs: String| {
         format!(
@@ -244,11 +249,17 @@ fn load(nexus: &Nexus, n: usize, seed: u64) -> Result<(Duration, usize, usize)> 
         ))?;
     }
     concepts.flush()?;
+    eprintln!(
+        "[{n}] {} concepts loaded in {:.1}s",
+        concepts.loaded,
+        start.elapsed().as_secs_f64()
+    );
     let mut links = Loader {
         nexus,
-        blocks: Vec::with_capacity(1000),
+        blocks: Vec::with_capacity(size),
         loaded: 0,
         metadata: "",
+        size,
     };
     let c = |t: &str, i: usize| {
         format!(
@@ -513,7 +524,7 @@ fn scale_run(args: &BenchArgs, workload: &Value, n: usize) -> Result<Value> {
         None
     } else {
         eprintln!("[{n}] generating and loading the graph...");
-        let l = load(&nexus, n, args.seed)?;
+        let l = load(&nexus, n, args.seed, args.capsule_blocks as usize)?;
         eprintln!("[{n}] loaded in {:.1}s", l.0.as_secs_f64());
         Some(l)
     };

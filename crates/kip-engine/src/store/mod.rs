@@ -28,6 +28,7 @@
 //! Architecture invariant: only this module knows about redb. A server database backend
 //! would implement [`GraphRead`]/[`GraphWrite`] and leave the executors untouched.
 
+mod deferred;
 mod tables;
 pub mod wal;
 

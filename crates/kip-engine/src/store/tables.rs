@@ -2,6 +2,7 @@
 //! [`WriteTables`] (inside one write transaction). Both implement [`GraphRead`] through
 //! the same generic helpers, so reads inside a write see exactly what a snapshot would.
 
+use super::deferred::{Deferred, OspOp, PairOp, PosOp};
 use super::{
     decode, encode, storage_error, ConceptRecord, Continue, ElemRef, GraphRead, GraphWrite,
     PropRecord, StoreResult,
@@ -12,6 +13,7 @@ use redb::{
     ReadOnlyTable, ReadTransaction, ReadableTable, ReadableTableMetadata, Table, TableDefinition,
     WriteTransaction,
 };
+use std::cell::Ref;
 
 pub(crate) const META: TableDefinition<&str, &[u8]> = TableDefinition::new("meta");
 pub(crate) const CONCEPTS: TableDefinition<u64, &[u8]> = TableDefinition::new("concepts");
@@ -101,21 +103,44 @@ impl ReadTables {
             docs: txn.open_table(DOCS).map_err(storage_error)?,
         })
     }
+
+    fn concept_type_r(&self) -> StoreResult<&ReadOnlyTable<(&'static str, u64), ()>> {
+        Ok(&self.concept_type)
+    }
+    fn concept_name_r(&self) -> StoreResult<&ReadOnlyTable<(&'static str, u64), ()>> {
+        Ok(&self.concept_name)
+    }
+    fn pos_r(&self) -> StoreResult<&ReadOnlyTable<(&'static str, u64, u64), u64>> {
+        Ok(&self.pos)
+    }
+    fn osp_r(&self) -> StoreResult<&ReadOnlyTable<(u64, &'static str, u64), u64>> {
+        Ok(&self.osp)
+    }
+    fn postings_r(&self) -> StoreResult<&ReadOnlyTable<(&'static str, u64), u64>> {
+        Ok(&self.postings)
+    }
 }
 
+type PosTable<'t> = Table<'t, (&'static str, u64, u64), u64>;
+type OspTable<'t> = Table<'t, (u64, &'static str, u64), u64>;
+
 /// Read-write view of every table inside one write transaction.
+///
+/// The pure secondary indexes (`concept_type`, `concept_name`, `pos`, `osp`, postings)
+/// are [`Deferred`]: their writes are applied in key order when the transaction flushes
+/// or before the index is read.
 pub struct WriteTables<'t> {
     meta: Table<'t, &'static str, &'static [u8]>,
     concepts: Table<'t, u64, &'static [u8]>,
     concept_key: Table<'t, (&'static str, &'static str), u64>,
-    concept_type: Table<'t, (&'static str, u64), ()>,
-    concept_name: Table<'t, (&'static str, u64), ()>,
+    concept_type: Deferred<Table<'t, (&'static str, u64), ()>, PairOp<()>>,
+    concept_name: Deferred<Table<'t, (&'static str, u64), ()>, PairOp<()>>,
     props: Table<'t, u64, &'static [u8]>,
     spo: Table<'t, (u64, &'static str, u64), u64>,
-    pos: Table<'t, (&'static str, u64, u64), u64>,
-    osp: Table<'t, (u64, &'static str, u64), u64>,
+    pos: Deferred<PosTable<'t>, PosOp>,
+    osp: Deferred<OspTable<'t>, OspOp>,
     stats: Table<'t, &'static str, u64>,
-    postings: Table<'t, (&'static str, u64), u64>,
+    postings: Deferred<Table<'t, (&'static str, u64), u64>, PairOp<u64>>,
     docs: Table<'t, u64, &'static [u8]>,
     /// Statistics deltas of this transaction, applied by [`WriteTables::flush`]: hot
     /// counters (links per predicate) would otherwise be rewritten on every insert.
@@ -135,19 +160,35 @@ impl<'t> WriteTables<'t> {
             meta: txn.open_table(META).map_err(storage_error)?,
             concepts: txn.open_table(CONCEPTS).map_err(storage_error)?,
             concept_key: txn.open_table(CONCEPT_KEY).map_err(storage_error)?,
-            concept_type: txn.open_table(CONCEPT_TYPE).map_err(storage_error)?,
-            concept_name: txn.open_table(CONCEPT_NAME).map_err(storage_error)?,
+            concept_type: Deferred::new(txn.open_table(CONCEPT_TYPE).map_err(storage_error)?),
+            concept_name: Deferred::new(txn.open_table(CONCEPT_NAME).map_err(storage_error)?),
             props: txn.open_table(PROPS).map_err(storage_error)?,
             spo: txn.open_table(SPO).map_err(storage_error)?,
-            pos: txn.open_table(POS).map_err(storage_error)?,
-            osp: txn.open_table(OSP).map_err(storage_error)?,
+            pos: Deferred::new(txn.open_table(POS).map_err(storage_error)?),
+            osp: Deferred::new(txn.open_table(OSP).map_err(storage_error)?),
             stats: txn.open_table(STATS).map_err(storage_error)?,
-            postings: txn.open_table(POSTINGS).map_err(storage_error)?,
+            postings: Deferred::new(txn.open_table(POSTINGS).map_err(storage_error)?),
             docs: txn.open_table(DOCS).map_err(storage_error)?,
             pending: std::collections::HashMap::new(),
             log: Some(Vec::new()),
             counters: Vec::new(),
         })
+    }
+
+    fn concept_type_r(&self) -> StoreResult<Ref<'_, Table<'t, (&'static str, u64), ()>>> {
+        self.concept_type.read()
+    }
+    fn concept_name_r(&self) -> StoreResult<Ref<'_, Table<'t, (&'static str, u64), ()>>> {
+        self.concept_name.read()
+    }
+    fn pos_r(&self) -> StoreResult<Ref<'_, PosTable<'t>>> {
+        self.pos.read()
+    }
+    fn osp_r(&self) -> StoreResult<Ref<'_, OspTable<'t>>> {
+        self.osp.read()
+    }
+    fn postings_r(&self) -> StoreResult<Ref<'_, Table<'t, (&'static str, u64), u64>>> {
+        self.postings.read()
     }
 
     fn log_op(&mut self, tag: u8, id: u64, a: &[u8], b: &[u8]) {
@@ -258,6 +299,11 @@ impl<'t> WriteTables<'t> {
     /// Writes the statistics deltas of this transaction. Must run before commit (the
     /// nexus does it for every write transaction).
     pub fn flush(&mut self) -> StoreResult<()> {
+        self.concept_type.flush()?;
+        self.concept_name.flush()?;
+        self.pos.flush()?;
+        self.osp.flush()?;
+        self.postings.flush()?;
         for (key, next) in std::mem::take(&mut self.counters) {
             self.set_meta(key, &next.to_le_bytes())?;
         }
@@ -441,14 +487,14 @@ macro_rules! impl_graph_read {
                 concept_type: &str,
                 f: &mut dyn FnMut(u64) -> StoreResult<Continue>,
             ) -> StoreResult<()> {
-                read::scan_index(&self.concept_type, concept_type, f)
+                read::scan_index(&*self.concept_type_r()?, concept_type, f)
             }
             fn scan_name(
                 &self,
                 name: &str,
                 f: &mut dyn FnMut(u64) -> StoreResult<Continue>,
             ) -> StoreResult<()> {
-                read::scan_index(&self.concept_name, name, f)
+                read::scan_index(&*self.concept_name_r()?, name, f)
             }
             fn scan_concepts(
                 &self,
@@ -480,14 +526,14 @@ macro_rules! impl_graph_read {
                 p: Option<&str>,
                 f: &mut dyn FnMut(&str, ElemRef, u64) -> StoreResult<Continue>,
             ) -> StoreResult<()> {
-                read::scan_triple(&self.osp, o.encode(), p, f)
+                read::scan_triple(&*self.osp_r()?, o.encode(), p, f)
             }
             fn scan_predicate(
                 &self,
                 p: &str,
                 f: &mut dyn FnMut(ElemRef, ElemRef, u64) -> StoreResult<Continue>,
             ) -> StoreResult<()> {
-                read::scan_pos(&self.pos, p, f)
+                read::scan_pos(&*self.pos_r()?, p, f)
             }
             fn scan_props(
                 &self,
@@ -518,7 +564,8 @@ macro_rules! impl_graph_read {
                 from: &str,
                 f: &mut dyn FnMut(&str, u64, u32, u32) -> StoreResult<Continue>,
             ) -> StoreResult<()> {
-                for item in self.postings.range((from, 0u64)..).map_err(storage_error)? {
+                let postings = self.postings_r()?;
+                for item in postings.range((from, 0u64)..).map_err(storage_error)? {
                     let (k, v) = item.map_err(storage_error)?;
                     let (t, key) = k.value();
                     let packed = v.value();
@@ -530,7 +577,7 @@ macro_rules! impl_graph_read {
             }
             fn posting(&self, term: &str, key: u64) -> StoreResult<Option<u32>> {
                 Ok(self
-                    .postings
+                    .postings_r()?
                     .get((term, key))
                     .map_err(storage_error)?
                     .map(|g| (g.value() >> 32) as u32))
@@ -583,22 +630,16 @@ impl GraphWrite for WriteTables<'_> {
                     .remove((o.concept_type.as_str(), o.name.as_str()))
                     .map_err(storage_error)?;
                 self.concept_type
-                    .remove((o.concept_type.as_str(), id))
-                    .map_err(storage_error)?;
-                self.concept_name
-                    .remove((o.name.as_str(), id))
-                    .map_err(storage_error)?;
+                    .push(((o.concept_type.clone(), id), None))?;
+                self.concept_name.push(((o.name.clone(), id), None))?;
                 self.bump_stat(&format!("t:{}", o.concept_type), -1)?;
             }
             self.concept_key
                 .insert((rec.concept_type.as_str(), rec.name.as_str()), id)
                 .map_err(storage_error)?;
             self.concept_type
-                .insert((rec.concept_type.as_str(), id), ())
-                .map_err(storage_error)?;
-            self.concept_name
-                .insert((rec.name.as_str(), id), ())
-                .map_err(storage_error)?;
+                .push(((rec.concept_type.clone(), id), Some(())))?;
+            self.concept_name.push(((rec.name.clone(), id), Some(())))?;
             self.bump_stat(&format!("t:{}", rec.concept_type), 1)?;
         }
         Ok(())
@@ -612,11 +653,8 @@ impl GraphWrite for WriteTables<'_> {
             .remove((rec.concept_type.as_str(), rec.name.as_str()))
             .map_err(storage_error)?;
         self.concept_type
-            .remove((rec.concept_type.as_str(), id))
-            .map_err(storage_error)?;
-        self.concept_name
-            .remove((rec.name.as_str(), id))
-            .map_err(storage_error)?;
+            .push(((rec.concept_type.clone(), id), None))?;
+        self.concept_name.push(((rec.name.clone(), id), None))?;
         self.bump_stat(&format!("t:{}", rec.concept_type), -1)
     }
 
@@ -639,8 +677,8 @@ impl GraphWrite for WriteTables<'_> {
                 rec.object.encode(),
             );
             self.spo.insert((s, p, o), id).map_err(storage_error)?;
-            self.pos.insert((p, o, s), id).map_err(storage_error)?;
-            self.osp.insert((o, p, s), id).map_err(storage_error)?;
+            self.pos.push(((p.to_string(), o, s), Some(id)))?;
+            self.osp.push(((o, p.to_string(), s), Some(id)))?;
             self.bump_stat(&format!("p:{p}"), 1)?;
             if p == super::DOMAIN_PREDICATE {
                 self.bump_stat(&super::domain_stat_key(rec.object), 1)?;
@@ -670,9 +708,7 @@ impl WriteTables<'_> {
         }
         for (t, tf) in &doc.terms {
             let packed = (u64::from(*tf) << 32) | u64::from(doc.len);
-            self.postings
-                .insert((t.as_str(), key), packed)
-                .map_err(storage_error)?;
+            self.postings.push(((t.clone(), key), Some(packed)))?;
         }
         self.docs
             .insert(key, encode(doc)?.as_slice())
@@ -691,9 +727,7 @@ impl WriteTables<'_> {
         let Some(bytes) = old else { return Ok(()) };
         let doc: text::Doc = decode(&bytes)?;
         for t in doc.terms.keys() {
-            self.postings
-                .remove((t.as_str(), key))
-                .map_err(storage_error)?;
+            self.postings.push(((t.clone(), key), None))?;
         }
         self.bump_stat(TEXT_DOCS, -1)?;
         self.bump_stat(TEXT_LEN, -i64::from(doc.len))
@@ -706,7 +740,10 @@ impl WriteTables<'_> {
         self.log = None;
         self.pending.remove(TEXT_DOCS);
         self.pending.remove(TEXT_LEN);
-        self.postings.retain(|_, _| false).map_err(storage_error)?;
+        self.postings
+            .table_mut()?
+            .retain(|_, _| false)
+            .map_err(storage_error)?;
         self.docs.retain(|_, _| false).map_err(storage_error)?;
         self.stats
             .retain(|k, _| !k.starts_with("df:") && k != TEXT_DOCS && k != TEXT_LEN)
@@ -738,8 +775,8 @@ impl WriteTables<'_> {
             rec.object.encode(),
         );
         self.spo.remove((s, p, o)).map_err(storage_error)?;
-        self.pos.remove((p, o, s)).map_err(storage_error)?;
-        self.osp.remove((o, p, s)).map_err(storage_error)?;
+        self.pos.push(((p.to_string(), o, s), None))?;
+        self.osp.push(((o, p.to_string(), s), None))?;
         if p == super::DOMAIN_PREDICATE {
             self.bump_stat(&super::domain_stat_key(rec.object), -1)?;
         }
