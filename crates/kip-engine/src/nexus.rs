@@ -157,6 +157,10 @@ impl Nexus {
         // bootstrap once: one durable transaction.
         let txn = nexus.db.begin_write().map_err(storage_error)?;
         {
+            // Format 1 -> 2: the analysed text of each element is derived from its record
+            // instead of stored (the postings are unchanged).
+            txn.delete_table(crate::store::LEGACY_DOCS)
+                .map_err(storage_error)?;
             let mut w = WriteTables::open(&txn)?;
             let format = meta_u64(&w, FORMAT_KEY)?;
             if format.is_none() && !records.is_empty() {
@@ -172,6 +176,11 @@ impl Nexus {
                     ))
                     .with_hint("upgrade kip-nexus to open this data directory"));
                 }
+                Some(v) if v < FORMAT_VERSION => crate::store::GraphWrite::set_meta(
+                    &mut w,
+                    FORMAT_KEY,
+                    &FORMAT_VERSION.to_le_bytes(),
+                )?,
                 Some(_) => {}
                 None => crate::store::GraphWrite::set_meta(
                     &mut w,
@@ -832,15 +841,20 @@ fn check_doc(
     if doc.terms.is_empty() {
         return Ok(());
     }
-    if r.doc_len(key)? != Some(doc.len) {
-        problems.push(format!("{} has a stale text index length", e.id_string()));
-    }
     for (t, tf) in &doc.terms {
-        if r.posting(t, key)? != Some(*tf) {
-            problems.push(format!(
+        match r.posting(t, key)? {
+            Some((f, _)) if f != *tf => problems.push(format!(
+                "{} has a stale frequency for the text index term {t:?}",
+                e.id_string()
+            )),
+            Some((_, len)) if len != doc.len => {
+                problems.push(format!("{} has a stale text index length", e.id_string()))
+            }
+            Some(_) => {}
+            None => problems.push(format!(
                 "{} is missing the text index term {t:?}",
                 e.id_string()
-            ));
+            )),
         }
     }
     Ok(())

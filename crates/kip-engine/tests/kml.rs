@@ -682,3 +682,77 @@ fn a_newer_storage_format_is_refused_with_a_clear_message() {
     let e = Nexus::open(dir.path()).expect_err("newer format");
     assert!(e.message.contains("newer kip-nexus"), "{}", e.message);
 }
+
+/// Storage format 1 also stored each concept's analysed text in a `text_docs` table;
+/// format 2 derives it from the record. Opening a format-1 store migrates it in place:
+/// the table is deleted, the format recorded, and the text index keeps working.
+#[test]
+fn a_format_1_store_is_migrated_when_opened() {
+    use redb::{ReadableDatabase, TableDefinition, TableHandle};
+    const META: TableDefinition<&str, &[u8]> = TableDefinition::new("meta");
+    const TEXT_DOCS: TableDefinition<u64, &[u8]> = TableDefinition::new("text_docs");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let file = dir.path().join(kip_engine::nexus::DB_FILE);
+    {
+        let n = Nexus::open(dir.path()).expect("open");
+        medical_schema(&n);
+        ok(
+            &n,
+            r#"UPSERT { CONCEPT ?d { {type: "Drug", name: "Zolpram"} SET ATTRIBUTES { description: "eases migraine attacks" } } }"#,
+        );
+    }
+    {
+        // Make it look like format 1: the version, and the table format 1 kept.
+        let db = redb::Database::open(&file).expect("redb open");
+        let txn = db.begin_write().expect("txn");
+        txn.open_table(META)
+            .expect("meta")
+            .insert("format_version", &1u64.to_le_bytes()[..])
+            .expect("format");
+        txn.open_table(TEXT_DOCS)
+            .expect("text_docs")
+            .insert(1, &b"stale"[..])
+            .expect("doc");
+        txn.commit().expect("commit");
+    }
+    {
+        let n = Nexus::open(dir.path()).expect("migrating open");
+        let found = ok(&n, r#"SEARCH CONCEPT "migraine""#);
+        assert!(found.to_string().contains("Zolpram"), "{found}");
+        // Changing and deleting still keep the text index exact.
+        ok(
+            &n,
+            r#"UPSERT { CONCEPT ?d { {type: "Drug", name: "Zolpram"} SET ATTRIBUTES { description: "a sleeping aid" } } }"#,
+        );
+        assert!(!ok(&n, r#"SEARCH CONCEPT "migraine""#)
+            .to_string()
+            .contains("Zolpram"));
+        assert!(ok(&n, r#"SEARCH CONCEPT "sleeping""#)
+            .to_string()
+            .contains("Zolpram"));
+        assert_eq!(n.check_integrity().expect("check"), Vec::<String>::new());
+        ok(
+            &n,
+            r#"DELETE CONCEPT ?d DETACH WHERE { ?d {type: "Drug", name: "Zolpram"} }"#,
+        );
+        assert!(!ok(&n, r#"SEARCH CONCEPT "sleeping""#)
+            .to_string()
+            .contains("Zolpram"));
+        assert_eq!(n.check_integrity().expect("check"), Vec::<String>::new());
+    }
+    let db = redb::Database::open(&file).expect("redb open");
+    let txn = db.begin_read().expect("read");
+    let version = txn
+        .open_table(META)
+        .expect("meta")
+        .get("format_version")
+        .expect("get")
+        .map(|g| g.value().to_vec());
+    assert_eq!(version, Some(2u64.to_le_bytes().to_vec()));
+    let tables: Vec<String> = txn
+        .list_tables()
+        .expect("tables")
+        .map(|t| t.name().to_string())
+        .collect();
+    assert!(!tables.iter().any(|t| t == "text_docs"), "{tables:?}");
+}

@@ -16,7 +16,6 @@
 //! | `stats` | "t:Type" / "p:pred" / "dm:C:n" -> count | planner statistics, domain sizes |
 //! | `meta` | key -> bytes | format version, id counters, bootstrap marker |
 //! | `text_postings2` | (term, element) -> tf, doc length | SEARCH (exact term and prefix ranges) |
-//! | `text_docs` | element -> terms, length | index maintenance |
 //!
 //! Subjects and objects are [`ElemRef`]s encoded as one `u64` (bit 63 set for
 //! propositions), so a link whose subject is another link sorts like any other.
@@ -32,6 +31,7 @@ mod deferred;
 mod tables;
 pub mod wal;
 
+pub(crate) use tables::LEGACY_DOCS;
 pub(crate) use tables::WAL_SEQ;
 pub use tables::{ReadTables, Sealed, WriteTables};
 
@@ -40,8 +40,9 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use std::fmt;
 
-/// The on-disk format version this build writes and reads.
-pub const FORMAT_VERSION: u64 = 1;
+/// The on-disk format version this build writes and reads. Format 1 (which also stored
+/// each element's analysed text in `text_docs`) is migrated to 2 when it is opened.
+pub const FORMAT_VERSION: u64 = 2;
 
 /// Statistics key: number of documents in the text index.
 pub const TEXT_DOCS: &str = "ft:docs";
@@ -246,10 +247,9 @@ pub trait GraphRead {
         from: &str,
         f: &mut dyn FnMut(&str, u64, u32, u32) -> StoreResult<Continue>,
     ) -> StoreResult<()>;
-    /// The weighted length of an indexed document.
-    fn doc_len(&self, key: u64) -> StoreResult<Option<u32>>;
-    /// The weighted frequency of `term` in an indexed document.
-    fn posting(&self, term: &str, key: u64) -> StoreResult<Option<u32>>;
+    /// The weighted frequency of `term` in an indexed document and the document's
+    /// weighted length.
+    fn posting(&self, term: &str, key: u64) -> StoreResult<Option<(u32, u32)>>;
 }
 
 /// Write access inside one transaction. Index maintenance is the implementation's job:

@@ -32,7 +32,9 @@ pub(crate) const STATS: TableDefinition<&str, u64> = TableDefinition::new("stats
 /// bits), so BM25 needs no second lookup per posting.
 pub(crate) const POSTINGS: TableDefinition<(&str, u64), u64> =
     TableDefinition::new("text_postings2");
-pub(crate) const DOCS: TableDefinition<u64, &[u8]> = TableDefinition::new("text_docs");
+/// Storage format 1 kept each element's analysed text here; format 2 derives it from the
+/// record when needed, and the migration deletes this table.
+pub(crate) const LEGACY_DOCS: TableDefinition<u64, &[u8]> = TableDefinition::new("text_docs");
 
 const NEXT_CONCEPT: &str = "next_concept_id";
 const NEXT_PROP: &str = "next_prop_id";
@@ -78,7 +80,6 @@ pub struct ReadTables {
     osp: ReadOnlyTable<(u64, &'static str, u64), u64>,
     stats: ReadOnlyTable<&'static str, u64>,
     postings: ReadOnlyTable<(&'static str, u64), u64>,
-    docs: ReadOnlyTable<u64, &'static [u8]>,
 }
 
 impl ReadTables {
@@ -100,7 +101,6 @@ impl ReadTables {
             osp: txn.open_table(OSP).map_err(storage_error)?,
             stats: txn.open_table(STATS).map_err(storage_error)?,
             postings: txn.open_table(POSTINGS).map_err(storage_error)?,
-            docs: txn.open_table(DOCS).map_err(storage_error)?,
         })
     }
 
@@ -141,7 +141,6 @@ pub struct WriteTables<'t> {
     osp: Deferred<OspTable<'t>, OspOp>,
     stats: Table<'t, &'static str, u64>,
     postings: Deferred<Table<'t, (&'static str, u64), u64>, PairOp<u64>>,
-    docs: Table<'t, u64, &'static [u8]>,
     /// Statistics deltas of this transaction, applied by [`WriteTables::flush`]: hot
     /// counters (links per predicate) would otherwise be rewritten on every insert.
     pending: std::collections::HashMap<String, i64>,
@@ -168,7 +167,6 @@ impl<'t> WriteTables<'t> {
             osp: Deferred::new(txn.open_table(OSP).map_err(storage_error)?),
             stats: txn.open_table(STATS).map_err(storage_error)?,
             postings: Deferred::new(txn.open_table(POSTINGS).map_err(storage_error)?),
-            docs: txn.open_table(DOCS).map_err(storage_error)?,
             pending: std::collections::HashMap::new(),
             log: Some(Vec::new()),
             counters: Vec::new(),
@@ -575,18 +573,12 @@ macro_rules! impl_graph_read {
                 }
                 Ok(())
             }
-            fn posting(&self, term: &str, key: u64) -> StoreResult<Option<u32>> {
+            fn posting(&self, term: &str, key: u64) -> StoreResult<Option<(u32, u32)>> {
                 Ok(self
                     .postings_r()?
                     .get((term, key))
                     .map_err(storage_error)?
-                    .map(|g| (g.value() >> 32) as u32))
-            }
-            fn doc_len(&self, key: u64) -> StoreResult<Option<u32>> {
-                match self.docs.get(key).map_err(storage_error)? {
-                    Some(g) => Ok(Some(decode::<text::Doc>(g.value())?.len)),
-                    None => Ok(None),
-                }
+                    .map(|g| ((g.value() >> 32) as u32, g.value() as u32)))
             }
         }
     };
@@ -612,8 +604,8 @@ impl GraphWrite for WriteTables<'_> {
     ) -> StoreResult<()> {
         if old.is_none_or(|o| text::concept_text_changed(o, rec)) {
             let key = ElemRef::Concept(id).encode();
-            if old.is_some() {
-                self.unindex(key)?;
+            if let Some(o) = old {
+                self.unindex(key, &text::concept_doc(o))?;
             }
             self.index(key, &text::concept_doc(rec))?;
         }
@@ -647,7 +639,7 @@ impl GraphWrite for WriteTables<'_> {
 
     fn delete_concept(&mut self, id: u64, rec: &ConceptRecord) -> StoreResult<()> {
         self.log_op(OP_DEL_CONCEPT, id, &[], &[]);
-        self.unindex(ElemRef::Concept(id).encode())?;
+        self.unindex(ElemRef::Concept(id).encode(), &text::concept_doc(rec))?;
         self.concepts.remove(id).map_err(storage_error)?;
         self.concept_key
             .remove((rec.concept_type.as_str(), rec.name.as_str()))
@@ -710,22 +702,19 @@ impl WriteTables<'_> {
             let packed = (u64::from(*tf) << 32) | u64::from(doc.len);
             self.postings.push(((t.clone(), key), Some(packed)))?;
         }
-        self.docs
-            .insert(key, encode(doc)?.as_slice())
-            .map_err(storage_error)?;
         self.bump_stat(TEXT_DOCS, 1)?;
         self.bump_stat(TEXT_LEN, i64::from(doc.len))
     }
 
-    /// Removes a document from the text index (if indexed).
-    fn unindex(&mut self, key: u64) -> StoreResult<()> {
-        let old = self
-            .docs
-            .remove(key)
-            .map_err(storage_error)?
-            .map(|g| g.value().to_vec());
-        let Some(bytes) = old else { return Ok(()) };
-        let doc: text::Doc = decode(&bytes)?;
+    /// Removes a document from the text index. `doc` is the analysed text of the
+    /// element as it was indexed: the text index is always updated in the transaction
+    /// that changes the record, with the analysis of `TEXT_INDEX_VERSION` (a store
+    /// indexed by another version is rebuilt when it is opened).
+    fn unindex(&mut self, key: u64, doc: &text::Doc) -> StoreResult<()> {
+        if doc.terms.is_empty() {
+            // Never indexed (see `index`).
+            return Ok(());
+        }
         for t in doc.terms.keys() {
             self.postings.push(((t.clone(), key), None))?;
         }
@@ -744,7 +733,6 @@ impl WriteTables<'_> {
             .table_mut()?
             .retain(|_, _| false)
             .map_err(storage_error)?;
-        self.docs.retain(|_, _| false).map_err(storage_error)?;
         self.stats
             .retain(|k, _| !k.starts_with("df:") && k != TEXT_DOCS && k != TEXT_LEN)
             .map_err(storage_error)?;
