@@ -294,8 +294,9 @@ impl<'t> WriteTables<'t> {
         Ok(())
     }
 
-    /// Writes the statistics deltas of this transaction. Must run before commit (the
-    /// nexus does it for every write transaction).
+    /// Applies the queued secondary-index writes and writes the statistics deltas and id
+    /// counters of this transaction. Must run before commit (the nexus does it for every
+    /// write transaction); a transaction dropped without it is meant to be aborted.
     pub fn flush(&mut self) -> StoreResult<()> {
         self.concept_type.flush()?;
         self.concept_name.flush()?;
