@@ -579,13 +579,32 @@ impl Nexus {
 
     /// Loads a capsule (one or more UPSERTs) in one transaction with agent privileges:
     /// every statement or none. Returns each statement's result.
+    ///
+    /// The capsule may be of any size (an export of a large graph is hundreds of MiB):
+    /// its commands are found with the lexer, then parsed and run one at a time, each
+    /// within the usual per-command size limit. A syntax error anywhere is reported
+    /// before anything is written.
     pub fn load_capsule(&self, text: &str) -> Result<Vec<Value>, KipError> {
-        let cmds = kip_lang::parse_script(text)?;
+        let ranges = kip_lang::script_ranges(text)?;
+        if ranges.is_empty() {
+            // Nothing but whitespace and comments: the parser's own error.
+            kip_lang::parse_script(text)?;
+        }
+        // Syntax first (one command at a time, nothing kept), so a capsule with a typo
+        // near its end fails at once rather than after loading everything before it.
+        for r in &ranges {
+            kip_lang::parse_script_part(text, r.clone(), kip_lang::ParseOptions::default())?;
+        }
         self.write(
             |w| {
-                let mut out = Vec::new();
-                for cmd in &cmds {
-                    let bound = kip_lang::bind(cmd, &serde_json::Map::new())?;
+                let mut out = Vec::with_capacity(ranges.len());
+                for r in &ranges {
+                    let cmd = kip_lang::parse_script_part(
+                        text,
+                        r.clone(),
+                        kip_lang::ParseOptions::default(),
+                    )?;
+                    let bound = kip_lang::bind_owned(cmd, &serde_json::Map::new())?;
                     match &bound {
                         Command::Upsert(u) => {
                             out.push(upsert::upsert(w, u, upsert::Privilege::Agent)?)

@@ -756,3 +756,29 @@ fn a_format_1_store_is_migrated_when_opened() {
         .collect();
     assert!(!tables.iter().any(|t| t == "text_docs"), "{tables:?}");
 }
+
+/// A capsule larger than the per-command limit (an export of a big graph) loads: its
+/// commands are parsed one at a time. A syntax error near its end still writes nothing.
+#[test]
+fn a_capsule_larger_than_the_command_limit_loads_in_one_transaction() {
+    let n = nexus();
+    medical_schema(&n);
+    let filler = format!("// {}\n", "x".repeat(17 * 1024 * 1024));
+    let ok_capsule = format!(
+        "UPSERT {{ CONCEPT ?a {{ {{type: \"Drug\", name: \"Big1\"}} }} }}\n{filler}UPSERT {{ CONCEPT ?b {{ {{type: \"Drug\", name: \"Big2\"}} }} }}\n"
+    );
+    assert!(ok_capsule.len() > 16 * 1024 * 1024);
+    let results = n.load_capsule(&ok_capsule).expect("large capsule loads");
+    assert_eq!(results.len(), 2);
+    assert!(concept(&n, "Drug", "Big1").is_object());
+    assert!(concept(&n, "Drug", "Big2").is_object());
+
+    let before = n.dump().expect("dump");
+    let bad = format!(
+        "UPSERT {{ CONCEPT ?a {{ {{type: \"Drug\", name: \"Big3\"}} }} }}\n{filler}UPSERT {{ CONCEPT ?b {{ {{type: \"Drug\" name: \"Big4\"}} }} }}\n"
+    );
+    let e = n.load_capsule(&bad).expect_err("syntax error at the end");
+    assert_eq!(e.code.as_str(), "KIP_1001");
+    assert_eq!(e.line, Some(3), "{e}");
+    assert_eq!(n.dump().expect("dump"), before);
+}

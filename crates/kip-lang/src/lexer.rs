@@ -135,18 +135,44 @@ struct Lexer<'a> {
 
 /// Splits `src` into tokens, ending with [`Tok::Eof`].
 pub fn tokenize(src: &str) -> KipResult<Vec<Token>> {
+    tokenize_range(src, 0..src.len())
+}
+
+/// Splits `src[range]` into tokens, ending with [`Tok::Eof`] at `range.end`. Spans (and
+/// the line and column of errors) are positions in the whole `src`.
+pub fn tokenize_range(src: &str, range: std::ops::Range<usize>) -> KipResult<Vec<Token>> {
+    let mut out = Vec::with_capacity(range.len() / 4 + 1);
+    for_each_token(src, range, |t| {
+        out.push(t);
+        Ok(())
+    })?;
+    Ok(out)
+}
+
+/// Calls `f` with each token of `src[range]` in order, the last one [`Tok::Eof`] at
+/// `range.end`, without keeping them. A range that does not fall on character
+/// boundaries is treated as empty.
+pub fn for_each_token(
+    src: &str,
+    range: std::ops::Range<usize>,
+    mut f: impl FnMut(Token) -> KipResult<()>,
+) -> KipResult<()> {
+    let head = src.get(..range.end).unwrap_or("");
     let mut lx = Lexer {
-        src,
-        bytes: src.as_bytes(),
-        pos: 0,
+        src: head,
+        bytes: head.as_bytes(),
+        pos: if head.is_char_boundary(range.start) {
+            range.start.min(head.len())
+        } else {
+            head.len()
+        },
     };
-    let mut out = Vec::with_capacity(src.len() / 4 + 1);
     loop {
         let t = lx.next_token()?;
         let eof = t.tok == Tok::Eof;
-        out.push(t);
+        f(t)?;
         if eof {
-            return Ok(out);
+            return Ok(());
         }
     }
 }

@@ -32,7 +32,7 @@ pub use ast::{Command, CommandKind};
 pub use bind::{bind, bind_owned};
 pub use error::{ErrorCode, KipError, KipResult};
 pub use parser::{
-    parse_command, parse_command_with, parse_script, parse_script_bytes, parse_script_with,
-    parse_where_clauses, utf8, ParseOptions,
+    parse_command, parse_command_with, parse_script, parse_script_bytes, parse_script_part,
+    parse_script_with, parse_where_clauses, script_ranges, utf8, ParseOptions,
 };
 pub use span::{line_col, Span};

@@ -150,3 +150,45 @@ fn scripts_hold_several_commands() {
         parse_script("DESCRIBE PRIMER\nDESCRIBE DOMAINS; SEARCH CONCEPT \"x\"").expect("script");
     assert_eq!(cmds.len(), 3);
 }
+
+/// A capsule split into commands (for loading one at a time) reports errors at their
+/// line in the whole capsule, and names an oversized command by its line.
+#[test]
+fn script_parts_report_positions_in_the_whole_script() {
+    let src = "// capsule\nUPSERT { CONCEPT ?a { {type: \"T\", name: \"a\"} } }\n\nUPSERT { CONCEPT ?b { {type: \"T\", name: \"b\"} } };\nUPSERT { CONCEPT ?c { {type: \"T\" name: \"c\"} } }\n";
+    let ranges = kip_lang::script_ranges(src).expect("lexes");
+    assert_eq!(ranges.len(), 3);
+    assert!(src[ranges[1].clone()].ends_with("};"));
+    let opts = kip_lang::ParseOptions::default();
+    assert!(kip_lang::parse_script_part(src, ranges[0].clone(), opts).is_ok());
+    let e = kip_lang::parse_script_part(src, ranges[2].clone(), opts).expect_err("missing comma");
+    assert_eq!(e.code.as_str(), "KIP_1001");
+    assert_eq!((e.line, e.column), (Some(5), Some(34)), "{e}");
+    assert!(e.message.contains("line 5"), "{}", e.message);
+
+    let small = kip_lang::ParseOptions {
+        max_input_bytes: 40,
+        ..kip_lang::ParseOptions::default()
+    };
+    let e = kip_lang::parse_script_part(src, ranges[1].clone(), small).expect_err("too big");
+    assert_eq!(e.code.as_str(), "KIP_4002");
+    assert_eq!(e.line, Some(4));
+
+    // A leading `;` is not a command; separators between commands are fine.
+    let e = kip_lang::script_ranges(";FIND(?a) WHERE { ?a {type: \"T\"} }")
+        .and_then(|r| {
+            kip_lang::parse_script_part(";FIND(?a) WHERE { ?a {type: \"T\"} }", r[0].clone(), opts)
+        })
+        .expect_err("leading semicolon");
+    assert_eq!(e.code.as_str(), "KIP_1001");
+    assert_eq!(
+        kip_lang::script_ranges("FIND(?a) WHERE { ?a {type: \"T\"} };;\n;")
+            .expect("lexes")
+            .len(),
+        1
+    );
+    // Only comments: no commands.
+    assert!(kip_lang::script_ranges("// nothing\n")
+        .expect("lexes")
+        .is_empty());
+}

@@ -402,3 +402,62 @@ proptest! {
         }
     }
 }
+
+/// A script of generated commands, separated by newlines, `;` or comments.
+fn script() -> impl Strategy<Value = String> {
+    prop::collection::vec(
+        (
+            command(),
+            prop::sample::select(vec!["\n", ";\n", " ; ; ", "\n// a comment UPSERT {\n"]),
+        ),
+        1..5,
+    )
+    .prop_map(|parts| parts.into_iter().map(|(c, sep)| c + sep).collect())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 256, rng_seed: proptest::test_runner::RngSeed::Fixed(0x6b69_7022), ..ProptestConfig::default() })]
+
+    /// Splitting a script with the lexer and parsing the parts one by one gives the same
+    /// commands as parsing the whole script.
+    #[test]
+    fn script_parts_parse_like_the_whole_script(src in script()) {
+        let whole = parse_script(&src).map_err(|e| TestCaseError::fail(format!("{e}\n{src}")))?;
+        let ranges = kip_lang::script_ranges(&src).map_err(|e| TestCaseError::fail(format!("{e}\n{src}")))?;
+        let parts = ranges
+            .into_iter()
+            .map(|r| kip_lang::parse_script_part(&src, r, kip_lang::ParseOptions::default()))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| TestCaseError::fail(format!("{e}\n{src}")))?;
+        prop_assert_eq!(parts, whole);
+    }
+
+    /// Whatever the text, splitting never panics and a script that fails as a whole
+    /// fails in one of its parts (nothing is silently dropped).
+    #[test]
+    fn script_parts_fail_where_the_whole_script_fails(
+        src in command(),
+        cuts in prop::collection::vec((any::<prop::sample::Index>(), prop::sample::select(vec!["", "{", "}", "(", ")", "\"", ";", "UPSERT ", "FIND", "//"])), 1..4),
+    ) {
+        let mut s = format!("{src}\n{src}");
+        for (idx, ins) in cuts {
+            let mut at = idx.index(s.len() + 1);
+            while !s.is_char_boundary(at) { at -= 1; }
+            s.insert_str(at, ins);
+        }
+        let whole = parse_script(&s);
+        let parts = kip_lang::script_ranges(&s).and_then(|ranges| {
+            if ranges.is_empty() {
+                return parse_script(&s);
+            }
+            ranges
+                .into_iter()
+                .map(|r| kip_lang::parse_script_part(&s, r, kip_lang::ParseOptions::default()))
+                .collect::<Result<Vec<_>, _>>()
+        });
+        prop_assert_eq!(whole.is_ok(), parts.is_ok(), "{}", s);
+        if let (Ok(w), Ok(p)) = (whole, parts) {
+            prop_assert_eq!(w, p);
+        }
+    }
+}

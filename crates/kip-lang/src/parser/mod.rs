@@ -78,6 +78,93 @@ pub fn parse_script_with(src: &str, opts: ParseOptions) -> KipResult<Vec<Command
     Ok(out)
 }
 
+/// The byte range of each command in a script, found with the lexer alone (nothing is
+/// parsed or kept): a command starts at a statement keyword (`FIND`, `UPSERT`, `DELETE`,
+/// `DESCRIBE`, `SEARCH`) outside any brackets and ends where the next one starts or at
+/// a `;` (included). A large capsule can then be parsed and run one command at a time,
+/// each within [`ParseOptions::max_input_bytes`], while errors keep their line and
+/// column in the whole script ([`parse_script_part`]). Text that is not a command (a
+/// stray word, a leading `;`) becomes a range of its own, so parsing it reports the
+/// error.
+pub fn script_ranges(src: &str) -> KipResult<Vec<std::ops::Range<usize>>> {
+    let mut ranges = Vec::new();
+    let mut start: Option<usize> = None;
+    let mut last_end = 0;
+    let mut depth = 0usize;
+    crate::lexer::for_each_token(src, 0..src.len(), |t| {
+        match &t.tok {
+            Tok::Eof => {
+                if let Some(s) = start.take() {
+                    ranges.push(s..last_end);
+                }
+                return Ok(());
+            }
+            Tok::Semicolon if depth == 0 => {
+                match start.take() {
+                    Some(s) => ranges.push(s..t.span.end),
+                    // Separators between commands are allowed; one before any is not.
+                    None if ranges.is_empty() => ranges.push(t.span.start..t.span.end),
+                    None => {}
+                }
+                last_end = t.span.end;
+                return Ok(());
+            }
+            Tok::Ident(w) if depth == 0 && STATEMENT_KEYWORDS.contains(&w.as_str()) => {
+                if let Some(s) = start.replace(t.span.start) {
+                    ranges.push(s..last_end);
+                }
+            }
+            Tok::LBrace | Tok::LParen | Tok::LBracket => depth += 1,
+            Tok::RBrace | Tok::RParen | Tok::RBracket => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+        if start.is_none() {
+            start = Some(t.span.start);
+        }
+        last_end = t.span.end;
+        Ok(())
+    })?;
+    Ok(ranges)
+}
+
+/// Parses the one command in `src[range]` (a range from [`script_ranges`]); positions
+/// in errors are in the whole `src`.
+pub fn parse_script_part(
+    src: &str,
+    range: std::ops::Range<usize>,
+    opts: ParseOptions,
+) -> KipResult<Command> {
+    if range.len() > opts.max_input_bytes {
+        let (l, _) = crate::span::line_col(src, range.start);
+        return Err(KipError::new(
+            ErrorCode::ResourceExhausted,
+            format!(
+                "the command at line {l} is {} bytes, more than the limit of {} bytes",
+                range.len(),
+                opts.max_input_bytes
+            ),
+        )
+        .at(l, 1)
+        .with_hint("split it into several smaller commands"));
+    }
+    let mut p = Parser {
+        src,
+        toks: crate::lexer::tokenize_range(src, range)?,
+        pos: 0,
+        depth: 0,
+        opts,
+    };
+    if p.at_eof() {
+        return Err(p.empty_input());
+    }
+    let cmd = p.command()?;
+    p.eat(&Tok::Semicolon);
+    if !p.at_eof() {
+        return Err(p.unexpected("the end of the command"));
+    }
+    Ok(cmd)
+}
+
 /// Parses the inside of a `WHERE { ... }` body (patterns, FILTER, NOT, OPTIONAL, UNION)
 /// without the braces. Useful for checking pattern fragments on their own.
 pub fn parse_where_clauses(src: &str) -> KipResult<Vec<WhereClause>> {
