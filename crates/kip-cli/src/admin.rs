@@ -53,14 +53,36 @@ pub fn capsule_load(data: &Path, file: &str, quiet: bool) -> Result<ExitCode> {
 /// `kip export`: the whole graph as a capsule.
 pub fn export(data: &Path, output: Option<PathBuf>) -> Result<ExitCode> {
     let nexus = open_nexus(data)?;
-    let text = nexus
-        .export_capsule()
-        .map_err(|e| anyhow::anyhow!("{}", e.message))?;
     match output {
         Some(path) => {
-            std::fs::write(&path, text).with_context(|| format!("writing {}", path.display()))?
+            // Written next to the target and renamed into place, so a failed export never
+            // leaves a truncated capsule under the requested name.
+            let dir = match path.parent() {
+                Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+                _ => PathBuf::from("."),
+            };
+            let tmp = tempfile::NamedTempFile::new_in(&dir)
+                .with_context(|| format!("creating a temporary file in {}", dir.display()))?;
+            let mut w = std::io::BufWriter::with_capacity(1 << 20, tmp);
+            nexus
+                .export_capsule_to(&mut w)
+                .map_err(|e| anyhow::anyhow!("{}", e.message))?;
+            let tmp = w
+                .into_inner()
+                .map_err(|e| anyhow::anyhow!("writing {}: {}", path.display(), e.error()))?;
+            tmp.as_file()
+                .sync_all()
+                .with_context(|| format!("writing {}", path.display()))?;
+            tmp.persist(&path)
+                .with_context(|| format!("writing {}", path.display()))?;
         }
-        None => print!("{text}"),
+        None => {
+            let stdout = std::io::stdout();
+            let mut w = std::io::BufWriter::with_capacity(1 << 20, stdout.lock());
+            nexus
+                .export_capsule_to(&mut w)
+                .map_err(|e| anyhow::anyhow!("{}", e.message))?;
+        }
     }
     Ok(ExitCode::SUCCESS)
 }

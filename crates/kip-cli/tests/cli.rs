@@ -196,6 +196,27 @@ fn export_import_export_is_identical() {
 }
 
 #[test]
+fn export_to_a_file_writes_the_same_capsule_and_fails_cleanly() {
+    let a = tempfile::tempdir().expect("tempdir");
+    let (code, _) = kip_in(a.path(), &["capsule", "load", "-"], RICH.as_bytes());
+    assert_eq!(code, 0);
+    let (_, to_stdout) = kip_in(a.path(), &["export"], b"");
+    let out = tempfile::tempdir().expect("tempdir");
+    let file = out.path().join("backup.kip");
+    let file_arg = file.to_string_lossy().to_string();
+    let (code, _) = kip_in(a.path(), &["export", "-o", &file_arg], b"");
+    assert_eq!(code, 0);
+    assert_eq!(std::fs::read_to_string(&file).expect("written"), to_stdout);
+    // Only the capsule is left in the directory (the temporary file was renamed).
+    assert_eq!(std::fs::read_dir(out.path()).expect("dir").count(), 1);
+    let missing = out.path().join("no-such-dir").join("backup.kip");
+    let missing_arg = missing.to_string_lossy().to_string();
+    let (code, _) = kip_in(a.path(), &["export", "-o", &missing_arg], b"");
+    assert_ne!(code, 0);
+    assert!(!missing.exists());
+}
+
+#[test]
 fn exec_file_with_several_commands_runs_a_batch() {
     let dir = tempfile::tempdir().expect("tempdir");
     let file = dir.path().join("two.kip");

@@ -7,10 +7,11 @@
 //! `$PropositionType`), then the other concepts by type and name, then links by nesting
 //! depth and text. Each element carries its attributes and its exact metadata.
 
-use crate::store::{ElemRef, GraphRead};
+use crate::store::{ElemRef, GraphRead, PropRecord};
 use kip_lang::KipError;
 use serde_json::{Map, Value};
 use std::collections::HashMap;
+use std::io::Write;
 
 /// Blocks per UPSERT statement in an export.
 pub const BLOCKS_PER_UPSERT: usize = 500;
@@ -25,14 +26,25 @@ fn obj(m: &Map<String, Value>) -> String {
 
 /// Renders the whole graph as a capsule.
 pub fn export_capsule(g: &dyn GraphRead) -> Result<String, KipError> {
-    let mut concepts = Vec::new();
+    let mut out = Vec::new();
+    export_capsule_to(g, &mut out)?;
+    String::from_utf8(out).map_err(|_| KipError::internal("export produced invalid UTF-8"))
+}
+
+/// Writes the whole graph as a capsule to `out`, block by block. Only the sort keys are
+/// held in memory (type and name per concept, the rendered `(s, p, o)` per link); each
+/// block's attributes and metadata are read again when it is written, so exporting a
+/// graph takes a fraction of the memory of its text.
+pub fn export_capsule_to(g: &dyn GraphRead, out: &mut dyn Write) -> Result<(), KipError> {
+    let io = |e: std::io::Error| KipError::internal(format!("cannot write the export: {e}"));
+    let mut ids = Vec::new();
     g.scan_concepts(&mut |n| {
-        concepts.push(n);
+        ids.push(n);
         Ok(true)
     })?;
-    let mut names: HashMap<u64, (String, String)> = HashMap::new();
-    let mut blocks: Vec<((u8, String, String), String)> = Vec::new();
-    for n in concepts {
+    let mut names: HashMap<u64, (String, String)> = HashMap::with_capacity(ids.len());
+    let mut concepts: Vec<(u8, u64)> = Vec::with_capacity(ids.len());
+    for n in ids {
         let Some(c) = g.concept(n)? else { continue };
         let rank = match c.concept_type.as_str() {
             "$ConceptType" if c.name == "$ConceptType" => 0,
@@ -41,95 +53,135 @@ pub fn export_capsule(g: &dyn GraphRead) -> Result<String, KipError> {
             "$PropositionType" => 3,
             _ => 4,
         };
-        let mut b = format!(
+        concepts.push((rank, n));
+        names.insert(n, (c.concept_type, c.name));
+    }
+    // (rank, type, name): unique per concept, so the order is total.
+    concepts.sort_by(|a, b| {
+        let (ta, na) = &names[&a.1];
+        let (tb, nb) = &names[&b.1];
+        (a.0, ta, na).cmp(&(b.0, tb, nb))
+    });
+
+    let mut ids = Vec::new();
+    g.scan_props(&mut |n| {
+        ids.push(n);
+        Ok(true)
+    })?;
+    // Rendered text of links used as endpoints of other links (higher-order), so deep
+    // nesting is rendered once.
+    let mut memo: HashMap<u64, (usize, String)> = HashMap::new();
+    let mut links: Vec<(usize, String, u64)> = Vec::with_capacity(ids.len());
+    for n in ids {
+        let Some(p) = g.prop(n)? else { continue };
+        let (depth, text) = render_prop(g, &p, &names, &mut memo, 0)?;
+        links.push((depth, text, n));
+    }
+    drop(memo);
+    // (depth, text): a link's text is its identity, unique per link.
+    links.sort_by(|a, b| (a.0, &a.1).cmp(&(b.0, &b.1)));
+
+    out.write_all(
+        b"// kip-nexus export: the whole graph as a KIP capsule (kip import re-creates it).\n",
+    )
+    .map_err(io)?;
+    let mut in_statement = 0usize;
+    let mut block = String::new();
+    let total = concepts.len() + links.len();
+    let mut written = 0usize;
+    let mut emit = |out: &mut dyn Write, block: &str| -> Result<(), KipError> {
+        if in_statement == 0 {
+            out.write_all(b"UPSERT {\n").map_err(io)?;
+        }
+        out.write_all(block.as_bytes()).map_err(io)?;
+        out.write_all(b"\n").map_err(io)?;
+        in_statement += 1;
+        written += 1;
+        if in_statement == BLOCKS_PER_UPSERT || written == total {
+            out.write_all(b"}\n").map_err(io)?;
+            in_statement = 0;
+        }
+        Ok(())
+    };
+    for (_, n) in &concepts {
+        let c = g
+            .concept(*n)?
+            .ok_or_else(|| KipError::internal(format!("concept C:{n} vanished during export")))?;
+        block.clear();
+        block.push_str(&format!(
             "  CONCEPT {{\n    {{type: {}, name: {}}}\n",
             q(&c.concept_type),
             q(&c.name)
-        );
+        ));
         if !c.attributes.is_empty() {
-            b.push_str(&format!("    SET ATTRIBUTES {}\n", obj(&c.attributes)));
+            block.push_str(&format!("    SET ATTRIBUTES {}\n", obj(&c.attributes)));
         }
-        b.push_str("  }");
+        block.push_str("  }");
         if !c.metadata.is_empty() {
-            b.push_str(&format!(" WITH METADATA {}", obj(&c.metadata)));
+            block.push_str(&format!(" WITH METADATA {}", obj(&c.metadata)));
         }
-        names.insert(n, (c.concept_type.clone(), c.name.clone()));
-        blocks.push(((rank, c.concept_type, c.name), b));
+        emit(out, &block)?;
     }
-    blocks.sort_by(|a, b| a.0.cmp(&b.0));
-
-    let mut props = Vec::new();
-    g.scan_props(&mut |n| {
-        props.push(n);
-        Ok(true)
-    })?;
-    let mut rendered: HashMap<u64, (usize, String)> = HashMap::new();
-    fn render(
-        g: &dyn GraphRead,
-        r: ElemRef,
-        names: &HashMap<u64, (String, String)>,
-        memo: &mut HashMap<u64, (usize, String)>,
-        depth_guard: usize,
-    ) -> Result<(usize, String), KipError> {
-        match r {
-            ElemRef::Concept(n) => {
-                let (t, name) = names
-                    .get(&n)
-                    .cloned()
-                    .ok_or_else(|| KipError::internal(format!("dangling reference C:{n}")))?;
-                Ok((0, format!("{{type: {}, name: {}}}", q(&t), q(&name))))
-            }
-            ElemRef::Prop(n) => {
-                if let Some(v) = memo.get(&n) {
-                    return Ok(v.clone());
-                }
-                if depth_guard > 64 {
-                    return Err(KipError::internal(
-                        "proposition nesting deeper than 64 levels",
-                    ));
-                }
-                let p = g
-                    .prop(n)?
-                    .ok_or_else(|| KipError::internal(format!("dangling reference P:{n}")))?;
-                let (ds, s) = render(g, p.subject, names, memo, depth_guard + 1)?;
-                let (dob, o) = render(g, p.object, names, memo, depth_guard + 1)?;
-                let v = (ds.max(dob) + 1, format!("({s}, {}, {o})", q(&p.predicate)));
-                memo.insert(n, v.clone());
-                Ok(v)
-            }
-        }
-    }
-    let mut links: Vec<((usize, String), String)> = Vec::new();
-    for n in props {
-        let Some(p) = g.prop(n)? else { continue };
-        let (depth, text) = render(g, ElemRef::Prop(n), &names, &mut rendered, 0)?;
-        let mut b = format!("  PROPOSITION {{\n    {text}\n");
+    for (_, text, n) in &links {
+        let p = g.prop(*n)?.ok_or_else(|| {
+            KipError::internal(format!("proposition P:{n} vanished during export"))
+        })?;
+        block.clear();
+        block.push_str(&format!("  PROPOSITION {{\n    {text}\n"));
         if !p.attributes.is_empty() {
-            b.push_str(&format!("    SET ATTRIBUTES {}\n", obj(&p.attributes)));
+            block.push_str(&format!("    SET ATTRIBUTES {}\n", obj(&p.attributes)));
         }
-        b.push_str("  }");
+        block.push_str("  }");
         if !p.metadata.is_empty() {
-            b.push_str(&format!(" WITH METADATA {}", obj(&p.metadata)));
+            block.push_str(&format!(" WITH METADATA {}", obj(&p.metadata)));
         }
-        links.push(((depth, text), b));
+        emit(out, &block)?;
     }
-    links.sort_by(|a, b| a.0.cmp(&b.0));
+    out.flush().map_err(io)
+}
 
-    let mut out = String::from(
-        "// kip-nexus export: the whole graph as a KIP capsule (kip import re-creates it).\n",
-    );
-    let all: Vec<String> = blocks
-        .into_iter()
-        .map(|b| b.1)
-        .chain(links.into_iter().map(|l| l.1))
-        .collect();
-    for chunk in all.chunks(BLOCKS_PER_UPSERT) {
-        out.push_str("UPSERT {\n");
-        for b in chunk {
-            out.push_str(b);
-            out.push('\n');
+/// `(nesting depth, "(subject, \"predicate\", object)")` of a link.
+fn render_prop(
+    g: &dyn GraphRead,
+    p: &PropRecord,
+    names: &HashMap<u64, (String, String)>,
+    memo: &mut HashMap<u64, (usize, String)>,
+    depth_guard: usize,
+) -> Result<(usize, String), KipError> {
+    let (ds, s) = render_endpoint(g, p.subject, names, memo, depth_guard + 1)?;
+    let (dob, o) = render_endpoint(g, p.object, names, memo, depth_guard + 1)?;
+    Ok((ds.max(dob) + 1, format!("({s}, {}, {o})", q(&p.predicate))))
+}
+
+fn render_endpoint(
+    g: &dyn GraphRead,
+    r: ElemRef,
+    names: &HashMap<u64, (String, String)>,
+    memo: &mut HashMap<u64, (usize, String)>,
+    depth_guard: usize,
+) -> Result<(usize, String), KipError> {
+    match r {
+        ElemRef::Concept(n) => {
+            let (t, name) = names
+                .get(&n)
+                .ok_or_else(|| KipError::internal(format!("dangling reference C:{n}")))?;
+            Ok((0, format!("{{type: {}, name: {}}}", q(t), q(name))))
         }
-        out.push_str("}\n");
+        ElemRef::Prop(n) => {
+            if let Some(v) = memo.get(&n) {
+                return Ok(v.clone());
+            }
+            if depth_guard > 64 {
+                return Err(KipError::internal(
+                    "proposition nesting deeper than 64 levels",
+                ));
+            }
+            let p = g
+                .prop(n)?
+                .ok_or_else(|| KipError::internal(format!("dangling reference P:{n}")))?;
+            let v = render_prop(g, &p, names, memo, depth_guard)?;
+            memo.insert(n, v.clone());
+            Ok(v)
+        }
     }
-    Ok(out)
 }

@@ -764,6 +764,12 @@ impl Nexus {
         self.read(|r| crate::export::export_capsule(r))
     }
 
+    /// Writes the export capsule to `out` as it is rendered (one read snapshot; memory
+    /// for the sort keys only, not the whole text).
+    pub fn export_capsule_to(&self, out: &mut dyn std::io::Write) -> Result<(), KipError> {
+        self.read(|r| crate::export::export_capsule_to(r, out))
+    }
+
     /// Runs a Knowledge Graph Memory Server tool (see [`crate::memory`]).
     pub fn memory_tool(&self, name: &str, args: &Value) -> Result<Value, KipError> {
         crate::memory::call(self, name, args)
