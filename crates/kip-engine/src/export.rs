@@ -57,11 +57,7 @@ pub fn export_capsule_to(g: &dyn GraphRead, out: &mut dyn Write) -> Result<(), K
         names.insert(n, (c.concept_type, c.name));
     }
     // (rank, type, name): unique per concept, so the order is total.
-    concepts.sort_by(|a, b| {
-        let (ta, na) = &names[&a.1];
-        let (tb, nb) = &names[&b.1];
-        (a.0, ta, na).cmp(&(b.0, tb, nb))
-    });
+    concepts.sort_by(|a, b| (a.0, names.get(&a.1)).cmp(&(b.0, names.get(&b.1))));
 
     let mut ids = Vec::new();
     g.scan_props(&mut |n| {
