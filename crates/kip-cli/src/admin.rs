@@ -50,6 +50,45 @@ pub fn capsule_load(data: &Path, file: &str, quiet: bool) -> Result<ExitCode> {
     }
 }
 
+/// `kip import FILE`: a capsule (typically a `kip export`) in one transaction, every
+/// statement or none. Prints counts, not every created id (an export of a large graph
+/// creates millions).
+pub fn import_capsule(data: &Path, file: &str, quiet: bool) -> Result<ExitCode> {
+    let bytes = read_input(file)?;
+    let nexus = open_nexus(data)?;
+    let bar = spinner(quiet, "importing capsule");
+    let (mut statements, mut blocks, mut concepts, mut propositions) = (0u64, 0u64, 0u64, 0u64);
+    let count = |v: &serde_json::Value, key: &str| {
+        v.get(key)
+            .and_then(|a| a.as_array())
+            .map_or(0, |a| a.len() as u64)
+    };
+    let outcome = kip_lang::utf8(&bytes).and_then(|text| {
+        nexus.load_capsule_each(text, &mut |v| {
+            statements += 1;
+            blocks += v.get("blocks").and_then(|b| b.as_u64()).unwrap_or(0);
+            concepts += count(&v, "upsert_concept_nodes");
+            propositions += count(&v, "upsert_proposition_links");
+        })
+    });
+    bar.finish_and_clear();
+    match outcome {
+        Ok(()) => {
+            print_json(&json!({ "result": {
+                "statements": statements,
+                "blocks": blocks,
+                "upsert_concept_nodes": concepts,
+                "upsert_proposition_links": propositions,
+            }}));
+            Ok(ExitCode::SUCCESS)
+        }
+        Err(e) => {
+            print_json(&json!({ "error": e.to_json() }));
+            Ok(ExitCode::from(1))
+        }
+    }
+}
+
 /// `kip export`: the whole graph as a capsule.
 pub fn export(data: &Path, output: Option<PathBuf>) -> Result<ExitCode> {
     let nexus = open_nexus(data)?;

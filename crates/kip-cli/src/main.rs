@@ -85,8 +85,8 @@ enum Cmd {
         #[arg(long, value_name = "FILE", conflicts_with = "output")]
         memory_jsonl: Option<String>,
     },
-    /// Import a capsule written by `kip export` (or any capsule), or a memory-server
-    /// JSONL file, in one transaction.
+    /// Import a capsule written by `kip export` (or any capsule, of any size), or a
+    /// memory-server JSONL file, in one transaction; prints counts of what was upserted.
     Import {
         /// The capsule file, or `-` for stdin.
         #[arg(required_unless_present = "memory_jsonl")]
@@ -166,7 +166,7 @@ fn main() -> ExitCode {
             ..
         } => admin::import_memory(&data, &file, skip_bad_lines),
         Cmd::Import { file, .. } => {
-            admin::capsule_load(&data, file.as_deref().unwrap_or("-"), quiet)
+            admin::import_capsule(&data, file.as_deref().unwrap_or("-"), quiet)
         }
         Cmd::Export {
             memory_jsonl: Some(file),

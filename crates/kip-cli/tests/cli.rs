@@ -184,8 +184,17 @@ fn export_import_export_is_identical() {
     assert_eq!(code, 0);
     assert!(first.contains("阿司匹林") && first.contains("\"stated\""));
     let b = tempfile::tempdir().expect("tempdir");
-    let (code, _) = kip_in(b.path(), &["import", "-"], first.as_bytes());
+    let (code, summary) = kip_in(b.path(), &["import", "-"], first.as_bytes());
     assert_eq!(code, 0);
+    let summary: serde_json::Value = serde_json::from_str(summary.trim()).expect("json");
+    // Counts, not ids: one per block of the export.
+    let concepts = first.matches("\n  CONCEPT {").count() as u64;
+    let links = first.matches("\n  PROPOSITION {").count() as u64;
+    assert!(links >= 3);
+    assert_eq!(
+        summary["result"],
+        json!({"statements": 1, "blocks": concepts + links, "upsert_concept_nodes": concepts, "upsert_proposition_links": links}),
+    );
     let (_, second) = kip_in(b.path(), &["export"], b"");
     assert_eq!(first, second);
     let (code, out) = kip_in(b.path(), &["check"], b"");

@@ -585,6 +585,19 @@ impl Nexus {
     /// within the usual per-command size limit. A syntax error anywhere is reported
     /// before anything is written.
     pub fn load_capsule(&self, text: &str) -> Result<Vec<Value>, KipError> {
+        let mut out = Vec::new();
+        self.load_capsule_each(text, &mut |v| out.push(v))?;
+        Ok(out)
+    }
+
+    /// [`Nexus::load_capsule`], handing each statement's result to `each` instead of
+    /// collecting them (a large import need not hold millions of ids). The results
+    /// describe the transaction only if this returns `Ok` (it committed).
+    pub fn load_capsule_each(
+        &self,
+        text: &str,
+        each: &mut dyn FnMut(Value),
+    ) -> Result<(), KipError> {
         let ranges = kip_lang::script_ranges(text)?;
         if ranges.is_empty() {
             // Nothing but whitespace and comments: the parser's own error.
@@ -597,7 +610,6 @@ impl Nexus {
         }
         self.write(
             |w| {
-                let mut out = Vec::with_capacity(ranges.len());
                 for r in &ranges {
                     let cmd = kip_lang::parse_script_part(
                         text,
@@ -606,10 +618,8 @@ impl Nexus {
                     )?;
                     let bound = kip_lang::bind_owned(cmd, &serde_json::Map::new())?;
                     match &bound {
-                        Command::Upsert(u) => {
-                            out.push(upsert::upsert(w, u, upsert::Privilege::Agent)?)
-                        }
-                        Command::Delete(d) => out.push(delete::delete(w, d, &self.limits)?),
+                        Command::Upsert(u) => each(upsert::upsert(w, u, upsert::Privilege::Agent)?),
+                        Command::Delete(d) => each(delete::delete(w, d, &self.limits)?),
                         _ => {
                             return Err(KipError::new(
                                 ErrorCode::InvalidSyntax,
@@ -618,7 +628,7 @@ impl Nexus {
                         }
                     }
                 }
-                Ok(out)
+                Ok(())
             },
             false,
         )
