@@ -11,11 +11,13 @@
 //! description), and redb copies a leaf page the first time a transaction touches it and
 //! walks the tree from the root for every operation. In key order, consecutive
 //! operations land on the same (already copied) leaf with the path to it hot in the CPU
-//! cache: bulk loads ran about 1.25-1.3x faster (see `docs/performance.md`).
+//! cache: bulk loads ran 1.2-1.4x faster (see `docs/performance.md`).
 //!
-//! A queue is only ever applied through `&mut self` or when it is non-empty; operations
-//! are queued only through `&mut self`, so no shared borrow handed out by
-//! [`Deferred::read`] can be alive when the queue is applied.
+//! Borrowing: operations are queued only through `&mut self`, which cannot coexist with
+//! a `Ref` handed out by [`Deferred::read`]; `read` applies the queue (a mutable borrow
+//! of the cell) only when it is non-empty, which means no such `Ref` is alive. Nested
+//! reads of one index (a scan whose callback reads it again) find the queue empty and
+//! only share the borrow. A conflict would still be a `KIP_4003`, never a panic.
 
 use super::{storage_error, StoreResult};
 use redb::Table;
