@@ -127,8 +127,8 @@ type OspTable<'t> = Table<'t, (u64, &'static str, u64), u64>;
 /// Read-write view of every table inside one write transaction.
 ///
 /// The pure secondary indexes (`concept_type`, `concept_name`, `pos`, `osp`, postings)
-/// are deferred (`store/deferred.rs`): their writes are applied in key order when the transaction flushes
-/// or before the index is read.
+/// are deferred (`store/deferred.rs`): their writes are applied in key order when the
+/// transaction flushes or before the index is read.
 pub struct WriteTables<'t> {
     meta: Table<'t, &'static str, &'static [u8]>,
     concepts: Table<'t, u64, &'static [u8]>,
