@@ -114,6 +114,11 @@ pub fn export(data: &Path, output: Option<PathBuf>) -> Result<ExitCode> {
                 .with_context(|| format!("writing {}", path.display()))?;
             tmp.persist(&path)
                 .with_context(|| format!("writing {}", path.display()))?;
+            // The rename itself survives a crash once the directory is synced (best
+            // effort: not every platform can open a directory).
+            if let Ok(d) = std::fs::File::open(&dir) {
+                let _ = d.sync_all();
+            }
         }
         None => {
             let stdout = std::io::stdout();
