@@ -175,11 +175,17 @@ UPSERT {
 } WITH METADATA { source: "golden" }
 "#;
 
+/// A data directory holding the `RICH` capsule.
+fn rich_store() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (code, _) = kip_in(dir.path(), &["capsule", "load", "-"], RICH.as_bytes());
+    assert_eq!(code, 0);
+    dir
+}
+
 #[test]
 fn export_import_export_is_identical() {
-    let a = tempfile::tempdir().expect("tempdir");
-    let (code, _) = kip_in(a.path(), &["capsule", "load", "-"], RICH.as_bytes());
-    assert_eq!(code, 0);
+    let a = rich_store();
     let (code, first) = kip_in(a.path(), &["export"], b"");
     assert_eq!(code, 0);
     assert!(first.contains("阿司匹林") && first.contains("\"stated\""));
@@ -206,9 +212,7 @@ fn export_import_export_is_identical() {
 
 #[test]
 fn export_to_a_file_writes_the_same_capsule_and_fails_cleanly() {
-    let a = tempfile::tempdir().expect("tempdir");
-    let (code, _) = kip_in(a.path(), &["capsule", "load", "-"], RICH.as_bytes());
-    assert_eq!(code, 0);
+    let a = rich_store();
     let (_, to_stdout) = kip_in(a.path(), &["export"], b"");
     let out = tempfile::tempdir().expect("tempdir");
     let file = out.path().join("backup.kip");
