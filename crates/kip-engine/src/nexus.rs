@@ -8,6 +8,11 @@
 //! large for the log commits durably in redb directly. A crash or kill at any point loses
 //! no acknowledged write and never exposes part of one: on open, the log records after
 //! the last checkpoint are applied again (see [`crate::store::wal`]).
+//!
+//! Secondary-index writes wait in an in-memory overlay ([`crate::store::Overlay`]) that
+//! every read merges in; each checkpoint folds it into the tables within its durable
+//! commit, so the log never holds less than the overlay does. Readers pair their redb
+//! snapshot with the overlay's version at the same instant.
 
 use crate::bootstrap::{BOOTSTRAPPED_KEY, BOOTSTRAP_CAPSULES};
 use crate::envelope::{self, Access, ExecuteRequest, Outcome, Response};
@@ -15,13 +20,14 @@ use crate::kml::{delete, upsert};
 use crate::kql::{self, QueryLimits};
 use crate::store::wal::Wal;
 use crate::store::{
-    meta_u64, storage_error, GraphRead, ReadTables, Sealed, WriteTables, FORMAT_VERSION, WAL_SEQ,
+    meta_u64, storage_error, Finished, GraphRead, Overlay, ReadTables, Sealed, WriteTables,
+    FORMAT_VERSION, WAL_SEQ,
 };
 use kip_lang::{Command, ErrorCode, KipError};
 use redb::{Database, Durability, ReadableDatabase, WriteTransaction};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard};
 
 /// The database file inside the data directory.
 pub const DB_FILE: &str = "nexus.redb";
@@ -37,6 +43,9 @@ const CHECKPOINT_BYTES: u64 = 64 << 20;
 /// ... or once its oldest record is this old (a server that writes a little at a time
 /// keeps a short log, so a restart after a crash replays little).
 const CHECKPOINT_AGE: std::time::Duration = std::time::Duration::from_secs(30);
+/// ... or once the overlay holds this many index entries not yet folded into the redb
+/// tables (about 100 bytes each in memory).
+const OVERLAY_LIMIT: usize = 1 << 19;
 
 /// An open Cognitive Nexus.
 pub struct Nexus {
@@ -46,6 +55,8 @@ pub struct Nexus {
     /// The write-ahead log (none for an in-memory nexus). Lock order: redb's write
     /// transaction first, then this.
     wal: Option<Mutex<Wal>>,
+    /// Committed secondary-index writes not yet folded into the tables.
+    overlay: Arc<Overlay>,
     combiner: Combiner,
 }
 
@@ -151,6 +162,7 @@ impl Nexus {
             path,
             limits: QueryLimits::default(),
             wal: wal.map(Mutex::new),
+            overlay: Arc::new(Overlay::default()),
             combiner: Combiner::default(),
         };
         // Create the tables, check the format version, replay the write-ahead log,
@@ -161,7 +173,7 @@ impl Nexus {
             // instead of stored (the postings are unchanged).
             txn.delete_table(crate::store::LEGACY_DOCS)
                 .map_err(storage_error)?;
-            let mut w = WriteTables::open(&txn)?;
+            let mut w = WriteTables::open(&txn, &nexus.overlay)?;
             let format = meta_u64(&w, FORMAT_KEY)?;
             if format.is_none() && !records.is_empty() {
                 return Err(KipError::internal(
@@ -217,6 +229,8 @@ impl Nexus {
                 crate::store::GraphWrite::set_meta(&mut w, BOOTSTRAPPED_KEY, b"1")?;
             }
             w.flush()?;
+            // A durable commit: the index entries go into the tables with it.
+            w.fold()?;
         }
         txn.commit().map_err(storage_error)?;
         // Everything replayed is durable now.
@@ -347,15 +361,12 @@ impl Nexus {
     ) -> Result<T, KipError> {
         let txn = self.db.begin_write().map_err(storage_error)?;
         let out = {
-            let mut w = WriteTables::open(&txn)?;
-            f(&mut w).and_then(|v| {
-                w.flush()?;
-                Ok((v, w.seal()?))
-            })
+            let mut w = WriteTables::open(&txn, &self.overlay)?;
+            f(&mut w).and_then(|v| Ok((v, w.finish()?)))
         };
         match out {
-            Ok((v, sealed)) if !dry_run => {
-                self.commit(txn, sealed)?;
+            Ok((v, finished)) if !dry_run => {
+                self.commit(txn, finished)?;
                 Ok(v)
             }
             Ok((v, _)) => {
@@ -371,21 +382,45 @@ impl Nexus {
 
     /// Commits a write transaction durably: through the write-ahead log when the
     /// transaction sealed a log record, else with a redb durable commit (which is also a
-    /// checkpoint: it persists every earlier commit, so the log is emptied).
-    fn commit(&self, mut txn: WriteTransaction, sealed: Sealed) -> Result<(), KipError> {
+    /// checkpoint: it persists every earlier commit, so the log is emptied). The
+    /// transaction's index changes are published into the overlay with the commit.
+    fn commit(&self, txn: WriteTransaction, finished: Finished) -> Result<(), KipError> {
+        let Finished {
+            sealed,
+            changes,
+            folded,
+        } = finished;
+        let published = changes.len();
         let Some(wal) = &self.wal else {
             // In memory: nothing to make durable.
-            return txn.commit().map_err(storage_error);
+            let ver = self.overlay.publish(changes);
+            self.overlay.commit(ver, published, folded, || {
+                txn.commit().map_err(storage_error)
+            })?;
+            if self.overlay.unfolded() >= OVERLAY_LIMIT {
+                if let Err(e) = self.checkpoint() {
+                    tracing::warn!("folding the overlay failed ({}); retried later", e.message);
+                }
+            }
+            return Ok(());
+        };
+        let non_durable = move |mut txn: WriteTransaction| {
+            txn.set_durability(Durability::None)
+                .map_err(storage_error)?;
+            txn.commit().map_err(storage_error)
         };
         match sealed {
             Sealed::Nothing => {
-                txn.set_durability(Durability::None)
-                    .map_err(storage_error)?;
-                txn.commit().map_err(storage_error)
+                let ver = self.overlay.publish(changes);
+                self.overlay
+                    .commit(ver, published, folded, || non_durable(txn))
             }
             Sealed::Durable => {
                 let mut wal = lock(wal);
-                txn.commit().map_err(storage_error)?;
+                let ver = self.overlay.publish(changes);
+                self.overlay.commit(ver, published, folded, || {
+                    txn.commit().map_err(storage_error)
+                })?;
                 // Committed and durable: a log that cannot be emptied now only holds
                 // records the next open skips, so this is not the write's failure.
                 if let Err(e) = wal.reset() {
@@ -401,10 +436,10 @@ impl Nexus {
                     let _ = txn.abort();
                     return Err(e);
                 }
-                let committed = txn
-                    .set_durability(Durability::None)
-                    .map_err(storage_error)
-                    .and_then(|()| txn.commit().map_err(storage_error));
+                let ver = self.overlay.publish(changes);
+                let committed = self
+                    .overlay
+                    .commit(ver, published, folded, || non_durable(txn));
                 if let Err(e) = committed {
                     // The record must not outlive a transaction that did not commit.
                     log.cut_back(start).map_err(|t| {
@@ -415,8 +450,9 @@ impl Nexus {
                     })?;
                     return Err(e);
                 }
-                let full =
-                    log.len() >= CHECKPOINT_BYTES || log.age().is_some_and(|a| a >= CHECKPOINT_AGE);
+                let full = log.len() >= CHECKPOINT_BYTES
+                    || log.age().is_some_and(|a| a >= CHECKPOINT_AGE)
+                    || self.overlay.unfolded() >= OVERLAY_LIMIT;
                 drop(log);
                 // The write is durable (logged) and committed whatever the checkpoint does.
                 if full {
@@ -429,17 +465,40 @@ impl Nexus {
         }
     }
 
-    /// Makes every commit durable in the database file and empties the write-ahead log.
+    /// Makes every commit durable in the database file (folding the overlay into the
+    /// tables in the same commit) and empties the write-ahead log.
     pub fn checkpoint(&self) -> Result<(), KipError> {
-        let Some(wal) = &self.wal else { return Ok(()) };
         let txn = self.db.begin_write().map_err(storage_error)?;
-        let mut wal = lock(wal);
-        if wal.is_empty() {
+        let mut wal = self.wal.as_ref().map(lock);
+        if wal.as_ref().is_none_or(|w| w.is_empty()) && self.overlay.unfolded() == 0 {
             drop(wal);
             return txn.abort().map_err(storage_error);
         }
-        txn.commit().map_err(storage_error)?;
-        wal.reset()
+        let folded = {
+            let mut w = WriteTables::open(&txn, &self.overlay)?;
+            w.fold()?;
+            w.folded()
+        };
+        self.overlay
+            .commit(None, 0, folded, || txn.commit().map_err(storage_error))?;
+        match wal.as_mut() {
+            Some(wal) => wal.reset(),
+            None => Ok(()),
+        }
+    }
+
+    /// Makes a write transaction fold its index changes into the tables once it holds
+    /// `n` of them (default 524,288). For tests, which use a small value to exercise
+    /// folds inside transactions.
+    #[doc(hidden)]
+    pub fn set_max_txn_index_changes(&self, n: usize) {
+        self.overlay.set_max_txn_changes(n);
+    }
+
+    /// Index entries held in the in-memory overlay (not yet folded into the tables, or
+    /// folded but still needed by an older reader).
+    pub fn overlay_entries(&self) -> usize {
+        self.overlay.entries()
     }
 
     /// Runs one KML statement through the write combiner (durable on return). A caller
@@ -536,7 +595,7 @@ impl Nexus {
     fn run_combined(&self, cmds: &[&Command]) -> Result<Option<Vec<Value>>, KipError> {
         let txn = self.db.begin_write().map_err(storage_error)?;
         let results = {
-            let mut w = WriteTables::open(&txn)?;
+            let mut w = WriteTables::open(&txn, &self.overlay)?;
             let mut out = Vec::with_capacity(cmds.len());
             let mut failed = false;
             for cmd in cmds {
@@ -551,13 +610,12 @@ impl Nexus {
             if failed {
                 None
             } else {
-                w.flush()?;
-                Some((out, w.seal()?))
+                Some((out, w.finish()?))
             }
         };
         match results {
-            Some((out, sealed)) => {
-                self.commit(txn, sealed)?;
+            Some((out, finished)) => {
+                self.commit(txn, finished)?;
                 Ok(Some(out))
             }
             None => {
@@ -572,8 +630,10 @@ impl Nexus {
         &self,
         f: impl FnOnce(&ReadTables) -> Result<T, KipError>,
     ) -> Result<T, KipError> {
-        let txn = self.db.begin_read().map_err(storage_error)?;
-        let r = ReadTables::open(&txn)?;
+        let (txn, snapshot) = self
+            .overlay
+            .begin_read(|| self.db.begin_read().map_err(storage_error))?;
+        let r = ReadTables::open(&txn, self.overlay.clone(), snapshot)?;
         f(&r)
     }
 

@@ -21,19 +21,25 @@
 //! propositions), so a link whose subject is another link sorts like any other.
 //! Attributes and metadata are stored as MessagePack (compact, self-describing).
 //!
+//! The five pure secondary indexes (`concept_type`, `concept_name`, `pos`, `osp`,
+//! `text_postings2`) are written through an in-memory layer ([`Overlay`]): committed
+//! changes wait there, merged into every read, until a checkpoint folds them into the
+//! tables in key order.
+//!
 //! Small writes are made durable by the write-ahead log ([`wal`]), big ones and
 //! checkpoints by redb's durable commit.
 //!
 //! Architecture invariant: only this module knows about redb. A server database backend
 //! would implement [`GraphRead`]/[`GraphWrite`] and leave the executors untouched.
 
-mod deferred;
+mod overlay;
 mod tables;
 pub mod wal;
 
+pub use overlay::{Overlay, Snapshot};
 pub(crate) use tables::LEGACY_DOCS;
 pub(crate) use tables::WAL_SEQ;
-pub use tables::{ReadTables, Sealed, WriteTables};
+pub use tables::{Finished, ReadTables, Sealed, WriteTables};
 
 use kip_lang::KipError;
 use serde::{Deserialize, Serialize};

@@ -2,7 +2,10 @@
 //! [`WriteTables`] (inside one write transaction). Both implement [`GraphRead`] through
 //! the same generic helpers, so reads inside a write see exactly what a snapshot would.
 
-use super::deferred::{Deferred, OspOp, PairOp, PosOp};
+use super::overlay::{
+    fold_index, merge, Changes, IndexChanges, Item, Layer, Layers, OspKey, Overlay, PosKey,
+    Snapshot, StrKey, View,
+};
 use super::{
     decode, encode, storage_error, ConceptRecord, Continue, ElemRef, GraphRead, GraphWrite,
     PropRecord, StoreResult,
@@ -13,7 +16,8 @@ use redb::{
     ReadOnlyTable, ReadTransaction, ReadableTable, ReadableTableMetadata, Table, TableDefinition,
     WriteTransaction,
 };
-use std::cell::Ref;
+use std::ops::Bound;
+use std::sync::Arc;
 
 pub(crate) const META: TableDefinition<&str, &[u8]> = TableDefinition::new("meta");
 pub(crate) const CONCEPTS: TableDefinition<u64, &[u8]> = TableDefinition::new("concepts");
@@ -67,6 +71,17 @@ pub enum Sealed {
     Durable,
 }
 
+/// A finished write transaction, ready for the nexus to commit.
+#[derive(Debug)]
+pub struct Finished {
+    /// What goes into the write-ahead log.
+    pub sealed: Sealed,
+    /// The transaction's index changes, to publish into the overlay at commit.
+    pub(crate) changes: IndexChanges,
+    /// The overlay version the transaction folded up to, if it folded.
+    pub folded: Option<u64>,
+}
+
 /// Read-only view of every table in one snapshot.
 pub struct ReadTables {
     meta: ReadOnlyTable<&'static str, &'static [u8]>,
@@ -80,6 +95,8 @@ pub struct ReadTables {
     osp: ReadOnlyTable<(u64, &'static str, u64), u64>,
     stats: ReadOnlyTable<&'static str, u64>,
     postings: ReadOnlyTable<(&'static str, u64), u64>,
+    overlay: Arc<Overlay>,
+    snapshot: Snapshot,
 }
 
 impl ReadTables {
@@ -87,8 +104,14 @@ impl ReadTables {
         0
     }
 
-    /// Opens every table of a read transaction (the store must have been initialised).
-    pub fn open(txn: &ReadTransaction) -> StoreResult<ReadTables> {
+    /// Opens every table of a read transaction (the store must have been initialised),
+    /// with the overlay state taken together with the transaction
+    /// ([`Overlay::begin_read`]).
+    pub fn open(
+        txn: &ReadTransaction,
+        overlay: Arc<Overlay>,
+        snapshot: Snapshot,
+    ) -> StoreResult<ReadTables> {
         Ok(ReadTables {
             meta: txn.open_table(META).map_err(storage_error)?,
             concepts: txn.open_table(CONCEPTS).map_err(storage_error)?,
@@ -101,46 +124,50 @@ impl ReadTables {
             osp: txn.open_table(OSP).map_err(storage_error)?,
             stats: txn.open_table(STATS).map_err(storage_error)?,
             postings: txn.open_table(POSTINGS).map_err(storage_error)?,
+            overlay,
+            snapshot,
         })
     }
 
-    fn concept_type_r(&self) -> StoreResult<&ReadOnlyTable<(&'static str, u64), ()>> {
-        Ok(&self.concept_type)
-    }
-    fn concept_name_r(&self) -> StoreResult<&ReadOnlyTable<(&'static str, u64), ()>> {
-        Ok(&self.concept_name)
-    }
-    fn pos_r(&self) -> StoreResult<&ReadOnlyTable<(&'static str, u64, u64), u64>> {
-        Ok(&self.pos)
-    }
-    fn osp_r(&self) -> StoreResult<&ReadOnlyTable<(u64, &'static str, u64), u64>> {
-        Ok(&self.osp)
-    }
-    fn postings_r(&self) -> StoreResult<&ReadOnlyTable<(&'static str, u64), u64>> {
-        Ok(&self.postings)
+    fn view(&self) -> View<'_> {
+        View::of_snapshot(&self.overlay, &self.snapshot)
     }
 }
 
-type PosTable<'t> = Table<'t, (&'static str, u64, u64), u64>;
-type OspTable<'t> = Table<'t, (u64, &'static str, u64), u64>;
+impl Drop for ReadTables {
+    /// The last reader of an older snapshot lets the folded entries it needed go.
+    fn drop(&mut self) {
+        self.overlay.end_read(&mut self.snapshot);
+    }
+}
 
 /// Read-write view of every table inside one write transaction.
 ///
 /// The pure secondary indexes (`concept_type`, `concept_name`, `pos`, `osp`, postings)
-/// are deferred (`store/deferred.rs`): their writes are applied in key order when the
-/// transaction flushes or before the index is read.
+/// are written to the in-memory overlay (`store/overlay.rs`): this transaction's changes
+/// stay in sorted maps, are published into the shared overlay at commit, and reach the
+/// redb tables when the overlay is folded.
 pub struct WriteTables<'t> {
     meta: Table<'t, &'static str, &'static [u8]>,
     concepts: Table<'t, u64, &'static [u8]>,
     concept_key: Table<'t, (&'static str, &'static str), u64>,
-    concept_type: Deferred<Table<'t, (&'static str, u64), ()>, PairOp<()>>,
-    concept_name: Deferred<Table<'t, (&'static str, u64), ()>, PairOp<()>>,
+    concept_type: Table<'t, (&'static str, u64), ()>,
+    concept_name: Table<'t, (&'static str, u64), ()>,
     props: Table<'t, u64, &'static [u8]>,
     spo: Table<'t, (u64, &'static str, u64), u64>,
-    pos: Deferred<PosTable<'t>, PosOp>,
-    osp: Deferred<OspTable<'t>, OspOp>,
+    pos: Table<'t, (&'static str, u64, u64), u64>,
+    osp: Table<'t, (u64, &'static str, u64), u64>,
     stats: Table<'t, &'static str, u64>,
-    postings: Deferred<Table<'t, (&'static str, u64), u64>, PairOp<u64>>,
+    postings: Table<'t, (&'static str, u64), u64>,
+    overlay: &'t Overlay,
+    /// Overlay versions up to this one are in the redb tables (see `store/overlay.rs`).
+    floor: u64,
+    /// The newest committed overlay version when the transaction began.
+    top: u64,
+    /// This transaction's changes to the overlaid indexes.
+    changes: IndexChanges,
+    /// Set once this transaction folded the shared overlay into redb (up to `top`).
+    folded: Option<u64>,
     /// Statistics deltas of this transaction, applied by [`WriteTables::flush`]: hot
     /// counters (links per predicate) would otherwise be rewritten on every insert.
     pending: std::collections::HashMap<String, i64>,
@@ -153,40 +180,107 @@ pub struct WriteTables<'t> {
 }
 
 impl<'t> WriteTables<'t> {
-    /// Opens (creating if needed) every table in a write transaction.
-    pub fn open(txn: &'t WriteTransaction) -> StoreResult<WriteTables<'t>> {
+    /// Opens (creating if needed) every table in a write transaction. `overlay` must be
+    /// the nexus's overlay, and `txn` the only write transaction (redb guarantees that).
+    pub fn open(txn: &'t WriteTransaction, overlay: &'t Overlay) -> StoreResult<WriteTables<'t>> {
+        let (floor, top) = overlay.writer_start();
         Ok(WriteTables {
             meta: txn.open_table(META).map_err(storage_error)?,
             concepts: txn.open_table(CONCEPTS).map_err(storage_error)?,
             concept_key: txn.open_table(CONCEPT_KEY).map_err(storage_error)?,
-            concept_type: Deferred::new(txn.open_table(CONCEPT_TYPE).map_err(storage_error)?),
-            concept_name: Deferred::new(txn.open_table(CONCEPT_NAME).map_err(storage_error)?),
+            concept_type: txn.open_table(CONCEPT_TYPE).map_err(storage_error)?,
+            concept_name: txn.open_table(CONCEPT_NAME).map_err(storage_error)?,
             props: txn.open_table(PROPS).map_err(storage_error)?,
             spo: txn.open_table(SPO).map_err(storage_error)?,
-            pos: Deferred::new(txn.open_table(POS).map_err(storage_error)?),
-            osp: Deferred::new(txn.open_table(OSP).map_err(storage_error)?),
+            pos: txn.open_table(POS).map_err(storage_error)?,
+            osp: txn.open_table(OSP).map_err(storage_error)?,
             stats: txn.open_table(STATS).map_err(storage_error)?,
-            postings: Deferred::new(txn.open_table(POSTINGS).map_err(storage_error)?),
+            postings: txn.open_table(POSTINGS).map_err(storage_error)?,
+            overlay,
+            floor,
+            top,
+            changes: IndexChanges::default(),
+            folded: None,
             pending: std::collections::HashMap::new(),
             log: Some(Vec::new()),
             counters: Vec::new(),
         })
     }
 
-    fn concept_type_r(&self) -> StoreResult<Ref<'_, Table<'t, (&'static str, u64), ()>>> {
-        self.concept_type.read()
+    fn view(&self) -> View<'_> {
+        View {
+            overlay: self.overlay,
+            floor: self.floor,
+            at: u64::MAX,
+            private: Some(&self.changes),
+        }
     }
-    fn concept_name_r(&self) -> StoreResult<Ref<'_, Table<'t, (&'static str, u64), ()>>> {
-        self.concept_name.read()
+
+    /// Records a change to an overlaid index (folding when the transaction holds many).
+    fn change<K: Ord, V>(
+        &mut self,
+        pick: fn(&mut IndexChanges) -> &mut Changes<K, V>,
+        key: K,
+        value: Option<V>,
+    ) -> StoreResult<()> {
+        pick(&mut self.changes).insert(key, value);
+        if self.changes.len() >= self.overlay.max_txn_changes() {
+            self.fold()?;
+        }
+        Ok(())
     }
-    fn pos_r(&self) -> StoreResult<Ref<'_, PosTable<'t>>> {
-        self.pos.read()
+
+    /// Writes the shared overlay (once per transaction) and this transaction's own index
+    /// changes into the redb tables, in key order. A durable commit must fold first, so
+    /// that the overlay never holds the only copy of an entry whose record is durable
+    /// and no longer in the write-ahead log.
+    pub fn fold(&mut self) -> StoreResult<()> {
+        let overlay = self.overlay;
+        let layers = overlay.layers();
+        let shared = self.folded.is_none().then_some(self.floor);
+        let c = &mut self.changes;
+        fold_index(
+            &mut self.concept_type,
+            shared.map(|f| (&layers.concept_type, f)),
+            &mut c.concept_type,
+        )?;
+        fold_index(
+            &mut self.concept_name,
+            shared.map(|f| (&layers.concept_name, f)),
+            &mut c.concept_name,
+        )?;
+        fold_index(&mut self.pos, shared.map(|f| (&layers.pos, f)), &mut c.pos)?;
+        fold_index(&mut self.osp, shared.map(|f| (&layers.osp, f)), &mut c.osp)?;
+        fold_index(
+            &mut self.postings,
+            shared.map(|f| (&layers.postings, f)),
+            &mut c.postings,
+        )?;
+        if self.folded.is_none() {
+            self.folded = Some(self.top);
+            self.floor = self.top;
+        }
+        Ok(())
     }
-    fn osp_r(&self) -> StoreResult<Ref<'_, OspTable<'t>>> {
-        self.osp.read()
+
+    /// Ends the transaction: [`WriteTables::flush`], [`WriteTables::seal`], and a fold
+    /// when the commit will be durable. Returns what the commit needs.
+    pub fn finish(&mut self) -> StoreResult<Finished> {
+        self.flush()?;
+        let sealed = self.seal()?;
+        if matches!(sealed, Sealed::Durable) {
+            self.fold()?;
+        }
+        Ok(Finished {
+            sealed,
+            changes: std::mem::take(&mut self.changes),
+            folded: self.folded,
+        })
     }
-    fn postings_r(&self) -> StoreResult<Ref<'_, Table<'t, (&'static str, u64), u64>>> {
-        self.postings.read()
+
+    /// The overlay version this transaction folded up to, if it folded.
+    pub fn folded(&self) -> Option<u64> {
+        self.folded
     }
 
     fn log_op(&mut self, tag: u8, id: u64, a: &[u8], b: &[u8]) {
@@ -294,15 +388,10 @@ impl<'t> WriteTables<'t> {
         Ok(())
     }
 
-    /// Applies the queued secondary-index writes and writes the statistics deltas and id
-    /// counters of this transaction. Must run before commit (the nexus does it for every
-    /// write transaction); a transaction dropped without it is meant to be aborted.
+    /// Writes the statistics deltas and id counters of this transaction. Must run
+    /// before commit (the nexus does it for every write transaction, through
+    /// [`WriteTables::finish`]); a transaction dropped without it is meant to be aborted.
     pub fn flush(&mut self) -> StoreResult<()> {
-        self.concept_type.flush()?;
-        self.concept_name.flush()?;
-        self.pos.flush()?;
-        self.osp.flush()?;
-        self.postings.flush()?;
         for (key, next) in std::mem::take(&mut self.counters) {
             self.set_meta(key, &next.to_le_bytes())?;
         }
@@ -387,19 +476,34 @@ mod read {
         Ok(t.get((ty, name)).map_err(storage_error)?.map(|g| g.value()))
     }
 
+    /// `concept_type` / `concept_name`: the ids filed under `key`, in id order.
     pub fn scan_index(
         t: &impl ReadableTable<(&'static str, u64), ()>,
+        view: View<'_>,
+        layer: fn(&Layers) -> &Layer<StrKey, ()>,
+        changes: fn(&IndexChanges) -> &Changes<StrKey, ()>,
         key: &str,
         f: &mut dyn FnMut(u64) -> StoreResult<Continue>,
     ) -> StoreResult<()> {
-        for item in t.range((key, 0u64)..).map_err(storage_error)? {
-            let (k, _) = item.map_err(storage_error)?;
-            let (kk, id) = k.value();
-            if kk != key || !f(id)? {
-                break;
-            }
-        }
-        Ok(())
+        let base = t
+            .range((key, 0u64)..=(key, u64::MAX))
+            .map_err(storage_error)?
+            .map(|r| r.map_err(storage_error));
+        let over = view.stream(
+            layer,
+            changes,
+            Bound::Included((key.to_string(), 0)),
+            Bound::Included((key.to_string(), u64::MAX)),
+        );
+        merge(
+            base,
+            over,
+            |(k, _), ok| k.value().1.cmp(&ok.1),
+            |item| match item {
+                Item::Base((k, _)) => f(k.value().1),
+                Item::Over(ok, ()) => f(ok.1),
+            },
+        )
     }
 
     pub fn scan_ids(
@@ -437,22 +541,143 @@ mod read {
         Ok(())
     }
 
+    /// `osp`: the links into `object` (with predicate `pred` if given), merged with the
+    /// overlay: `f(predicate, subject, link id)` in key order.
+    pub fn scan_osp(
+        t: &impl ReadableTable<(u64, &'static str, u64), u64>,
+        view: View<'_>,
+        object: u64,
+        pred: Option<&str>,
+        f: &mut dyn FnMut(&str, ElemRef, u64) -> StoreResult<Continue>,
+    ) -> StoreResult<()> {
+        let start = pred.unwrap_or("");
+        let base = t
+            .range((object, start, 0u64)..)
+            .map_err(storage_error)?
+            .map(|r| r.map_err(storage_error))
+            .take_while(|r| {
+                r.as_ref().map_or(true, |(k, _)| {
+                    let (a, b, _) = k.value();
+                    a == object && pred.is_none_or(|p| p == b)
+                })
+            });
+        let lo = Bound::Included((object, start.to_string(), 0));
+        let hi = match pred {
+            Some(p) => Bound::Included((object, p.to_string(), u64::MAX)),
+            None if object < u64::MAX => Bound::Excluded((object + 1, String::new(), 0)),
+            None => Bound::Unbounded,
+        };
+        let over = view.stream(|l| &l.osp, |c| &c.osp, lo, hi);
+        merge(
+            base,
+            over,
+            |(k, _), ok: &OspKey| {
+                let (a, b, c) = k.value();
+                (a, b, c).cmp(&(ok.0, ok.1.as_str(), ok.2))
+            },
+            |item| match item {
+                Item::Base((k, v)) => {
+                    let (_, b, c) = k.value();
+                    f(b, ElemRef::decode(c), v.value())
+                }
+                Item::Over(ok, id) => f(&ok.1, ElemRef::decode(ok.2), *id),
+            },
+        )
+    }
+
+    /// `pos`: every link with predicate `p`: `f(subject, object, link id)`.
     pub fn scan_pos(
         t: &impl ReadableTable<(&'static str, u64, u64), u64>,
+        view: View<'_>,
         p: &str,
         f: &mut dyn FnMut(ElemRef, ElemRef, u64) -> StoreResult<Continue>,
     ) -> StoreResult<()> {
-        for item in t.range((p, 0u64, 0u64)..).map_err(storage_error)? {
-            let (k, v) = item.map_err(storage_error)?;
-            let (pp, o, s) = k.value();
-            if pp != p {
-                break;
-            }
-            if !f(ElemRef::decode(s), ElemRef::decode(o), v.value())? {
-                break;
-            }
-        }
-        Ok(())
+        let base = t
+            .range((p, 0u64, 0u64)..=(p, u64::MAX, u64::MAX))
+            .map_err(storage_error)?
+            .map(|r| r.map_err(storage_error));
+        let over = view.stream(
+            |l| &l.pos,
+            |c| &c.pos,
+            Bound::Included((p.to_string(), 0, 0)),
+            Bound::Included((p.to_string(), u64::MAX, u64::MAX)),
+        );
+        merge(
+            base,
+            over,
+            |(k, _), ok: &PosKey| {
+                let (_, o, s) = k.value();
+                (o, s).cmp(&(ok.1, ok.2))
+            },
+            |item| match item {
+                Item::Base((k, v)) => {
+                    let (_, o, s) = k.value();
+                    f(ElemRef::decode(s), ElemRef::decode(o), v.value())
+                }
+                Item::Over(ok, id) => f(ElemRef::decode(ok.2), ElemRef::decode(ok.1), *id),
+            },
+        )
+    }
+
+    /// Text postings from `from` on, in term order: `f(term, key, tf, doc length)`.
+    pub fn scan_postings(
+        t: &impl ReadableTable<(&'static str, u64), u64>,
+        view: View<'_>,
+        from: &str,
+        f: &mut dyn FnMut(&str, u64, u32, u32) -> StoreResult<Continue>,
+    ) -> StoreResult<()> {
+        let base = t
+            .range((from, 0u64)..)
+            .map_err(storage_error)?
+            .map(|r| r.map_err(storage_error));
+        let over = view.stream(
+            |l| &l.postings,
+            |c| &c.postings,
+            Bound::Included((from.to_string(), 0)),
+            Bound::Unbounded,
+        );
+        merge(
+            base,
+            over,
+            |(k, _), ok: &StrKey| {
+                let (term, key) = k.value();
+                (term, key).cmp(&(ok.0.as_str(), ok.1))
+            },
+            |item| match item {
+                Item::Base((k, v)) => {
+                    let (term, key) = k.value();
+                    let packed = v.value();
+                    f(term, key, (packed >> 32) as u32, packed as u32)
+                }
+                Item::Over(ok, packed) => f(&ok.0, ok.1, (packed >> 32) as u32, *packed as u32),
+            },
+        )
+    }
+
+    /// One posting: (weighted tf, document length).
+    pub fn posting(
+        t: &impl ReadableTable<(&'static str, u64), u64>,
+        view: View<'_>,
+        term: &str,
+        key: u64,
+    ) -> StoreResult<Option<(u32, u32)>> {
+        let exact = (term.to_string(), key);
+        let over = view
+            .stream(
+                |l| &l.postings,
+                |c| &c.postings,
+                Bound::Included(exact.clone()),
+                Bound::Included(exact),
+            )
+            .next();
+        let packed = match over {
+            Some((_, v)) => v,
+            None => t
+                .get((term, key))
+                .map_err(storage_error)?
+                .map(|g| g.value()),
+        };
+        Ok(packed.map(|p| ((p >> 32) as u32, p as u32)))
     }
 
     pub fn stat(t: &impl ReadableTable<&'static str, u64>, key: &str) -> StoreResult<u64> {
@@ -486,14 +711,28 @@ macro_rules! impl_graph_read {
                 concept_type: &str,
                 f: &mut dyn FnMut(u64) -> StoreResult<Continue>,
             ) -> StoreResult<()> {
-                read::scan_index(&*self.concept_type_r()?, concept_type, f)
+                read::scan_index(
+                    &self.concept_type,
+                    self.view(),
+                    |l| &l.concept_type,
+                    |c| &c.concept_type,
+                    concept_type,
+                    f,
+                )
             }
             fn scan_name(
                 &self,
                 name: &str,
                 f: &mut dyn FnMut(u64) -> StoreResult<Continue>,
             ) -> StoreResult<()> {
-                read::scan_index(&*self.concept_name_r()?, name, f)
+                read::scan_index(
+                    &self.concept_name,
+                    self.view(),
+                    |l| &l.concept_name,
+                    |c| &c.concept_name,
+                    name,
+                    f,
+                )
             }
             fn scan_concepts(
                 &self,
@@ -525,14 +764,14 @@ macro_rules! impl_graph_read {
                 p: Option<&str>,
                 f: &mut dyn FnMut(&str, ElemRef, u64) -> StoreResult<Continue>,
             ) -> StoreResult<()> {
-                read::scan_triple(&*self.osp_r()?, o.encode(), p, f)
+                read::scan_osp(&self.osp, self.view(), o.encode(), p, f)
             }
             fn scan_predicate(
                 &self,
                 p: &str,
                 f: &mut dyn FnMut(ElemRef, ElemRef, u64) -> StoreResult<Continue>,
             ) -> StoreResult<()> {
-                read::scan_pos(&*self.pos_r()?, p, f)
+                read::scan_pos(&self.pos, self.view(), p, f)
             }
             fn scan_props(
                 &self,
@@ -563,23 +802,10 @@ macro_rules! impl_graph_read {
                 from: &str,
                 f: &mut dyn FnMut(&str, u64, u32, u32) -> StoreResult<Continue>,
             ) -> StoreResult<()> {
-                let postings = self.postings_r()?;
-                for item in postings.range((from, 0u64)..).map_err(storage_error)? {
-                    let (k, v) = item.map_err(storage_error)?;
-                    let (t, key) = k.value();
-                    let packed = v.value();
-                    if !f(t, key, (packed >> 32) as u32, packed as u32)? {
-                        break;
-                    }
-                }
-                Ok(())
+                read::scan_postings(&self.postings, self.view(), from, f)
             }
             fn posting(&self, term: &str, key: u64) -> StoreResult<Option<(u32, u32)>> {
-                Ok(self
-                    .postings_r()?
-                    .get((term, key))
-                    .map_err(storage_error)?
-                    .map(|g| ((g.value() >> 32) as u32, g.value() as u32)))
+                read::posting(&self.postings, self.view(), term, key)
             }
         }
     };
@@ -622,17 +848,19 @@ impl GraphWrite for WriteTables<'_> {
                 self.concept_key
                     .remove((o.concept_type.as_str(), o.name.as_str()))
                     .map_err(storage_error)?;
-                self.concept_type
-                    .push(((o.concept_type.clone(), id), None))?;
-                self.concept_name.push(((o.name.clone(), id), None))?;
+                self.change(|c| &mut c.concept_type, (o.concept_type.clone(), id), None)?;
+                self.change(|c| &mut c.concept_name, (o.name.clone(), id), None)?;
                 self.bump_stat(&format!("t:{}", o.concept_type), -1)?;
             }
             self.concept_key
                 .insert((rec.concept_type.as_str(), rec.name.as_str()), id)
                 .map_err(storage_error)?;
-            self.concept_type
-                .push(((rec.concept_type.clone(), id), Some(())))?;
-            self.concept_name.push(((rec.name.clone(), id), Some(())))?;
+            self.change(
+                |c| &mut c.concept_type,
+                (rec.concept_type.clone(), id),
+                Some(()),
+            )?;
+            self.change(|c| &mut c.concept_name, (rec.name.clone(), id), Some(()))?;
             self.bump_stat(&format!("t:{}", rec.concept_type), 1)?;
         }
         Ok(())
@@ -645,9 +873,12 @@ impl GraphWrite for WriteTables<'_> {
         self.concept_key
             .remove((rec.concept_type.as_str(), rec.name.as_str()))
             .map_err(storage_error)?;
-        self.concept_type
-            .push(((rec.concept_type.clone(), id), None))?;
-        self.concept_name.push(((rec.name.clone(), id), None))?;
+        self.change(
+            |c| &mut c.concept_type,
+            (rec.concept_type.clone(), id),
+            None,
+        )?;
+        self.change(|c| &mut c.concept_name, (rec.name.clone(), id), None)?;
         self.bump_stat(&format!("t:{}", rec.concept_type), -1)
     }
 
@@ -670,8 +901,8 @@ impl GraphWrite for WriteTables<'_> {
                 rec.object.encode(),
             );
             self.spo.insert((s, p, o), id).map_err(storage_error)?;
-            self.pos.push(((p.to_string(), o, s), Some(id)))?;
-            self.osp.push(((o, p.to_string(), s), Some(id)))?;
+            self.change(|c| &mut c.pos, (p.to_string(), o, s), Some(id))?;
+            self.change(|c| &mut c.osp, (o, p.to_string(), s), Some(id))?;
             self.bump_stat(&format!("p:{p}"), 1)?;
             if p == super::DOMAIN_PREDICATE {
                 self.bump_stat(&super::domain_stat_key(rec.object), 1)?;
@@ -701,7 +932,7 @@ impl WriteTables<'_> {
         }
         for (t, tf) in &doc.terms {
             let packed = (u64::from(*tf) << 32) | u64::from(doc.len);
-            self.postings.push(((t.clone(), key), Some(packed)))?;
+            self.change(|c| &mut c.postings, (t.clone(), key), Some(packed))?;
         }
         self.bump_stat(TEXT_DOCS, 1)?;
         self.bump_stat(TEXT_LEN, i64::from(doc.len))
@@ -717,7 +948,7 @@ impl WriteTables<'_> {
             return Ok(());
         }
         for t in doc.terms.keys() {
-            self.postings.push(((t.clone(), key), None))?;
+            self.change(|c| &mut c.postings, (t.clone(), key), None)?;
         }
         self.bump_stat(TEXT_DOCS, -1)?;
         self.bump_stat(TEXT_LEN, -i64::from(doc.len))
@@ -730,10 +961,10 @@ impl WriteTables<'_> {
         self.log = None;
         self.pending.remove(TEXT_DOCS);
         self.pending.remove(TEXT_LEN);
-        self.postings
-            .table_mut()?
-            .retain(|_, _| false)
-            .map_err(storage_error)?;
+        // Everything in the overlay goes to redb first, so the cleared table is the
+        // whole index (the fold moves this transaction's floor above every version).
+        self.fold()?;
+        self.postings.retain(|_, _| false).map_err(storage_error)?;
         self.stats
             .retain(|k, _| !k.starts_with("df:") && k != TEXT_DOCS && k != TEXT_LEN)
             .map_err(storage_error)?;
@@ -764,8 +995,8 @@ impl WriteTables<'_> {
             rec.object.encode(),
         );
         self.spo.remove((s, p, o)).map_err(storage_error)?;
-        self.pos.push(((p.to_string(), o, s), None))?;
-        self.osp.push(((o, p.to_string(), s), None))?;
+        self.change(|c| &mut c.pos, (p.to_string(), o, s), None)?;
+        self.change(|c| &mut c.osp, (o, p.to_string(), s), None)?;
         if p == super::DOMAIN_PREDICATE {
             self.bump_stat(&super::domain_stat_key(rec.object), -1)?;
         }

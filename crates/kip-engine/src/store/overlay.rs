@@ -1,0 +1,842 @@
+//! The in-memory write layer: committed writes to the secondary indexes, kept in sorted
+//! maps until they are folded into redb in one large sorted pass.
+//!
+//! The pure secondary indexes (`concept_type`, `concept_name`, `pos`, `osp` and the text
+//! postings) take most of a small write's cost when written to redb directly: their keys
+//! arrive in random order (a link's object, a word of a description), and redb copies a
+//! whole leaf page the first time a transaction touches it and then has to checksum and
+//! re-link every dirty page at commit. Here a transaction's changes to those indexes go
+//! into a private sorted map instead ([`IndexChanges`]); at commit they are published
+//! into the shared [`Overlay`] under a new version number, and every read merges the
+//! overlay into the redb range it scans. A *fold* (at each checkpoint, before every
+//! durable commit, and when a transaction's own changes grow large) writes the overlay
+//! into the redb tables in key order, so each leaf is copied once per fold rather than
+//! once per transaction.
+//!
+//! Durability is unchanged: the write-ahead log records the records (concepts,
+//! propositions), and replaying them derives the index entries again. A checkpoint folds
+//! the overlay *into the same durable commit* that lets the log be emptied, so a crash
+//! never loses an index entry whose record survived.
+//!
+//! Snapshots: every entry carries the version of the transaction that wrote it. A reader
+//! pairs its redb snapshot with the overlay's `(floor, version)` at the same instant
+//! ([`Overlay::begin_read`]): it sees the entries with `floor < ver <= version`, the
+//! newest per key (a removal hides the key). Entries at or below `floor` were folded
+//! into redb before that snapshot, so they are ignored (the redb table is the truth for
+//! them, including any change made to them by the folding transaction itself). Folded
+//! entries are dropped from memory once no reader of an older floor is alive (each
+//! reader holds its floor's generation token).
+//!
+//! The writer (there is one at a time: redb's write lock) sees every published version
+//! above its floor plus its own private changes.
+
+use super::{storage_error, StoreResult};
+use redb::Table;
+use std::collections::{btree_map, BTreeMap, VecDeque};
+use std::iter::Peekable;
+use std::ops::Bound;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuard};
+
+/// `(text, element)`: `concept_type`, `concept_name` and the postings.
+pub(crate) type StrKey = (String, u64);
+/// `(predicate, object, subject)`: `pos`.
+pub(crate) type PosKey = (String, u64, u64);
+/// `(object, predicate, subject)`: `osp`.
+pub(crate) type OspKey = (u64, String, u64);
+
+/// One index's changes in a transaction: the new value of a key, or `None` (removed).
+pub(crate) type Changes<K, V> = BTreeMap<K, Option<V>>;
+
+/// Entries fetched from the shared layer per lock acquisition while scanning.
+const CHUNK: usize = 256;
+/// A transaction folds the overlay and its own index changes into redb once it holds
+/// this many changed index keys (bounds a huge transaction's memory: ~100 bytes each).
+const MAX_TXN_CHANGES: usize = 1 << 19;
+
+/// A transaction's changes to the overlaid indexes (the last change of a key wins).
+#[derive(Debug, Default)]
+pub(crate) struct IndexChanges {
+    pub concept_type: Changes<StrKey, ()>,
+    pub concept_name: Changes<StrKey, ()>,
+    pub pos: Changes<PosKey, u64>,
+    pub osp: Changes<OspKey, u64>,
+    pub postings: Changes<StrKey, u64>,
+}
+
+impl IndexChanges {
+    /// Number of changed keys.
+    pub fn len(&self) -> usize {
+        self.concept_type.len()
+            + self.concept_name.len()
+            + self.pos.len()
+            + self.osp.len()
+            + self.postings.len()
+    }
+
+    /// Whether nothing changed.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// The versioned entries of one index: `(key, version) -> value or removal`.
+#[derive(Debug)]
+pub(crate) struct Layer<K, V> {
+    map: BTreeMap<(K, u64), Option<V>>,
+}
+
+impl<K, V> Default for Layer<K, V> {
+    fn default() -> Self {
+        Layer {
+            map: BTreeMap::new(),
+        }
+    }
+}
+
+/// A range of `(key, version)` map entries.
+type VersionedRange<K> = (Bound<(K, u64)>, Bound<(K, u64)>);
+
+/// The map bounds of the entries whose key lies within `(lo, hi)`, or `None` when that
+/// key range is empty.
+fn versioned_bounds<K: Ord + Clone>(lo: &Bound<K>, hi: &Bound<K>) -> Option<VersionedRange<K>> {
+    if empty_range(lo, hi) {
+        return None;
+    }
+    let lo = match lo {
+        Bound::Included(k) => Bound::Included((k.clone(), 0)),
+        Bound::Excluded(k) => Bound::Excluded((k.clone(), u64::MAX)),
+        Bound::Unbounded => Bound::Unbounded,
+    };
+    let hi = match hi {
+        Bound::Included(k) => Bound::Included((k.clone(), u64::MAX)),
+        Bound::Excluded(k) => Bound::Excluded((k.clone(), 0)),
+        Bound::Unbounded => Bound::Unbounded,
+    };
+    Some((lo, hi))
+}
+
+/// Whether `(lo, hi)` holds no key (also the case in which `BTreeMap::range` panics).
+fn empty_range<K: Ord>(lo: &Bound<K>, hi: &Bound<K>) -> bool {
+    match (lo, hi) {
+        (Bound::Included(a), Bound::Included(b)) => a > b,
+        (Bound::Included(a) | Bound::Excluded(a), Bound::Included(b) | Bound::Excluded(b)) => {
+            a >= b
+        }
+        _ => false,
+    }
+}
+
+/// Entries inserted per write-lock acquisition when publishing (readers fetching chunks
+/// wait at most for this many inserts).
+const PUBLISH_BATCH: usize = 4096;
+
+/// Publishes one index's changes under `ver`, taking the write lock in batches (the
+/// entries are invisible to readers until the version is committed, so a reader may
+/// look between two batches).
+fn publish_into<K: Ord + Clone, V: Clone>(
+    overlay: &Overlay,
+    layer: fn(&mut Layers) -> &mut Layer<K, V>,
+    changes: Changes<K, V>,
+    ver: u64,
+) {
+    let mut items = changes.into_iter().peekable();
+    while items.peek().is_some() {
+        let mut l = overlay.layers_mut();
+        let map = &mut layer(&mut l).map;
+        for (k, v) in items.by_ref().take(PUBLISH_BATCH) {
+            map.insert((k, ver), v);
+        }
+    }
+}
+
+impl<K: Ord + Clone, V: Clone> Layer<K, V> {
+    fn unpublish(&mut self, ver: u64) {
+        self.map.retain(|(_, v), _| *v != ver);
+    }
+
+    fn prune(&mut self, upto: u64) {
+        self.map.retain(|(_, v), _| *v > upto);
+    }
+
+    fn len(&self) -> usize {
+        self.map.len()
+    }
+
+    /// Appends to `out` the resolved entries of keys in `(lo, hi)`: per key the newest
+    /// version in `(floor, at]`, keys without one left out. Stops after about `max`
+    /// entries; returns the last key examined when it stopped early (resume after it).
+    fn chunk(
+        &self,
+        lo: &Bound<K>,
+        hi: &Bound<K>,
+        floor: u64,
+        at: u64,
+        max: usize,
+        out: &mut VecDeque<(K, Option<V>)>,
+    ) -> Option<K> {
+        let (vlo, vhi) = versioned_bounds(lo, hi)?;
+        let mut pushed = 0usize;
+        let mut cur: Option<(&K, Option<&Option<V>>)> = None;
+        for ((k, ver), v) in self.map.range((vlo, vhi)) {
+            let visible = *ver > floor && *ver <= at;
+            match &mut cur {
+                Some((ck, cand)) if *ck == k => {
+                    if visible {
+                        *cand = Some(v);
+                    }
+                }
+                _ => {
+                    if let Some((ck, cand)) = cur.take() {
+                        if let Some(c) = cand {
+                            out.push_back((ck.clone(), c.clone()));
+                            pushed += 1;
+                        }
+                        if pushed >= max {
+                            return Some(ck.clone());
+                        }
+                    }
+                    cur = Some((k, visible.then_some(v)));
+                }
+            }
+        }
+        if let Some((ck, Some(c))) = cur {
+            out.push_back((ck.clone(), c.clone()));
+        }
+        None
+    }
+
+    /// Calls `f` with the newest entry above `floor` of every key, in key order.
+    fn for_each_latest(
+        &self,
+        floor: u64,
+        f: &mut dyn FnMut(&K, &Option<V>) -> StoreResult<()>,
+    ) -> StoreResult<()> {
+        let mut cur: Option<(&K, &Option<V>)> = None;
+        for ((k, ver), v) in &self.map {
+            if *ver <= floor {
+                continue;
+            }
+            match &mut cur {
+                Some((ck, cand)) if *ck == k => *cand = v,
+                _ => {
+                    if let Some((ck, cand)) = cur.take() {
+                        f(ck, cand)?;
+                    }
+                    cur = Some((k, v));
+                }
+            }
+        }
+        if let Some((ck, cand)) = cur {
+            f(ck, cand)?;
+        }
+        Ok(())
+    }
+}
+
+/// The shared layers, one per overlaid index.
+#[derive(Debug, Default)]
+pub(crate) struct Layers {
+    pub concept_type: Layer<StrKey, ()>,
+    pub concept_name: Layer<StrKey, ()>,
+    pub pos: Layer<PosKey, u64>,
+    pub osp: Layer<OspKey, u64>,
+    pub postings: Layer<StrKey, u64>,
+    /// Folds whose entries are still in memory: (floor, generation token), oldest first.
+    prunes: VecDeque<(u64, Arc<()>)>,
+}
+
+impl Layers {
+    fn len(&self) -> usize {
+        self.concept_type.len()
+            + self.concept_name.len()
+            + self.pos.len()
+            + self.osp.len()
+            + self.postings.len()
+    }
+
+    fn prune(&mut self, upto: u64) {
+        self.concept_type.prune(upto);
+        self.concept_name.prune(upto);
+        self.pos.prune(upto);
+        self.osp.prune(upto);
+        self.postings.prune(upto);
+    }
+}
+
+#[derive(Debug)]
+struct Visible {
+    /// The newest committed version.
+    version: u64,
+    /// Versions up to this one are folded into the redb tables.
+    floor: u64,
+    /// Held by every reader whose snapshot has this floor.
+    generation: Arc<()>,
+    /// Entries published since the last fold.
+    unfolded: usize,
+}
+
+/// The committed, not yet folded secondary-index writes (see the module documentation).
+#[derive(Debug)]
+pub struct Overlay {
+    layers: RwLock<Layers>,
+    visible: Mutex<Visible>,
+    max_txn_changes: AtomicUsize,
+}
+
+impl Default for Overlay {
+    fn default() -> Self {
+        Overlay {
+            layers: RwLock::new(Layers::default()),
+            visible: Mutex::new(Visible {
+                version: 0,
+                floor: 0,
+                generation: Arc::new(()),
+                unfolded: 0,
+            }),
+            max_txn_changes: AtomicUsize::new(MAX_TXN_CHANGES),
+        }
+    }
+}
+
+/// A reader's view of the overlay, taken together with its redb snapshot.
+#[derive(Debug)]
+pub struct Snapshot {
+    floor: u64,
+    at: u64,
+    generation: Option<Arc<()>>,
+}
+
+impl Overlay {
+    fn visible(&self) -> MutexGuard<'_, Visible> {
+        self.visible.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    pub(crate) fn layers(&self) -> RwLockReadGuard<'_, Layers> {
+        self.layers.read().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn layers_mut(&self) -> RwLockWriteGuard<'_, Layers> {
+        self.layers.write().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Opens a redb snapshot with `open` and pairs it with the overlay's state at the
+    /// same instant (no commit can fall between the two).
+    pub fn begin_read<T>(
+        &self,
+        open: impl FnOnce() -> StoreResult<T>,
+    ) -> StoreResult<(T, Snapshot)> {
+        let v = self.visible();
+        let t = open()?;
+        Ok((
+            t,
+            Snapshot {
+                floor: v.floor,
+                at: v.version,
+                generation: Some(v.generation.clone()),
+            },
+        ))
+    }
+
+    /// The floor a new write transaction starts from, and the newest version (what a fold
+    /// by that transaction would cover).
+    pub(crate) fn writer_start(&self) -> (u64, u64) {
+        let v = self.visible();
+        (v.floor, v.version)
+    }
+
+    /// How many changed index keys a transaction may hold before it folds them.
+    pub fn max_txn_changes(&self) -> usize {
+        self.max_txn_changes.load(Ordering::Relaxed)
+    }
+
+    /// Sets [`Overlay::max_txn_changes`] (tests use a small value to fold often).
+    pub fn set_max_txn_changes(&self, n: usize) {
+        self.max_txn_changes.store(n.max(1), Ordering::Relaxed);
+    }
+
+    /// Entries published since the last fold (what the next fold would write).
+    pub fn unfolded(&self) -> usize {
+        self.visible().unfolded
+    }
+
+    /// Publishes a transaction's changes under the next version, invisible to readers
+    /// until [`Overlay::commit`] makes that version visible. Returns the version, or `None`
+    /// when there was nothing to publish.
+    pub(crate) fn publish(&self, changes: IndexChanges) -> Option<u64> {
+        if changes.is_empty() {
+            return None;
+        }
+        let ver = self.visible().version + 1;
+        publish_into(self, |l| &mut l.concept_type, changes.concept_type, ver);
+        publish_into(self, |l| &mut l.concept_name, changes.concept_name, ver);
+        publish_into(self, |l| &mut l.pos, changes.pos, ver);
+        publish_into(self, |l| &mut l.osp, changes.osp, ver);
+        publish_into(self, |l| &mut l.postings, changes.postings, ver);
+        Some(ver)
+    }
+
+    /// Withdraws a version whose transaction did not commit.
+    pub(crate) fn unpublish(&self, ver: u64) {
+        let mut l = self.layers_mut();
+        l.concept_type.unpublish(ver);
+        l.concept_name.unpublish(ver);
+        l.pos.unpublish(ver);
+        l.osp.unpublish(ver);
+        l.postings.unpublish(ver);
+    }
+
+    /// Commits the redb transaction with `commit` and, if that succeeds, makes `ver`
+    /// visible and records a fold up to `folded` — atomically for readers. On failure the
+    /// published version is withdrawn.
+    pub(crate) fn commit(
+        &self,
+        ver: Option<u64>,
+        published: usize,
+        folded: Option<u64>,
+        commit: impl FnOnce() -> StoreResult<()>,
+    ) -> StoreResult<()> {
+        let mut v = self.visible();
+        if let Err(e) = commit() {
+            drop(v);
+            if let Some(ver) = ver {
+                self.unpublish(ver);
+            }
+            return Err(e);
+        }
+        if let Some(ver) = ver {
+            v.version = ver;
+        }
+        if let Some(floor) = folded {
+            v.floor = floor;
+            v.unfolded = 0;
+            let old = std::mem::replace(&mut v.generation, Arc::new(()));
+            self.layers_mut().prunes.push_back((floor, old));
+        }
+        v.unfolded += published;
+        drop(v);
+        self.prune();
+        Ok(())
+    }
+
+    /// Ends a reader's snapshot: drops folded entries only it still needed.
+    pub fn end_read(&self, s: &mut Snapshot) {
+        if s.generation.take().is_some() {
+            self.prune();
+        }
+    }
+
+    /// Drops folded entries no reader can still need. Opportunistic: when the layers are
+    /// busy (a fold is reading them), the next commit or finished reader does it.
+    pub(crate) fn prune(&self) {
+        let ready = {
+            let l = self.layers();
+            l.prunes
+                .front()
+                .is_some_and(|(_, g)| Arc::strong_count(g) == 1)
+        };
+        if !ready {
+            return;
+        }
+        let mut l = match self.layers.try_write() {
+            Ok(l) => l,
+            Err(std::sync::TryLockError::Poisoned(p)) => p.into_inner(),
+            Err(std::sync::TryLockError::WouldBlock) => return,
+        };
+        let mut upto = None;
+        while l
+            .prunes
+            .front()
+            .is_some_and(|(_, g)| Arc::strong_count(g) == 1)
+        {
+            upto = l.prunes.pop_front().map(|(floor, _)| floor);
+        }
+        if let Some(upto) = upto {
+            l.prune(upto);
+        }
+    }
+
+    /// Entries held in memory (folded ones included until they are pruned).
+    pub fn entries(&self) -> usize {
+        self.layers().len()
+    }
+}
+
+/// How one reader or the writer sees the overlay: the shared layers between `floor` and
+/// `at`, then (for the writer) its own changes on top.
+#[derive(Clone, Copy)]
+pub(crate) struct View<'a> {
+    pub overlay: &'a Overlay,
+    pub floor: u64,
+    pub at: u64,
+    pub private: Option<&'a IndexChanges>,
+}
+
+impl<'a> View<'a> {
+    pub fn of_snapshot(overlay: &'a Overlay, s: &Snapshot) -> View<'a> {
+        View {
+            overlay,
+            floor: s.floor,
+            at: s.at,
+            private: None,
+        }
+    }
+
+    /// The overlay entries of one index with keys in `(lo, hi)`, in key order.
+    pub fn stream<K: Ord + Clone, V: Clone>(
+        &self,
+        layer: fn(&Layers) -> &Layer<K, V>,
+        changes: fn(&IndexChanges) -> &Changes<K, V>,
+        lo: Bound<K>,
+        hi: Bound<K>,
+    ) -> Stream<'a, K, V> {
+        let empty = empty_range(&lo, &hi);
+        let private = match self.private {
+            Some(p) if !empty => Some(changes(p).range((lo.clone(), hi.clone())).peekable()),
+            _ => None,
+        };
+        Stream {
+            overlay: self.overlay,
+            layer,
+            floor: self.floor,
+            at: self.at,
+            lo,
+            hi,
+            buf: VecDeque::new(),
+            shared_done: empty,
+            private,
+        }
+    }
+}
+
+/// Iterator over the overlay entries of a key range (see [`View::stream`]); a removal is
+/// `(key, None)`.
+pub(crate) struct Stream<'a, K, V> {
+    overlay: &'a Overlay,
+    layer: fn(&Layers) -> &Layer<K, V>,
+    floor: u64,
+    at: u64,
+    lo: Bound<K>,
+    hi: Bound<K>,
+    buf: VecDeque<(K, Option<V>)>,
+    shared_done: bool,
+    private: Option<Peekable<btree_map::Range<'a, K, Option<V>>>>,
+}
+
+impl<K: Ord + Clone, V: Clone> Stream<'_, K, V> {
+    fn fill(&mut self) {
+        while self.buf.is_empty() && !self.shared_done {
+            let resume = {
+                let layers = self.overlay.layers();
+                (self.layer)(&layers).chunk(
+                    &self.lo,
+                    &self.hi,
+                    self.floor,
+                    self.at,
+                    CHUNK,
+                    &mut self.buf,
+                )
+            };
+            match resume {
+                Some(k) => self.lo = Bound::Excluded(k),
+                None => self.shared_done = true,
+            }
+        }
+    }
+}
+
+impl<K: Ord + Clone, V: Clone> Iterator for Stream<'_, K, V> {
+    type Item = (K, Option<V>);
+
+    fn next(&mut self) -> Option<Self::Item> {
+        self.fill();
+        let own = self
+            .private
+            .as_mut()
+            .and_then(|p| p.peek().map(|(k, _)| *k));
+        match (self.buf.front(), own) {
+            (None, None) => None,
+            (Some(_), None) => self.buf.pop_front(),
+            (None, Some(_)) => self
+                .private
+                .as_mut()
+                .and_then(|p| p.next())
+                .map(|(k, v)| (k.clone(), v.clone())),
+            (Some((shared, _)), Some(own)) => {
+                if shared < own {
+                    self.buf.pop_front()
+                } else {
+                    if shared == own {
+                        // The transaction's own change replaces the committed one.
+                        self.buf.pop_front();
+                    }
+                    self.private
+                        .as_mut()
+                        .and_then(|p| p.next())
+                        .map(|(k, v)| (k.clone(), v.clone()))
+                }
+            }
+        }
+    }
+}
+
+/// One entry of a merged scan: from the redb table, or from the overlay.
+pub(crate) enum Item<'x, B, K, V> {
+    Base(&'x B),
+    Over(&'x K, &'x V),
+}
+
+/// Merges a redb range (`base`, in key order) with overlay entries of the same range:
+/// `cmp(base entry, overlay key)`; an overlay entry replaces a base entry with the same
+/// key, and a removal hides it. Stops when `emit` returns `false`.
+pub(crate) fn merge<B, K, V>(
+    base: impl Iterator<Item = StoreResult<B>>,
+    over: impl Iterator<Item = (K, Option<V>)>,
+    cmp: impl Fn(&B, &K) -> std::cmp::Ordering,
+    mut emit: impl FnMut(Item<'_, B, K, V>) -> StoreResult<bool>,
+) -> StoreResult<()> {
+    use std::cmp::Ordering;
+    let mut base = base.peekable();
+    let mut over = over.peekable();
+    loop {
+        let order = match (base.peek(), over.peek()) {
+            (None, None) => return Ok(()),
+            (Some(Err(_)), _) => {
+                return match base.next() {
+                    Some(Err(e)) => Err(e),
+                    _ => Ok(()),
+                }
+            }
+            (Some(Ok(_)), None) => Ordering::Less,
+            (None, Some(_)) => Ordering::Greater,
+            (Some(Ok(b)), Some((k, _))) => cmp(b, k),
+        };
+        let go_on = match order {
+            Ordering::Less => match base.next() {
+                Some(Ok(b)) => emit(Item::Base(&b))?,
+                _ => true,
+            },
+            Ordering::Equal | Ordering::Greater => {
+                if order == Ordering::Equal {
+                    base.next();
+                }
+                match over.next() {
+                    Some((k, Some(v))) => emit(Item::Over(&k, &v))?,
+                    _ => true,
+                }
+            }
+        };
+        if !go_on {
+            return Ok(());
+        }
+    }
+}
+
+/// Writes overlay entries into their redb table (a fold).
+pub(crate) trait Apply<K, V> {
+    fn apply(&mut self, key: &K, value: &Option<V>) -> StoreResult<()>;
+}
+
+impl Apply<StrKey, ()> for Table<'_, (&'static str, u64), ()> {
+    fn apply(&mut self, (text, id): &StrKey, value: &Option<()>) -> StoreResult<()> {
+        let key = (text.as_str(), *id);
+        match value {
+            Some(()) => self.insert(key, ()).map(drop),
+            None => self.remove(key).map(drop),
+        }
+        .map_err(storage_error)
+    }
+}
+
+impl Apply<StrKey, u64> for Table<'_, (&'static str, u64), u64> {
+    fn apply(&mut self, (text, id): &StrKey, value: &Option<u64>) -> StoreResult<()> {
+        let key = (text.as_str(), *id);
+        match value {
+            Some(v) => self.insert(key, v).map(drop),
+            None => self.remove(key).map(drop),
+        }
+        .map_err(storage_error)
+    }
+}
+
+impl Apply<PosKey, u64> for Table<'_, (&'static str, u64, u64), u64> {
+    fn apply(&mut self, (p, o, s): &PosKey, value: &Option<u64>) -> StoreResult<()> {
+        let key = (p.as_str(), *o, *s);
+        match value {
+            Some(v) => self.insert(key, v).map(drop),
+            None => self.remove(key).map(drop),
+        }
+        .map_err(storage_error)
+    }
+}
+
+impl Apply<OspKey, u64> for Table<'_, (u64, &'static str, u64), u64> {
+    fn apply(&mut self, (o, p, s): &OspKey, value: &Option<u64>) -> StoreResult<()> {
+        let key = (*o, p.as_str(), *s);
+        match value {
+            Some(v) => self.insert(key, v).map(drop),
+            None => self.remove(key).map(drop),
+        }
+        .map_err(storage_error)
+    }
+}
+
+/// Folds one index: the shared entries above `floor` (when `shared` is given), then the
+/// transaction's own changes, each in key order.
+pub(crate) fn fold_index<K: Ord + Clone, V: Clone, T: Apply<K, V>>(
+    table: &mut T,
+    shared: Option<(&Layer<K, V>, u64)>,
+    own: &mut Changes<K, V>,
+) -> StoreResult<()> {
+    if let Some((layer, floor)) = shared {
+        layer.for_each_latest(floor, &mut |k, v| table.apply(k, v))?;
+    }
+    for (k, v) in std::mem::take(own) {
+        table.apply(&k, &v)?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn keys(s: &mut Stream<'_, StrKey, u64>) -> Vec<(StrKey, Option<u64>)> {
+        s.collect()
+    }
+
+    fn changes(items: &[(&str, u64, Option<u64>)]) -> IndexChanges {
+        let mut c = IndexChanges::default();
+        for (t, id, v) in items {
+            c.postings.insert((t.to_string(), *id), *v);
+        }
+        c
+    }
+
+    fn commit(o: &Overlay, c: IndexChanges, folded: Option<u64>) -> Option<u64> {
+        let n = c.len();
+        let ver = o.publish(c);
+        o.commit(ver, n, folded, || Ok(())).expect("commit");
+        ver
+    }
+
+    fn view(o: &Overlay, s: &Snapshot) -> Vec<(StrKey, Option<u64>)> {
+        let v = View::of_snapshot(o, s);
+        let mut st = v.stream(
+            |l| &l.postings,
+            |c| &c.postings,
+            Bound::Unbounded,
+            Bound::Unbounded,
+        );
+        keys(&mut st)
+    }
+
+    #[test]
+    fn a_snapshot_sees_the_versions_committed_before_it_and_newest_first() {
+        let o = Overlay::default();
+        commit(&o, changes(&[("a", 1, Some(1)), ("b", 2, Some(2))]), None);
+        let (_, s1) = o.begin_read(|| Ok(())).expect("read");
+        commit(&o, changes(&[("a", 1, None), ("c", 3, Some(3))]), None);
+        let (_, s2) = o.begin_read(|| Ok(())).expect("read");
+        assert_eq!(
+            view(&o, &s1),
+            vec![(("a".into(), 1), Some(1)), (("b".into(), 2), Some(2))]
+        );
+        assert_eq!(
+            view(&o, &s2),
+            vec![
+                (("a".into(), 1), None),
+                (("b".into(), 2), Some(2)),
+                (("c".into(), 3), Some(3))
+            ]
+        );
+        // Published but not committed: invisible; withdrawn on failure.
+        let ver = o.publish(changes(&[("d", 4, Some(4))]));
+        let (_, s3) = o.begin_read(|| Ok(())).expect("read");
+        assert_eq!(view(&o, &s3).len(), 3);
+        assert!(o
+            .commit(ver, 1, None, || Err(storage_error("disk full")))
+            .is_err());
+        assert_eq!(o.entries(), 4);
+    }
+
+    #[test]
+    fn folded_entries_are_ignored_and_pruned_once_older_readers_are_gone() {
+        let o = Overlay::default();
+        commit(&o, changes(&[("a", 1, Some(1))]), None);
+        let (_, old) = o.begin_read(|| Ok(())).expect("read");
+        // A fold up to version 1 (in a transaction that also publishes version 2).
+        commit(&o, changes(&[("b", 2, Some(2))]), Some(1));
+        let (_, new) = o.begin_read(|| Ok(())).expect("read");
+        assert_eq!(view(&o, &old), vec![(("a".into(), 1), Some(1))]);
+        assert_eq!(view(&o, &new), vec![(("b".into(), 2), Some(2))]);
+        assert_eq!(o.entries(), 2, "the old reader still needs version 1");
+        drop(old);
+        commit(&o, IndexChanges::default(), None);
+        assert_eq!(o.entries(), 1);
+        assert_eq!(o.unfolded(), 1);
+    }
+
+    #[test]
+    fn streams_resume_across_chunks_and_the_writers_changes_win() {
+        let o = Overlay::default();
+        let mut c = IndexChanges::default();
+        for id in 0..(3 * CHUNK as u64 + 7) {
+            c.postings.insert(("t".into(), id), Some(id));
+        }
+        commit(&o, c, None);
+        let mut own = IndexChanges::default();
+        own.postings.insert(("t".into(), 5), None);
+        own.postings.insert(("t".into(), 10_000), Some(1));
+        own.postings.insert(("s".into(), 1), Some(1));
+        let view = View {
+            overlay: &o,
+            floor: 0,
+            at: u64::MAX,
+            private: Some(&own),
+        };
+        let got: Vec<_> = view
+            .stream(
+                |l| &l.postings,
+                |c| &c.postings,
+                Bound::Included(("t".to_string(), 0)),
+                Bound::Included(("t".to_string(), u64::MAX)),
+            )
+            .collect();
+        assert_eq!(got.len(), 3 * CHUNK + 7 + 1);
+        assert!(got.windows(2).all(|w| w[0].0 < w[1].0));
+        assert_eq!(got[5], (("t".into(), 5), None));
+        assert_eq!(got.last(), Some(&(("t".into(), 10_000), Some(1))));
+        // An empty or inverted range yields nothing (and does not panic).
+        let none: Vec<_> = view
+            .stream(
+                |l| &l.postings,
+                |c| &c.postings,
+                Bound::Excluded(("t".to_string(), 3)),
+                Bound::Excluded(("t".to_string(), 3)),
+            )
+            .collect();
+        assert!(none.is_empty());
+    }
+
+    #[test]
+    fn merge_replaces_and_hides_base_entries() {
+        let base = vec![Ok(1u64), Ok(2), Ok(4), Ok(6)];
+        let over = vec![(2u64, None), (3, Some(30u64)), (4, Some(40)), (7, Some(70))];
+        let mut seen = Vec::new();
+        merge(
+            base.into_iter(),
+            over.into_iter(),
+            |b, k| b.cmp(k),
+            |item| {
+                seen.push(match item {
+                    Item::Base(b) => (*b, 0),
+                    Item::Over(k, v) => (*k, *v),
+                });
+                Ok(true)
+            },
+        )
+        .expect("merge");
+        assert_eq!(seen, vec![(1, 0), (3, 30), (4, 40), (6, 0), (7, 70)]);
+    }
+}
