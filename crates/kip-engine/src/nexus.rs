@@ -229,8 +229,9 @@ impl Nexus {
                 crate::store::GraphWrite::set_meta(&mut w, BOOTSTRAPPED_KEY, b"1")?;
             }
             w.flush()?;
-            // A durable commit: the index entries go into the tables with it.
-            w.fold()?;
+            // A durable commit: the index entries go into the tables with it, and the
+            // overlay (new, empty) starts again at version 0.
+            w.fold_all()?;
         }
         txn.commit().map_err(storage_error)?;
         // Everything replayed is durable now.
@@ -388,12 +389,14 @@ impl Nexus {
         let Finished {
             sealed,
             changes,
+            version,
             folded,
         } = finished;
         let published = changes.len();
+        let publish = |changes| version.and_then(|v| self.overlay.publish(changes, v));
         let Some(wal) = &self.wal else {
             // In memory: nothing to make durable.
-            let ver = self.overlay.publish(changes);
+            let ver = publish(changes);
             self.overlay.commit(ver, published, folded, || {
                 txn.commit().map_err(storage_error)
             })?;
@@ -411,13 +414,13 @@ impl Nexus {
         };
         match sealed {
             Sealed::Nothing => {
-                let ver = self.overlay.publish(changes);
+                let ver = publish(changes);
                 self.overlay
                     .commit(ver, published, folded, || non_durable(txn))
             }
             Sealed::Durable => {
                 let mut wal = lock(wal);
-                let ver = self.overlay.publish(changes);
+                let ver = publish(changes);
                 self.overlay.commit(ver, published, folded, || {
                     txn.commit().map_err(storage_error)
                 })?;
@@ -436,7 +439,7 @@ impl Nexus {
                     let _ = txn.abort();
                     return Err(e);
                 }
-                let ver = self.overlay.publish(changes);
+                let ver = publish(changes);
                 let committed = self
                     .overlay
                     .commit(ver, published, folded, || non_durable(txn));
@@ -476,8 +479,7 @@ impl Nexus {
         }
         let folded = {
             let mut w = WriteTables::open(&txn, &self.overlay)?;
-            w.fold()?;
-            w.folded()
+            w.fold_all()?
         };
         self.overlay
             .commit(None, 0, folded, || txn.commit().map_err(storage_error))?;
@@ -630,10 +632,10 @@ impl Nexus {
         &self,
         f: impl FnOnce(&ReadTables) -> Result<T, KipError>,
     ) -> Result<T, KipError> {
-        let (txn, snapshot) = self
-            .overlay
-            .begin_read(|| self.db.begin_read().map_err(storage_error))?;
-        let r = ReadTables::open(&txn, self.overlay.clone(), snapshot)?;
+        // The token first, then the snapshot (see `store/overlay.rs`).
+        let token = self.overlay.reader_token();
+        let txn = self.db.begin_read().map_err(storage_error)?;
+        let r = ReadTables::open(&txn, self.overlay.clone(), token)?;
         f(&r)
     }
 

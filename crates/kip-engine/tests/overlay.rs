@@ -535,3 +535,57 @@ fn a_held_reader_keeps_its_view_through_a_fold_and_pruning_waits_for_it() {
     assert_eq!(n.overlay_entries(), 0);
     check(&n, &elems);
 }
+
+#[test]
+fn concurrent_readers_always_see_whole_commits_while_writers_fold() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let n = Arc::new(open(tmp.path(), Some(5)));
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let readers: Vec<_> = (0..2)
+        .map(|_| {
+            let (n, stop) = (n.clone(), stop.clone());
+            std::thread::spawn(move || {
+                let mut reads = 0;
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) || reads < 20 {
+                    n.read(|r| {
+                        let want = expected(r, &BTreeSet::new());
+                        assert_eq!(actual(r, &want), want, "a reader saw part of a commit");
+                        Ok(())
+                    })
+                    .expect("read");
+                    reads += 1;
+                }
+            })
+        })
+        .collect();
+    for round in 0..60u64 {
+        let id = n
+            .write(
+                |w| {
+                    let id = w.alloc_concept_id()?;
+                    w.put_concept(
+                        id,
+                        &record((round % 3) as u8, 0, &[(round % 6) as u8, 1, 2]),
+                        None,
+                    )?;
+                    Ok(id)
+                },
+                false,
+            )
+            .expect("write");
+        // Rename: the old (type, name) entries go, the new ones come.
+        let old = record((round % 3) as u8, 0, &[(round % 6) as u8, 1, 2]);
+        let mut new = old.clone();
+        new.name = format!("renamed-{round}");
+        n.write(|w| w.put_concept(id, &new, Some(&old)), false)
+            .expect("rename");
+        if round % 7 == 0 {
+            n.checkpoint().expect("checkpoint");
+        }
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    for r in readers {
+        r.join().expect("reader");
+    }
+    check(&n, &BTreeSet::new());
+}

@@ -18,14 +18,18 @@
 //! the overlay *into the same durable commit* that lets the log be emptied, so a crash
 //! never loses an index entry whose record survived.
 //!
-//! Snapshots: every entry carries the version of the transaction that wrote it. A reader
-//! pairs its redb snapshot with the overlay's `(floor, version)` at the same instant
-//! ([`Overlay::begin_read`]): it sees the entries with `floor < ver <= version`, the
-//! newest per key (a removal hides the key). Entries at or below `floor` were folded
-//! into redb before that snapshot, so they are ignored (the redb table is the truth for
-//! them, including any change made to them by the folding transaction itself). Folded
-//! entries are dropped from memory once no reader of an older floor is alive (each
-//! reader holds its floor's generation token).
+//! Snapshots: every entry carries the version of the transaction that wrote it, and each
+//! transaction stores the overlay's `(floor, version)` as of its commit in the `meta`
+//! table, so a reader reads them from its own redb snapshot (no lock is held across a
+//! commit). It sees the entries with `floor < ver <= version`, the newest per key (a
+//! removal hides the key). Entries at or below `floor` were folded into redb before that
+//! snapshot, so they are ignored (the redb table is the truth for them, including any
+//! change made to them by the folding transaction itself). A version's entries are
+//! published before its transaction commits (invisible until a snapshot names that
+//! version) and withdrawn if the commit fails. Folded entries are dropped from memory
+//! once no reader that might need them is alive: a reader takes the current generation
+//! token *before* opening its snapshot, and a fold's entries are pruned only when every
+//! token older than the fold's is gone.
 //!
 //! The writer (there is one at a time: redb's write lock) sees every published version
 //! above its floor plus its own private changes.
@@ -299,12 +303,47 @@ impl Default for Overlay {
     }
 }
 
-/// A reader's view of the overlay, taken together with its redb snapshot.
+/// A reader's view of the overlay: the `(floor, version)` its redb snapshot names, and
+/// the generation token it took before opening that snapshot.
 #[derive(Debug)]
 pub struct Snapshot {
     floor: u64,
     at: u64,
     generation: Option<Arc<()>>,
+}
+
+impl Snapshot {
+    /// A snapshot of `(floor, version)` (read from the redb snapshot's `meta`) holding
+    /// `token` (from [`Overlay::reader_token`], taken before the redb snapshot).
+    pub fn new(floor: u64, version: u64, token: Arc<()>) -> Snapshot {
+        Snapshot {
+            floor,
+            at: version,
+            generation: Some(token),
+        }
+    }
+}
+
+/// Encodes the overlay state a transaction stores in `meta`.
+pub(crate) fn encode_state(floor: u64, version: u64) -> [u8; 16] {
+    let mut b = [0u8; 16];
+    b[..8].copy_from_slice(&floor.to_le_bytes());
+    b[8..].copy_from_slice(&version.to_le_bytes());
+    b
+}
+
+/// Decodes [`encode_state`]; `(0, 0)` for anything else.
+pub(crate) fn decode_state(b: &[u8]) -> (u64, u64) {
+    match (b.get(..8), b.get(8..16)) {
+        (Some(f), Some(v)) => {
+            let mut fb = [0u8; 8];
+            let mut vb = [0u8; 8];
+            fb.copy_from_slice(f);
+            vb.copy_from_slice(v);
+            (u64::from_le_bytes(fb), u64::from_le_bytes(vb))
+        }
+        _ => (0, 0),
+    }
 }
 
 impl Overlay {
@@ -320,22 +359,10 @@ impl Overlay {
         self.layers.write().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Opens a redb snapshot with `open` and pairs it with the overlay's state at the
-    /// same instant (no commit can fall between the two).
-    pub fn begin_read<T>(
-        &self,
-        open: impl FnOnce() -> StoreResult<T>,
-    ) -> StoreResult<(T, Snapshot)> {
-        let v = self.visible();
-        let t = open()?;
-        Ok((
-            t,
-            Snapshot {
-                floor: v.floor,
-                at: v.version,
-                generation: Some(v.generation.clone()),
-            },
-        ))
+    /// The token a reader holds while its snapshot lives; take it *before* opening the
+    /// redb snapshot (see the module documentation).
+    pub fn reader_token(&self) -> Arc<()> {
+        self.visible().generation.clone()
     }
 
     /// The floor a new write transaction starts from, and the newest version (what a fold
@@ -360,14 +387,13 @@ impl Overlay {
         self.visible().unfolded
     }
 
-    /// Publishes a transaction's changes under the next version, invisible to readers
-    /// until [`Overlay::commit`] makes that version visible. Returns the version, or `None`
-    /// when there was nothing to publish.
-    pub(crate) fn publish(&self, changes: IndexChanges) -> Option<u64> {
+    /// Publishes a transaction's changes under `ver` (the version its `meta` names),
+    /// invisible to readers until a committed snapshot names that version. Returns the
+    /// version, or `None` when there was nothing to publish.
+    pub(crate) fn publish(&self, changes: IndexChanges, ver: u64) -> Option<u64> {
         if changes.is_empty() {
             return None;
         }
-        let ver = self.visible().version + 1;
         publish_into(self, |l| &mut l.concept_type, changes.concept_type, ver);
         publish_into(self, |l| &mut l.concept_name, changes.concept_name, ver);
         publish_into(self, |l| &mut l.pos, changes.pos, ver);
@@ -386,9 +412,10 @@ impl Overlay {
         l.postings.unpublish(ver);
     }
 
-    /// Commits the redb transaction with `commit` and, if that succeeds, makes `ver`
-    /// visible and records a fold up to `folded` — atomically for readers. On failure the
-    /// published version is withdrawn.
+    /// Commits the redb transaction with `commit` and, if that succeeds, records `ver` as
+    /// the newest version and a fold up to `folded` (a new generation: readers from now
+    /// on see the fold). On failure the published version is withdrawn. No lock is held
+    /// while `commit` runs: readers learn the version from their snapshot.
     pub(crate) fn commit(
         &self,
         ver: Option<u64>,
@@ -396,14 +423,13 @@ impl Overlay {
         folded: Option<u64>,
         commit: impl FnOnce() -> StoreResult<()>,
     ) -> StoreResult<()> {
-        let mut v = self.visible();
         if let Err(e) = commit() {
-            drop(v);
             if let Some(ver) = ver {
                 self.unpublish(ver);
             }
             return Err(e);
         }
+        let mut v = self.visible();
         if let Some(ver) = ver {
             v.version = ver;
         }
@@ -715,9 +741,17 @@ mod tests {
 
     fn commit(o: &Overlay, c: IndexChanges, folded: Option<u64>) -> Option<u64> {
         let n = c.len();
-        let ver = o.publish(c);
+        let next = o.writer_start().1 + 1;
+        let ver = o.publish(c, next);
         o.commit(ver, n, folded, || Ok(())).expect("commit");
         ver
+    }
+
+    /// What a reader opening a snapshot now would see.
+    fn begin(o: &Overlay) -> Snapshot {
+        let token = o.reader_token();
+        let (floor, version) = o.writer_start();
+        Snapshot::new(floor, version, token)
     }
 
     fn view(o: &Overlay, s: &Snapshot) -> Vec<(StrKey, Option<u64>)> {
@@ -735,9 +769,9 @@ mod tests {
     fn a_snapshot_sees_the_versions_committed_before_it_and_newest_first() {
         let o = Overlay::default();
         commit(&o, changes(&[("a", 1, Some(1)), ("b", 2, Some(2))]), None);
-        let (_, s1) = o.begin_read(|| Ok(())).expect("read");
+        let s1 = begin(&o);
         commit(&o, changes(&[("a", 1, None), ("c", 3, Some(3))]), None);
-        let (_, s2) = o.begin_read(|| Ok(())).expect("read");
+        let s2 = begin(&o);
         assert_eq!(
             view(&o, &s1),
             vec![(("a".into(), 1), Some(1)), (("b".into(), 2), Some(2))]
@@ -751,8 +785,8 @@ mod tests {
             ]
         );
         // Published but not committed: invisible; withdrawn on failure.
-        let ver = o.publish(changes(&[("d", 4, Some(4))]));
-        let (_, s3) = o.begin_read(|| Ok(())).expect("read");
+        let ver = o.publish(changes(&[("d", 4, Some(4))]), 3);
+        let s3 = begin(&o);
         assert_eq!(view(&o, &s3).len(), 3);
         assert!(o
             .commit(ver, 1, None, || Err(storage_error("disk full")))
@@ -764,10 +798,10 @@ mod tests {
     fn folded_entries_are_ignored_and_pruned_once_older_readers_are_gone() {
         let o = Overlay::default();
         commit(&o, changes(&[("a", 1, Some(1))]), None);
-        let (_, old) = o.begin_read(|| Ok(())).expect("read");
+        let old = begin(&o);
         // A fold up to version 1 (in a transaction that also publishes version 2).
         commit(&o, changes(&[("b", 2, Some(2))]), Some(1));
-        let (_, new) = o.begin_read(|| Ok(())).expect("read");
+        let new = begin(&o);
         assert_eq!(view(&o, &old), vec![(("a".into(), 1), Some(1))]);
         assert_eq!(view(&o, &new), vec![(("b".into(), 2), Some(2))]);
         assert_eq!(o.entries(), 2, "the old reader still needs version 1");

@@ -3,8 +3,8 @@
 //! the same generic helpers, so reads inside a write see exactly what a snapshot would.
 
 use super::overlay::{
-    fold_index, merge, Changes, IndexChanges, Item, Layer, Layers, OspKey, Overlay, PosKey,
-    Snapshot, StrKey, View,
+    decode_state, encode_state, fold_index, merge, Changes, IndexChanges, Item, Layer, Layers,
+    OspKey, Overlay, PosKey, Snapshot, StrKey, View,
 };
 use super::{
     decode, encode, storage_error, ConceptRecord, Continue, ElemRef, GraphRead, GraphWrite,
@@ -44,6 +44,9 @@ const NEXT_CONCEPT: &str = "next_concept_id";
 const NEXT_PROP: &str = "next_prop_id";
 /// `meta` key: the sequence number of the last write-ahead log record applied.
 pub(crate) const WAL_SEQ: &str = "wal_seq";
+/// `meta` key: the overlay's `(floor, version)` as of this snapshot (see
+/// `store/overlay.rs`); reset when the nexus opens.
+const OVERLAY_STATE: &str = "overlay_state";
 
 /// Operation log tags (see [`WriteTables::apply_log`]).
 const OP_PUT_CONCEPT: u8 = 1;
@@ -76,8 +79,10 @@ pub enum Sealed {
 pub struct Finished {
     /// What goes into the write-ahead log.
     pub sealed: Sealed,
-    /// The transaction's index changes, to publish into the overlay at commit.
+    /// The transaction's index changes, to publish into the overlay at commit...
     pub(crate) changes: IndexChanges,
+    /// ... under this version (the one its `meta` names); `None` when there are none.
+    pub version: Option<u64>,
     /// The overlay version the transaction folded up to, if it folded.
     pub folded: Option<u64>,
 }
@@ -104,16 +109,22 @@ impl ReadTables {
         0
     }
 
-    /// Opens every table of a read transaction (the store must have been initialised),
-    /// with the overlay state taken together with the transaction
-    /// ([`Overlay::begin_read`]).
+    /// Opens every table of a read transaction (the store must have been initialised).
+    /// `token` is the overlay's [`Overlay::reader_token`], taken before `txn` began.
     pub fn open(
         txn: &ReadTransaction,
         overlay: Arc<Overlay>,
-        snapshot: Snapshot,
+        token: Arc<()>,
     ) -> StoreResult<ReadTables> {
+        let meta = txn.open_table(META).map_err(storage_error)?;
+        let (floor, version) = meta
+            .get(OVERLAY_STATE)
+            .map_err(storage_error)?
+            .map(|g| decode_state(g.value()))
+            .unwrap_or((0, 0));
+        let snapshot = Snapshot::new(floor, version, token);
         Ok(ReadTables {
-            meta: txn.open_table(META).map_err(storage_error)?,
+            meta,
             concepts: txn.open_table(CONCEPTS).map_err(storage_error)?,
             concept_key: txn.open_table(CONCEPT_KEY).map_err(storage_error)?,
             concept_type: txn.open_table(CONCEPT_TYPE).map_err(storage_error)?,
@@ -263,24 +274,43 @@ impl<'t> WriteTables<'t> {
         Ok(())
     }
 
-    /// Ends the transaction: [`WriteTables::flush`], [`WriteTables::seal`], and a fold
-    /// when the commit will be durable. Returns what the commit needs.
+    /// Ends the transaction: [`WriteTables::flush`], [`WriteTables::seal`], a fold when
+    /// the commit will be durable, and the overlay state its snapshot will name. Returns
+    /// what the commit needs.
     pub fn finish(&mut self) -> StoreResult<Finished> {
         self.flush()?;
         let sealed = self.seal()?;
         if matches!(sealed, Sealed::Durable) {
             self.fold()?;
         }
+        // The writer is alone (redb's write lock), so its version is the next one.
+        let version = (!self.changes.is_empty()).then_some(self.top + 1);
+        if version.is_some() || self.folded.is_some() {
+            self.store_overlay_state(version.unwrap_or(self.top))?;
+        }
         Ok(Finished {
             sealed,
             changes: std::mem::take(&mut self.changes),
+            version,
             folded: self.folded,
         })
     }
 
-    /// The overlay version this transaction folded up to, if it folded.
-    pub fn folded(&self) -> Option<u64> {
-        self.folded
+    /// Folds everything (a checkpoint, or opening the nexus) and records the state;
+    /// returns the version folded up to. The transaction must commit durably.
+    pub fn fold_all(&mut self) -> StoreResult<Option<u64>> {
+        self.fold()?;
+        self.store_overlay_state(self.top)?;
+        Ok(self.folded)
+    }
+
+    /// Stores the overlay's `(floor, version)` as of this transaction in `meta` (not in
+    /// the operation log: a replay starts from a new, empty overlay).
+    fn store_overlay_state(&mut self, version: u64) -> StoreResult<()> {
+        self.meta
+            .insert(OVERLAY_STATE, &encode_state(self.floor, version)[..])
+            .map_err(storage_error)?;
+        Ok(())
     }
 
     fn log_op(&mut self, tag: u8, id: u64, a: &[u8], b: &[u8]) {
