@@ -58,6 +58,45 @@ const CHUNK: usize = 256;
 /// this many changed index keys (bounds a huge transaction's memory: ~100 bytes each).
 const MAX_TXN_CHANGES: usize = 1 << 19;
 
+/// One overlaid index: where its shared entries and a transaction's changes live.
+pub(crate) struct Which<K: 'static, V: 'static> {
+    slot: usize,
+    layer: fn(&Layers) -> &Layer<K, V>,
+    layer_mut: fn(&mut Layers) -> &mut Layer<K, V>,
+    changes: fn(&IndexChanges) -> &Changes<K, V>,
+}
+
+pub(crate) const CONCEPT_TYPE: Which<StrKey, ()> = Which {
+    slot: 0,
+    layer: |l| &l.concept_type,
+    layer_mut: |l| &mut l.concept_type,
+    changes: |c| &c.concept_type,
+};
+pub(crate) const CONCEPT_NAME: Which<StrKey, ()> = Which {
+    slot: 1,
+    layer: |l| &l.concept_name,
+    layer_mut: |l| &mut l.concept_name,
+    changes: |c| &c.concept_name,
+};
+pub(crate) const POS: Which<PosKey, u64> = Which {
+    slot: 2,
+    layer: |l| &l.pos,
+    layer_mut: |l| &mut l.pos,
+    changes: |c| &c.pos,
+};
+pub(crate) const OSP: Which<OspKey, u64> = Which {
+    slot: 3,
+    layer: |l| &l.osp,
+    layer_mut: |l| &mut l.osp,
+    changes: |c| &c.osp,
+};
+pub(crate) const POSTINGS: Which<StrKey, u64> = Which {
+    slot: 4,
+    layer: |l| &l.postings,
+    layer_mut: |l| &mut l.postings,
+    changes: |c| &c.postings,
+};
+
 /// A transaction's changes to the overlaid indexes (the last change of a key wins).
 #[derive(Debug, Default)]
 pub(crate) struct IndexChanges {
@@ -140,17 +179,18 @@ const PUBLISH_BATCH: usize = 4096;
 /// look between two batches).
 fn publish_into<K: Ord + Clone, V: Clone>(
     overlay: &Overlay,
-    layer: fn(&mut Layers) -> &mut Layer<K, V>,
+    which: &Which<K, V>,
     changes: Changes<K, V>,
     ver: u64,
 ) {
     let mut items = changes.into_iter().peekable();
     while items.peek().is_some() {
         let mut l = overlay.layers_mut();
-        let map = &mut layer(&mut l).map;
+        let map = &mut (which.layer_mut)(&mut l).map;
         for (k, v) in items.by_ref().take(PUBLISH_BATCH) {
             map.insert((k, ver), v);
         }
+        overlay.counts[which.slot].store(map.len(), Ordering::SeqCst);
     }
 }
 
@@ -286,6 +326,9 @@ pub struct Overlay {
     layers: RwLock<Layers>,
     visible: Mutex<Visible>,
     max_txn_changes: AtomicUsize,
+    /// Entries per layer (by [`Which`] slot), readable without the lock: a scan of an
+    /// index whose layer is empty skips the overlay entirely.
+    counts: [AtomicUsize; 5],
 }
 
 impl Default for Overlay {
@@ -299,6 +342,7 @@ impl Default for Overlay {
                 unfolded: 0,
             }),
             max_txn_changes: AtomicUsize::new(MAX_TXN_CHANGES),
+            counts: Default::default(),
         }
     }
 }
@@ -394,11 +438,11 @@ impl Overlay {
         if changes.is_empty() {
             return None;
         }
-        publish_into(self, |l| &mut l.concept_type, changes.concept_type, ver);
-        publish_into(self, |l| &mut l.concept_name, changes.concept_name, ver);
-        publish_into(self, |l| &mut l.pos, changes.pos, ver);
-        publish_into(self, |l| &mut l.osp, changes.osp, ver);
-        publish_into(self, |l| &mut l.postings, changes.postings, ver);
+        publish_into(self, &CONCEPT_TYPE, changes.concept_type, ver);
+        publish_into(self, &CONCEPT_NAME, changes.concept_name, ver);
+        publish_into(self, &POS, changes.pos, ver);
+        publish_into(self, &OSP, changes.osp, ver);
+        publish_into(self, &POSTINGS, changes.postings, ver);
         Some(ver)
     }
 
@@ -410,6 +454,20 @@ impl Overlay {
         l.pos.unpublish(ver);
         l.osp.unpublish(ver);
         l.postings.unpublish(ver);
+        self.store_counts(&l);
+    }
+
+    fn store_counts(&self, l: &Layers) {
+        let lens = [
+            l.concept_type.len(),
+            l.concept_name.len(),
+            l.pos.len(),
+            l.osp.len(),
+            l.postings.len(),
+        ];
+        for (c, n) in self.counts.iter().zip(lens) {
+            c.store(n, Ordering::SeqCst);
+        }
     }
 
     /// Commits the redb transaction with `commit` and, if that succeeds, records `ver` as
@@ -479,6 +537,7 @@ impl Overlay {
         }
         if let Some(upto) = upto {
             l.prune(upto);
+            self.store_counts(&l);
         }
     }
 
@@ -508,22 +567,26 @@ impl<'a> View<'a> {
         }
     }
 
-    /// The overlay entries of one index with keys in `(lo, hi)`, in key order.
+    /// The overlay entries of one index with keys in `bounds()`, in key order; `None`
+    /// (without calling `bounds`) when the index has no overlay entries at all.
     pub fn stream<K: Ord + Clone, V: Clone>(
         &self,
-        layer: fn(&Layers) -> &Layer<K, V>,
-        changes: fn(&IndexChanges) -> &Changes<K, V>,
-        lo: Bound<K>,
-        hi: Bound<K>,
-    ) -> Stream<'a, K, V> {
+        which: &Which<K, V>,
+        bounds: impl FnOnce() -> (Bound<K>, Bound<K>),
+    ) -> Option<Stream<'a, K, V>> {
+        let own = self.private.map(which.changes).filter(|c| !c.is_empty());
+        if own.is_none() && self.overlay.counts[which.slot].load(Ordering::SeqCst) == 0 {
+            return None;
+        }
+        let (lo, hi) = bounds();
         let empty = empty_range(&lo, &hi);
-        let private = match self.private {
-            Some(p) if !empty => Some(changes(p).range((lo.clone(), hi.clone())).peekable()),
+        let private = match own {
+            Some(c) if !empty => Some(c.range((lo.clone(), hi.clone())).peekable()),
             _ => None,
         };
-        Stream {
+        Some(Stream {
             overlay: self.overlay,
-            layer,
+            layer: which.layer,
             floor: self.floor,
             at: self.at,
             lo,
@@ -531,7 +594,7 @@ impl<'a> View<'a> {
             buf: VecDeque::new(),
             shared_done: empty,
             private,
-        }
+        })
     }
 }
 
@@ -614,14 +677,30 @@ pub(crate) enum Item<'x, B, K, V> {
 
 /// Merges a redb range (`base`, in key order) with overlay entries of the same range:
 /// `cmp(base entry, overlay key)`; an overlay entry replaces a base entry with the same
-/// key, and a removal hides it. Stops when `emit` returns `false`.
-pub(crate) fn merge<B, K, V>(
-    base: impl Iterator<Item = StoreResult<B>>,
-    over: impl Iterator<Item = (K, Option<V>)>,
+/// key, and a removal hides it. Stops when `emit` returns `false`. Without overlay
+/// entries (`None`, the common case) the base range is passed through as it is.
+pub(crate) fn merge<B, E: std::fmt::Display, K, V>(
+    base: impl Iterator<Item = Result<B, E>>,
+    over: Option<impl Iterator<Item = (K, Option<V>)>>,
     cmp: impl Fn(&B, &K) -> std::cmp::Ordering,
     mut emit: impl FnMut(Item<'_, B, K, V>) -> StoreResult<bool>,
 ) -> StoreResult<()> {
     use std::cmp::Ordering;
+    let Some(over) = over else {
+        for b in base {
+            // By reference: moving redb's entry guards out of the `Result` costs a copy
+            // per entry on this hot path.
+            match &b {
+                Ok(entry) => {
+                    if !emit(Item::Base(entry))? {
+                        break;
+                    }
+                }
+                Err(e) => return Err(storage_error(e)),
+            }
+        }
+        return Ok(());
+    };
     let mut base = base.peekable();
     let mut over = over.peekable();
     loop {
@@ -629,7 +708,7 @@ pub(crate) fn merge<B, K, V>(
             (None, None) => return Ok(()),
             (Some(Err(_)), _) => {
                 return match base.next() {
-                    Some(Err(e)) => Err(e),
+                    Some(Err(e)) => Err(storage_error(e)),
                     _ => Ok(()),
                 }
             }
@@ -756,13 +835,10 @@ mod tests {
 
     fn view(o: &Overlay, s: &Snapshot) -> Vec<(StrKey, Option<u64>)> {
         let v = View::of_snapshot(o, s);
-        let mut st = v.stream(
-            |l| &l.postings,
-            |c| &c.postings,
-            Bound::Unbounded,
-            Bound::Unbounded,
-        );
-        keys(&mut st)
+        match v.stream(&POSTINGS, || (Bound::Unbounded, Bound::Unbounded)) {
+            Some(mut st) => keys(&mut st),
+            None => Vec::new(),
+        }
     }
 
     #[test]
@@ -830,12 +906,14 @@ mod tests {
             private: Some(&own),
         };
         let got: Vec<_> = view
-            .stream(
-                |l| &l.postings,
-                |c| &c.postings,
-                Bound::Included(("t".to_string(), 0)),
-                Bound::Included(("t".to_string(), u64::MAX)),
-            )
+            .stream(&POSTINGS, || {
+                (
+                    Bound::Included(("t".to_string(), 0)),
+                    Bound::Included(("t".to_string(), u64::MAX)),
+                )
+            })
+            .into_iter()
+            .flatten()
             .collect();
         assert_eq!(got.len(), 3 * CHUNK + 7 + 1);
         assert!(got.windows(2).all(|w| w[0].0 < w[1].0));
@@ -843,24 +921,28 @@ mod tests {
         assert_eq!(got.last(), Some(&(("t".into(), 10_000), Some(1))));
         // An empty or inverted range yields nothing (and does not panic).
         let none: Vec<_> = view
-            .stream(
-                |l| &l.postings,
-                |c| &c.postings,
-                Bound::Excluded(("t".to_string(), 3)),
-                Bound::Excluded(("t".to_string(), 3)),
-            )
+            .stream(&POSTINGS, || {
+                (
+                    Bound::Excluded(("t".to_string(), 3)),
+                    Bound::Excluded(("t".to_string(), 3)),
+                )
+            })
+            .into_iter()
+            .flatten()
             .collect();
         assert!(none.is_empty());
+        // An index without overlay entries is not looked at.
+        assert!(view.stream(&POS, || unreachable!()).is_none());
     }
 
     #[test]
     fn merge_replaces_and_hides_base_entries() {
-        let base = vec![Ok(1u64), Ok(2), Ok(4), Ok(6)];
+        let base: Vec<Result<u64, String>> = vec![Ok(1u64), Ok(2), Ok(4), Ok(6)];
         let over = vec![(2u64, None), (3, Some(30u64)), (4, Some(40)), (7, Some(70))];
         let mut seen = Vec::new();
         merge(
             base.into_iter(),
-            over.into_iter(),
+            Some(over.into_iter()),
             |b, k| b.cmp(k),
             |item| {
                 seen.push(match item {

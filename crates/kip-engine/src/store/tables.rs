@@ -3,8 +3,8 @@
 //! the same generic helpers, so reads inside a write see exactly what a snapshot would.
 
 use super::overlay::{
-    decode_state, encode_state, fold_index, merge, Changes, IndexChanges, Item, Layer, Layers,
-    OspKey, Overlay, PosKey, Snapshot, StrKey, View,
+    self, decode_state, encode_state, fold_index, merge, Changes, IndexChanges, Item, OspKey,
+    Overlay, PosKey, Snapshot, StrKey, View, Which,
 };
 use super::{
     decode, encode, storage_error, ConceptRecord, Continue, ElemRef, GraphRead, GraphWrite,
@@ -510,27 +510,31 @@ mod read {
     pub fn scan_index(
         t: &impl ReadableTable<(&'static str, u64), ()>,
         view: View<'_>,
-        layer: fn(&Layers) -> &Layer<StrKey, ()>,
-        changes: fn(&IndexChanges) -> &Changes<StrKey, ()>,
+        which: &Which<StrKey, ()>,
         key: &str,
         f: &mut dyn FnMut(u64) -> StoreResult<Continue>,
     ) -> StoreResult<()> {
-        let base = t
-            .range((key, 0u64)..=(key, u64::MAX))
-            .map_err(storage_error)?
-            .map(|r| r.map_err(storage_error));
-        let over = view.stream(
-            layer,
-            changes,
-            Bound::Included((key.to_string(), 0)),
-            Bound::Included((key.to_string(), u64::MAX)),
-        );
+        // Open-ended, stopping at the first key of another text: cheaper per entry than
+        // a bounded range, which compares every key with the end bound.
+        let base = t.range((key, 0u64)..).map_err(storage_error)?;
+        let over = view.stream(which, || {
+            (
+                Bound::Included((key.to_string(), 0)),
+                Bound::Included((key.to_string(), u64::MAX)),
+            )
+        });
         merge(
             base,
             over,
-            |(k, _), ok| k.value().1.cmp(&ok.1),
+            |(k, _), ok: &StrKey| k.value().cmp(&(ok.0.as_str(), ok.1)),
             |item| match item {
-                Item::Base((k, _)) => f(k.value().1),
+                Item::Base((k, _)) => {
+                    let (kk, id) = k.value();
+                    if kk != key {
+                        return Ok(false);
+                    }
+                    f(id)
+                }
                 Item::Over(ok, ()) => f(ok.1),
             },
         )
@@ -581,23 +585,16 @@ mod read {
         f: &mut dyn FnMut(&str, ElemRef, u64) -> StoreResult<Continue>,
     ) -> StoreResult<()> {
         let start = pred.unwrap_or("");
-        let base = t
-            .range((object, start, 0u64)..)
-            .map_err(storage_error)?
-            .map(|r| r.map_err(storage_error))
-            .take_while(|r| {
-                r.as_ref().map_or(true, |(k, _)| {
-                    let (a, b, _) = k.value();
-                    a == object && pred.is_none_or(|p| p == b)
-                })
-            });
-        let lo = Bound::Included((object, start.to_string(), 0));
-        let hi = match pred {
-            Some(p) => Bound::Included((object, p.to_string(), u64::MAX)),
-            None if object < u64::MAX => Bound::Excluded((object + 1, String::new(), 0)),
-            None => Bound::Unbounded,
-        };
-        let over = view.stream(|l| &l.osp, |c| &c.osp, lo, hi);
+        let base = t.range((object, start, 0u64)..).map_err(storage_error)?;
+        let over = view.stream(&overlay::OSP, || {
+            let lo = Bound::Included((object, start.to_string(), 0));
+            let hi = match pred {
+                Some(p) => Bound::Included((object, p.to_string(), u64::MAX)),
+                None if object < u64::MAX => Bound::Excluded((object + 1, String::new(), 0)),
+                None => Bound::Unbounded,
+            };
+            (lo, hi)
+        });
         merge(
             base,
             over,
@@ -607,7 +604,10 @@ mod read {
             },
             |item| match item {
                 Item::Base((k, v)) => {
-                    let (_, b, c) = k.value();
+                    let (a, b, c) = k.value();
+                    if a != object || pred.is_some_and(|p| p != b) {
+                        return Ok(false);
+                    }
                     f(b, ElemRef::decode(c), v.value())
                 }
                 Item::Over(ok, id) => f(&ok.1, ElemRef::decode(ok.2), *id),
@@ -622,26 +622,23 @@ mod read {
         p: &str,
         f: &mut dyn FnMut(ElemRef, ElemRef, u64) -> StoreResult<Continue>,
     ) -> StoreResult<()> {
-        let base = t
-            .range((p, 0u64, 0u64)..=(p, u64::MAX, u64::MAX))
-            .map_err(storage_error)?
-            .map(|r| r.map_err(storage_error));
-        let over = view.stream(
-            |l| &l.pos,
-            |c| &c.pos,
-            Bound::Included((p.to_string(), 0, 0)),
-            Bound::Included((p.to_string(), u64::MAX, u64::MAX)),
-        );
+        let base = t.range((p, 0u64, 0u64)..).map_err(storage_error)?;
+        let over = view.stream(&overlay::POS, || {
+            (
+                Bound::Included((p.to_string(), 0, 0)),
+                Bound::Included((p.to_string(), u64::MAX, u64::MAX)),
+            )
+        });
         merge(
             base,
             over,
-            |(k, _), ok: &PosKey| {
-                let (_, o, s) = k.value();
-                (o, s).cmp(&(ok.1, ok.2))
-            },
+            |(k, _), ok: &PosKey| k.value().cmp(&(ok.0.as_str(), ok.1, ok.2)),
             |item| match item {
                 Item::Base((k, v)) => {
-                    let (_, o, s) = k.value();
+                    let (pp, o, s) = k.value();
+                    if pp != p {
+                        return Ok(false);
+                    }
                     f(ElemRef::decode(s), ElemRef::decode(o), v.value())
                 }
                 Item::Over(ok, id) => f(ElemRef::decode(ok.2), ElemRef::decode(ok.1), *id),
@@ -656,16 +653,10 @@ mod read {
         from: &str,
         f: &mut dyn FnMut(&str, u64, u32, u32) -> StoreResult<Continue>,
     ) -> StoreResult<()> {
-        let base = t
-            .range((from, 0u64)..)
-            .map_err(storage_error)?
-            .map(|r| r.map_err(storage_error));
-        let over = view.stream(
-            |l| &l.postings,
-            |c| &c.postings,
-            Bound::Included((from.to_string(), 0)),
-            Bound::Unbounded,
-        );
+        let base = t.range((from, 0u64)..).map_err(storage_error)?;
+        let over = view.stream(&overlay::POSTINGS, || {
+            (Bound::Included((from.to_string(), 0)), Bound::Unbounded)
+        });
         merge(
             base,
             over,
@@ -691,15 +682,12 @@ mod read {
         term: &str,
         key: u64,
     ) -> StoreResult<Option<(u32, u32)>> {
-        let exact = (term.to_string(), key);
         let over = view
-            .stream(
-                |l| &l.postings,
-                |c| &c.postings,
-                Bound::Included(exact.clone()),
-                Bound::Included(exact),
-            )
-            .next();
+            .stream(&overlay::POSTINGS, || {
+                let exact = (term.to_string(), key);
+                (Bound::Included(exact.clone()), Bound::Included(exact))
+            })
+            .and_then(|mut s| s.next());
         let packed = match over {
             Some((_, v)) => v,
             None => t
@@ -744,8 +732,7 @@ macro_rules! impl_graph_read {
                 read::scan_index(
                     &self.concept_type,
                     self.view(),
-                    |l| &l.concept_type,
-                    |c| &c.concept_type,
+                    &overlay::CONCEPT_TYPE,
                     concept_type,
                     f,
                 )
@@ -758,8 +745,7 @@ macro_rules! impl_graph_read {
                 read::scan_index(
                     &self.concept_name,
                     self.view(),
-                    |l| &l.concept_name,
-                    |c| &c.concept_name,
+                    &overlay::CONCEPT_NAME,
                     name,
                     f,
                 )
