@@ -477,12 +477,20 @@ impl Nexus {
             drop(wal);
             return txn.abort().map_err(storage_error);
         }
+        let started = std::time::Instant::now();
+        let unfolded = self.overlay.unfolded();
         let folded = {
             let mut w = WriteTables::open(&txn, &self.overlay)?;
             w.fold_all()?
         };
+        let fold_time = started.elapsed();
         self.overlay
             .commit(None, 0, folded, || txn.commit().map_err(storage_error))?;
+        tracing::debug!(
+            "checkpoint: folded {unfolded} index entries in {fold_time:?}, committed in {:?}",
+            started.elapsed() - fold_time
+        );
+
         match wal.as_mut() {
             Some(wal) => wal.reset(),
             None => Ok(()),
