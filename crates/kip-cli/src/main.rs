@@ -100,7 +100,8 @@ enum Cmd {
     },
     /// Rebuild the full-text index from the graph (with a progress bar).
     Reindex,
-    /// Check the store's invariants (indexes, references, statistics, text index).
+    /// Check the store's invariants: every index (by key, type, name, predicate, incoming
+    /// link, text) against the records, references, statistics.
     Check,
     /// Print the plan the engine chooses for a FIND query.
     Explain {

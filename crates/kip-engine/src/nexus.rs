@@ -26,6 +26,7 @@ use crate::store::{
 use kip_lang::{Command, ErrorCode, KipError};
 use redb::{Database, Durability, ReadableDatabase, WriteTransaction};
 use serde_json::Value;
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
 
@@ -742,6 +743,13 @@ impl Nexus {
         self.read(|r| {
             let mut problems = Vec::new();
             let mut type_counts: std::collections::HashMap<String, u64> = Default::default();
+            // What the type, name, predicate and incoming-link indexes must hold.
+            let mut by_type: HashMap<String, Vec<u64>> = HashMap::new();
+            let mut by_name: HashMap<String, Vec<u64>> = HashMap::new();
+            let mut by_pred: HashMap<String, Vec<(u64, u64, u64)>> = HashMap::new();
+            let mut preds: Vec<String> = Vec::new();
+            let mut pred_no: HashMap<String, usize> = HashMap::new();
+            let mut incoming: Vec<(u64, usize, u64, u64)> = Vec::new();
             let mut concept_ids = Vec::new();
             r.scan_concepts(&mut |n| {
                 concept_ids.push(n);
@@ -761,6 +769,8 @@ impl Nexus {
                     problems.push(format!("C:{n} has unregistered type {}", c.concept_type));
                 }
                 *type_counts.entry(c.concept_type.clone()).or_default() += 1;
+                by_type.entry(c.concept_type.clone()).or_default().push(*n);
+                by_name.entry(c.name.clone()).or_default().push(*n);
                 let doc = crate::meta::text::concept_doc(&c);
                 check_doc(r, ElemRef::Concept(*n), &doc, &mut problems)?;
             }
@@ -795,6 +805,20 @@ impl Nexus {
                 if r.prop_by_spo(p.subject, &p.predicate, p.object)? != Some(*n) {
                     problems.push(format!("P:{n} missing from the spo index"));
                 }
+                let (s, o) = (p.subject.encode(), p.object.encode());
+                by_pred
+                    .entry(p.predicate.clone())
+                    .or_default()
+                    .push((o, s, *n));
+                let k = match pred_no.get(&p.predicate) {
+                    Some(k) => *k,
+                    None => {
+                        preds.push(p.predicate.clone());
+                        pred_no.insert(p.predicate.clone(), preds.len() - 1);
+                        preds.len() - 1
+                    }
+                };
+                incoming.push((o, k, s, *n));
                 *pred_counts.entry(p.predicate.clone()).or_default() += 1;
             }
             let docs = r.stat(crate::store::TEXT_DOCS)?;
@@ -810,6 +834,15 @@ impl Nexus {
                     problems.push(format!("statistics say {s} links of {p}, the data has {k}"));
                 }
             }
+            check_secondary(
+                r,
+                by_type,
+                by_name,
+                by_pred,
+                &preds,
+                incoming,
+                &mut problems,
+            )?;
             Ok(problems)
         })
     }
@@ -931,6 +964,92 @@ fn replay(w: &mut WriteTables<'_>, records: &[crate::store::wal::Record]) -> Res
     if applied > start {
         tracing::info!("replayed {} write-ahead log records", applied - start);
         w.set_wal_seq(applied)?;
+    }
+    Ok(())
+}
+
+/// Compares one key's index entries with what the records say it must hold (both sorted).
+fn compare_index<T: Ord + std::fmt::Debug>(
+    what: &str,
+    mut want: Vec<T>,
+    mut got: Vec<T>,
+    problems: &mut Vec<String>,
+) {
+    want.sort();
+    if got.windows(2).any(|w| w[0] >= w[1]) {
+        problems.push(format!("the {what} index is out of order"));
+        got.sort();
+    }
+    if want != got {
+        let missing = want
+            .iter()
+            .filter(|x| got.binary_search(x).is_err())
+            .count();
+        let extra = got
+            .iter()
+            .filter(|x| want.binary_search(x).is_err())
+            .count();
+        problems.push(format!(
+            "the {what} index disagrees with the records: {missing} entries missing, {extra} extra"
+        ));
+    }
+}
+
+/// Checks the type, name, predicate and incoming-link indexes against the records:
+/// under every key the records use, exactly the entries they imply, in key order.
+fn check_secondary(
+    r: &dyn GraphRead,
+    by_type: HashMap<String, Vec<u64>>,
+    by_name: HashMap<String, Vec<u64>>,
+    by_pred: HashMap<String, Vec<(u64, u64, u64)>>,
+    preds: &[String],
+    mut incoming: Vec<(u64, usize, u64, u64)>,
+    problems: &mut Vec<String>,
+) -> Result<(), KipError> {
+    use crate::store::ElemRef;
+    for (t, ids) in by_type {
+        let mut got = Vec::new();
+        r.scan_type(&t, &mut |n| {
+            got.push(n);
+            Ok(true)
+        })?;
+        compare_index(&format!("type {t:?}"), ids, got, problems);
+    }
+    for (name, ids) in by_name {
+        let mut got = Vec::new();
+        r.scan_name(&name, &mut |n| {
+            got.push(n);
+            Ok(true)
+        })?;
+        compare_index(&format!("name {name:?}"), ids, got, problems);
+    }
+    for (p, links) in by_pred {
+        let mut got = Vec::new();
+        r.scan_predicate(&p, &mut |s, o, id| {
+            got.push((o.encode(), s.encode(), id));
+            Ok(true)
+        })?;
+        compare_index(&format!("predicate {p:?}"), links, got, problems);
+    }
+    // Incoming links, one scan per object; predicates compare as strings (key order).
+    incoming.sort_by(|a, b| (a.0, &preds[a.1], a.2).cmp(&(b.0, &preds[b.1], b.2)));
+    for group in incoming.chunk_by(|a, b| a.0 == b.0) {
+        let object = group[0].0;
+        let want: Vec<(String, u64, u64)> = group
+            .iter()
+            .map(|(_, k, s, id)| (preds[*k].clone(), *s, *id))
+            .collect();
+        let mut got = Vec::new();
+        r.scan_in(ElemRef::decode(object), None, &mut |p, s, id| {
+            got.push((p.to_string(), s.encode(), id));
+            Ok(true)
+        })?;
+        compare_index(
+            &format!("incoming-link ({})", ElemRef::decode(object).id_string()),
+            want,
+            got,
+            problems,
+        );
     }
     Ok(())
 }

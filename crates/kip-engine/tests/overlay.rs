@@ -589,3 +589,46 @@ fn concurrent_readers_always_see_whole_commits_while_writers_fold() {
     }
     check(&n, &BTreeSet::new());
 }
+
+#[test]
+fn the_integrity_check_finds_a_stale_secondary_index_entry() {
+    let n = Nexus::in_memory().expect("nexus");
+    let put = |rec: &ConceptRecord, id: Option<u64>| {
+        n.write(
+            |w| {
+                let id = match id {
+                    Some(id) => id,
+                    None => w.alloc_concept_id()?,
+                };
+                // `old: None` on purpose for a rename: the old name's entry stays.
+                w.put_concept(id, rec, None)?;
+                Ok(id)
+            },
+            false,
+        )
+        .expect("write")
+    };
+    put(&record(0, 0, &[]), None);
+    let b = put(&record(1, 0, &[]), None);
+    let clean = |n: &Nexus| -> Vec<String> {
+        n.check_integrity()
+            .expect("check")
+            .into_iter()
+            .filter(|p| !p.contains("unregistered type"))
+            .collect()
+    };
+    assert_eq!(clean(&n), Vec::<String>::new());
+    put(&record(1, 1, &[]), Some(b));
+    for fold in [false, true] {
+        if fold {
+            n.checkpoint().expect("fold");
+        }
+        let problems = clean(&n);
+        assert!(
+            problems
+                .iter()
+                .any(|p| p.contains("name \"one\"") && p.contains("1 extra")),
+            "{problems:?}"
+        );
+    }
+}
