@@ -160,8 +160,16 @@ pub fn reindex(data: &Path, quiet: bool) -> Result<ExitCode> {
     }
 }
 
-/// `kip check`: the integrity checker.
+/// `kip check`: the integrity checker. Refuses a directory without a database (opening
+/// it would create an empty store, and a mistyped path would look healthy).
 pub fn check(data: &Path) -> Result<ExitCode> {
+    if !data.join(kip_engine::nexus::DB_FILE).exists() {
+        anyhow::bail!(
+            "no kip-nexus data directory at {} (no {}): nothing to check",
+            data.display(),
+            kip_engine::nexus::DB_FILE
+        );
+    }
     let nexus = open_nexus(data)?;
     let problems = nexus
         .check_integrity()

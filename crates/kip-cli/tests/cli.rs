@@ -211,6 +211,15 @@ fn export_import_export_is_identical() {
 }
 
 #[test]
+fn check_refuses_a_directory_without_a_database_and_creates_nothing() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let missing = dir.path().join("typo");
+    let (code, _) = kip_in(&missing, &["check"], b"");
+    assert_ne!(code, 0);
+    assert!(!missing.exists(), "kip check must not create a store");
+}
+
+#[test]
 fn export_to_a_file_writes_the_same_capsule_and_fails_cleanly() {
     let a = rich_store();
     let (_, to_stdout) = kip_in(a.path(), &["export"], b"");
