@@ -11,8 +11,8 @@
 //!
 //! Secondary-index writes wait in an in-memory overlay ([`crate::store::Overlay`]) that
 //! every read merges in; each checkpoint folds it into the tables within its durable
-//! commit, so the log never holds less than the overlay does. Readers pair their redb
-//! snapshot with the overlay's version at the same instant.
+//! commit, so the log never holds less than the overlay does. Each commit records the
+//! overlay version in its snapshot, so a reader merges in exactly what it may see.
 
 use crate::bootstrap::{BOOTSTRAPPED_KEY, BOOTSTRAP_CAPSULES};
 use crate::envelope::{self, Access, ExecuteRequest, Outcome, Response};
@@ -491,7 +491,6 @@ impl Nexus {
             "checkpoint: folded {unfolded} index entries in {fold_time:?}, committed in {:?}",
             started.elapsed() - fold_time
         );
-
         match wal.as_mut() {
             Some(wal) => wal.reset(),
             None => Ok(()),
