@@ -1005,22 +1005,23 @@ fn check_secondary(
     mut incoming: Vec<(u64, usize, u64, u64)>,
     problems: &mut Vec<String>,
 ) -> Result<(), KipError> {
-    use crate::store::ElemRef;
-    for (t, ids) in by_type {
-        let mut got = Vec::new();
-        r.scan_type(&t, &mut |n| {
-            got.push(n);
-            Ok(true)
-        })?;
-        compare_index(&format!("type {t:?}"), ids, got, problems);
-    }
-    for (name, ids) in by_name {
-        let mut got = Vec::new();
-        r.scan_name(&name, &mut |n| {
-            got.push(n);
-            Ok(true)
-        })?;
-        compare_index(&format!("name {name:?}"), ids, got, problems);
+    use crate::store::{ElemRef, StoreResult};
+    type ScanIds =
+        fn(&dyn GraphRead, &str, &mut dyn FnMut(u64) -> StoreResult<bool>) -> StoreResult<()>;
+    type IdsByKey = HashMap<String, Vec<u64>>;
+    let by_key: [(&str, IdsByKey, ScanIds); 2] = [
+        ("type", by_type, |r, k, f| r.scan_type(k, f)),
+        ("name", by_name, |r, k, f| r.scan_name(k, f)),
+    ];
+    for (what, map, scan) in by_key {
+        for (key, ids) in map {
+            let mut got = Vec::new();
+            scan(r, &key, &mut |n| {
+                got.push(n);
+                Ok(true)
+            })?;
+            compare_index(&format!("{what} {key:?}"), ids, got, problems);
+        }
     }
     for (p, links) in by_pred {
         let mut got = Vec::new();

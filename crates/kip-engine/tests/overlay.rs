@@ -95,23 +95,25 @@ fn actual(r: &dyn GraphRead, like: &Indexes) -> Indexes {
         osp: BTreeMap::new(),
         postings: Vec::new(),
     };
-    for t in like.types.keys() {
+    // Every id filed under `key` by the type or the name index, in scan order.
+    let ids = |by_type: bool, key: &str| {
         let mut v = Vec::new();
-        r.scan_type(t, &mut |n| {
+        let mut push = |n| {
             v.push(n);
             Ok(true)
-        })
-        .expect("scan type");
-        ix.types.insert(t.clone(), v);
+        };
+        if by_type {
+            r.scan_type(key, &mut push).expect("scan type");
+        } else {
+            r.scan_name(key, &mut push).expect("scan name");
+        }
+        v
+    };
+    for t in like.types.keys() {
+        ix.types.insert(t.clone(), ids(true, t));
     }
     for t in like.names.keys() {
-        let mut v = Vec::new();
-        r.scan_name(t, &mut |n| {
-            v.push(n);
-            Ok(true)
-        })
-        .expect("scan name");
-        ix.names.insert(t.clone(), v);
+        ix.names.insert(t.clone(), ids(false, t));
     }
     for p in like.pos.keys() {
         let mut v = Vec::new();
