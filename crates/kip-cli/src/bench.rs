@@ -829,6 +829,15 @@ fn plot(results: &[Value], names: &[&str]) -> String {
 
 /// Runs the benchmark at every scale.
 pub fn run(args: BenchArgs) -> Result<ExitCode> {
+    // KIP_LOG (e.g. `kip_engine=debug`) shows the engine's log on stderr, such as the
+    // time each checkpoint spends folding the overlay during the load.
+    if let Ok(filter) = tracing_subscriber::EnvFilter::try_from_env("KIP_LOG") {
+        tracing_subscriber::fmt()
+            .with_env_filter(filter)
+            .with_writer(std::io::stderr)
+            .with_ansi(false)
+            .init();
+    }
     let workload: Value = serde_json::from_slice(
         &std::fs::read(&args.workload)
             .with_context(|| format!("reading {}", args.workload.display()))?,
