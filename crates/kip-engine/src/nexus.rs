@@ -58,6 +58,12 @@ pub struct Nexus {
     wal: Option<Mutex<Wal>>,
     /// Committed secondary-index writes not yet folded into the tables.
     overlay: Arc<Overlay>,
+    /// Held by a write transaction from its start to the end of its commit, including
+    /// the overlay's bookkeeping after the redb commit: without it, the next writer
+    /// could start between the two and see the overlay (and the writers' key cache) as
+    /// they were before the commit. redb's own write lock ends with the redb commit.
+    /// Lock order: this, then redb's write transaction, then the write-ahead log.
+    gate: Mutex<()>,
     combiner: Combiner,
 }
 
@@ -164,6 +170,7 @@ impl Nexus {
             limits: QueryLimits::default(),
             wal: wal.map(Mutex::new),
             overlay: Arc::new(Overlay::default()),
+            gate: Mutex::new(()),
             combiner: Combiner::default(),
         };
         // Create the tables, check the format version, replay the write-ahead log,
@@ -235,6 +242,7 @@ impl Nexus {
             w.fold_all()?;
         }
         txn.commit().map_err(storage_error)?;
+        nexus.overlay.keys().committed();
         // Everything replayed is durable now.
         if let Some(wal) = &nexus.wal {
             if let Err(e) = lock(wal).reset() {
@@ -361,6 +369,7 @@ impl Nexus {
         f: impl FnOnce(&mut WriteTables<'_>) -> Result<T, KipError>,
         dry_run: bool,
     ) -> Result<T, KipError> {
+        let _gate = lock(&self.gate);
         let txn = self.db.begin_write().map_err(storage_error)?;
         let out = {
             let mut w = WriteTables::open(&txn, &self.overlay)?;
@@ -402,7 +411,7 @@ impl Nexus {
                 txn.commit().map_err(storage_error)
             })?;
             if self.overlay.unfolded() >= OVERLAY_LIMIT {
-                if let Err(e) = self.checkpoint() {
+                if let Err(e) = self.checkpoint_gated() {
                     tracing::warn!("folding the overlay failed ({}); retried later", e.message);
                 }
             }
@@ -460,7 +469,7 @@ impl Nexus {
                 drop(log);
                 // The write is durable (logged) and committed whatever the checkpoint does.
                 if full {
-                    if let Err(e) = self.checkpoint() {
+                    if let Err(e) = self.checkpoint_gated() {
                         tracing::warn!("checkpoint failed ({}); retried later", e.message);
                     }
                 }
@@ -472,6 +481,12 @@ impl Nexus {
     /// Makes every commit durable in the database file (folding the overlay into the
     /// tables in the same commit) and empties the write-ahead log.
     pub fn checkpoint(&self) -> Result<(), KipError> {
+        let _gate = lock(&self.gate);
+        self.checkpoint_gated()
+    }
+
+    /// [`Nexus::checkpoint`] for a caller holding the write gate.
+    fn checkpoint_gated(&self) -> Result<(), KipError> {
         let txn = self.db.begin_write().map_err(storage_error)?;
         let mut wal = self.wal.as_ref().map(lock);
         if wal.as_ref().is_none_or(|w| w.is_empty()) && self.overlay.unfolded() == 0 {
@@ -603,6 +618,7 @@ impl Nexus {
 
     /// Runs statements in one transaction; `None` (rolled back) if any of them fails.
     fn run_combined(&self, cmds: &[&Command]) -> Result<Option<Vec<Value>>, KipError> {
+        let _gate = lock(&self.gate);
         let txn = self.db.begin_write().map_err(storage_error)?;
         let results = {
             let mut w = WriteTables::open(&txn, &self.overlay)?;

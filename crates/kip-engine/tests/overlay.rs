@@ -193,6 +193,39 @@ fn check(n: &Nexus, elems: &BTreeSet<u64>) -> Indexes {
     .expect("read")
 }
 
+/// Every `{type, name}` lookup answers what the records say, through a read snapshot and
+/// twice inside a write (whose lookups go through the writers' key cache, which the
+/// first lookup may fill), also right after failed and dry-run writes.
+fn check_keys(n: &Nexus, slots: &BTreeMap<u8, (u64, ConceptRecord)>) {
+    let want = |t: &str, name: &str| {
+        slots
+            .values()
+            .find(|(_, c)| c.concept_type == t && c.name == name)
+            .map(|(id, _)| *id)
+    };
+    let all = |g: &dyn GraphRead, what: &str| -> Result<(), KipError> {
+        for t in TYPES {
+            for name in NAMES {
+                assert_eq!(
+                    g.concept_by_key(t, name)?,
+                    want(t, name),
+                    "{{type: {t}, name: {name}}} {what}"
+                );
+            }
+        }
+        Ok(())
+    };
+    n.read(|r| all(r, "in a snapshot")).expect("read");
+    n.write(
+        |w| {
+            all(&*w, "in a write")?;
+            all(&*w, "in a write, again")
+        },
+        true,
+    )
+    .expect("dry run");
+}
+
 #[derive(Debug, Clone)]
 enum Op {
     /// Create or rewrite a concept (by slot), with a text made of `words`.
@@ -465,6 +498,7 @@ fn run(ops: Vec<Op>, max_changes: Option<usize>) {
             }
         }
         check(&n, &elems);
+        check_keys(&n, &slots);
     }
     release(&mut held);
     // (The test's types are not registered as `$ConceptType`s: storage does not care.)

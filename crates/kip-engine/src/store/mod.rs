@@ -32,6 +32,7 @@
 //! Architecture invariant: only this module knows about redb. A server database backend
 //! would implement [`GraphRead`]/[`GraphWrite`] and leave the executors untouched.
 
+mod keys;
 mod overlay;
 mod tables;
 pub mod wal;

@@ -34,6 +34,7 @@
 //! The writer (there is one at a time: redb's write lock) sees every published version
 //! above its floor plus its own private changes.
 
+use super::keys::KeyCache;
 use super::{storage_error, StoreResult};
 use redb::Table;
 use std::collections::{btree_map, BTreeMap, VecDeque};
@@ -203,7 +204,7 @@ impl<K: Ord + Clone, V: Clone> Layer<K, V> {
         self.map.retain(|(_, v), _| *v > upto);
     }
 
-    fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.map.len()
     }
 
@@ -251,10 +252,10 @@ impl<K: Ord + Clone, V: Clone> Layer<K, V> {
     }
 
     /// Calls `f` with the newest entry above `floor` of every key, in key order.
-    fn for_each_latest(
-        &self,
+    fn for_each_latest<'a>(
+        &'a self,
         floor: u64,
-        f: &mut dyn FnMut(&K, &Option<V>) -> StoreResult<()>,
+        f: &mut dyn FnMut(&'a K, &'a Option<V>) -> StoreResult<()>,
     ) -> StoreResult<()> {
         let mut cur: Option<(&K, &Option<V>)> = None;
         for ((k, ver), v) in &self.map {
@@ -329,6 +330,9 @@ pub struct Overlay {
     /// Entries per layer (by [`Which`] slot), readable without the lock: a scan of an
     /// index whose layer is empty skips the overlay entirely.
     counts: [AtomicUsize; 5],
+    /// The writers' `concept_key` cache (see `store/keys.rs`); lives here because it
+    /// follows the same commits.
+    keys: Mutex<KeyCache>,
 }
 
 impl Default for Overlay {
@@ -343,6 +347,7 @@ impl Default for Overlay {
             }),
             max_txn_changes: AtomicUsize::new(MAX_TXN_CHANGES),
             counts: Default::default(),
+            keys: Mutex::new(KeyCache::default()),
         }
     }
 }
@@ -401,6 +406,17 @@ impl Overlay {
 
     fn layers_mut(&self) -> RwLockWriteGuard<'_, Layers> {
         self.layers.write().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The writers' `concept_key` cache (only write transactions may use it).
+    pub(crate) fn keys(&self) -> MutexGuard<'_, KeyCache> {
+        self.keys.lock().unwrap_or_else(|p| {
+            // A holder panicked midway: start again from an empty (always correct) map.
+            let mut g = p.into_inner();
+            *g = KeyCache::default();
+            self.keys.clear_poison();
+            g
+        })
     }
 
     /// The token a reader holds while its snapshot lives; take it *before* opening the
@@ -487,6 +503,7 @@ impl Overlay {
             }
             return Err(e);
         }
+        self.keys().committed();
         let mut v = self.visible();
         if let Some(ver) = ver {
             v.version = ver;
@@ -737,52 +754,103 @@ pub(crate) fn merge<B, E: std::fmt::Display, K, V>(
     }
 }
 
+/// One resolved overlay entry: a key and its value, or `None` for a removal.
+pub(crate) type Entry<'a, K, V> = (&'a K, &'a Option<V>);
+
 /// Writes overlay entries into their redb table (a fold).
 pub(crate) trait Apply<K, V> {
-    fn apply(&mut self, key: &K, value: &Option<V>) -> StoreResult<()>;
+    /// Writes `items` (in key order, each key once) into the table.
+    fn apply_sorted(&mut self, items: &[Entry<'_, K, V>]) -> StoreResult<()>;
+}
+
+/// A run of cursor inserts shorter than this is not worth its set-up (a descent, the
+/// neighbour keys, a leaf rewrite): the next [`PLAIN_STRETCH`] entries use plain inserts.
+const MIN_RUN: usize = 4;
+const PLAIN_STRETCH: usize = 64;
+
+/// Writes sorted entries into `table`. New keys that fall into the same gap between the
+/// table's existing keys (new ids appended under one term, predicate or type: the usual
+/// shape of a fold) go in through one redb cursor, which buffers them and splices them
+/// into the tree leaf by leaf instead of descending from the root once per key; where
+/// gaps hold only a key or two (incoming links spread over many objects), plain inserts
+/// are cheaper, so the writer switches between the two by the length of its last run.
+/// Replaced values and removals always use plain operations. Either way the table ends
+/// up with exactly the same entries.
+fn write_sorted<'i, TK, TV, K: 'i, V: 'i>(
+    table: &mut Table<'_, TK, TV>,
+    items: &[Entry<'i, K, V>],
+    key: impl Fn(&'i K) -> TK::SelfType<'i>,
+    value: impl Fn(&'i V) -> TV::SelfType<'i>,
+) -> StoreResult<()>
+where
+    TK: redb::Key + 'static,
+    TV: redb::Value + 'static,
+{
+    let mut i = 0;
+    let mut plain = 0usize;
+    while let Some(&(k, v)) = items.get(i) {
+        let Some(v) = v else {
+            table.remove(key(k)).map_err(storage_error)?;
+            i += 1;
+            continue;
+        };
+        if plain > 0 {
+            table.insert(key(k), value(v)).map_err(storage_error)?;
+            plain -= 1;
+            i += 1;
+            continue;
+        }
+        // The gap before the first existing key >= k; inserts go in while they sort
+        // strictly before that key (an equal key is a replacement: plain insert).
+        let mut run = 0usize;
+        {
+            let mut cursor = table
+                .lower_bound_mut(Bound::Included(key(k)))
+                .map_err(storage_error)?;
+            while let Some(&(k, Some(v))) = items.get(i) {
+                match cursor.insert_before(key(k), value(v)) {
+                    Ok(()) => {
+                        run += 1;
+                        i += 1;
+                    }
+                    Err(redb::CursorError::UnorderedKey) => break,
+                    Err(e) => return Err(storage_error(redb::Error::from(e))),
+                }
+            }
+            cursor.close().map_err(storage_error)?;
+        }
+        if run == 0 {
+            table.insert(key(k), value(v)).map_err(storage_error)?;
+            i += 1;
+        }
+        if run < MIN_RUN {
+            plain = PLAIN_STRETCH;
+        }
+    }
+    Ok(())
 }
 
 impl Apply<StrKey, ()> for Table<'_, (&'static str, u64), ()> {
-    fn apply(&mut self, (text, id): &StrKey, value: &Option<()>) -> StoreResult<()> {
-        let key = (text.as_str(), *id);
-        match value {
-            Some(()) => self.insert(key, ()).map(drop),
-            None => self.remove(key).map(drop),
-        }
-        .map_err(storage_error)
+    fn apply_sorted(&mut self, items: &[Entry<'_, StrKey, ()>]) -> StoreResult<()> {
+        write_sorted(self, items, |(t, id)| (t.as_str(), *id), |_| ())
     }
 }
 
 impl Apply<StrKey, u64> for Table<'_, (&'static str, u64), u64> {
-    fn apply(&mut self, (text, id): &StrKey, value: &Option<u64>) -> StoreResult<()> {
-        let key = (text.as_str(), *id);
-        match value {
-            Some(v) => self.insert(key, v).map(drop),
-            None => self.remove(key).map(drop),
-        }
-        .map_err(storage_error)
+    fn apply_sorted(&mut self, items: &[Entry<'_, StrKey, u64>]) -> StoreResult<()> {
+        write_sorted(self, items, |(t, id)| (t.as_str(), *id), |v| *v)
     }
 }
 
 impl Apply<PosKey, u64> for Table<'_, (&'static str, u64, u64), u64> {
-    fn apply(&mut self, (p, o, s): &PosKey, value: &Option<u64>) -> StoreResult<()> {
-        let key = (p.as_str(), *o, *s);
-        match value {
-            Some(v) => self.insert(key, v).map(drop),
-            None => self.remove(key).map(drop),
-        }
-        .map_err(storage_error)
+    fn apply_sorted(&mut self, items: &[Entry<'_, PosKey, u64>]) -> StoreResult<()> {
+        write_sorted(self, items, |(p, o, s)| (p.as_str(), *o, *s), |v| *v)
     }
 }
 
 impl Apply<OspKey, u64> for Table<'_, (u64, &'static str, u64), u64> {
-    fn apply(&mut self, (o, p, s): &OspKey, value: &Option<u64>) -> StoreResult<()> {
-        let key = (*o, p.as_str(), *s);
-        match value {
-            Some(v) => self.insert(key, v).map(drop),
-            None => self.remove(key).map(drop),
-        }
-        .map_err(storage_error)
+    fn apply_sorted(&mut self, items: &[Entry<'_, OspKey, u64>]) -> StoreResult<()> {
+        write_sorted(self, items, |(o, p, s)| (*o, p.as_str(), *s), |v| *v)
     }
 }
 
@@ -794,12 +862,16 @@ pub(crate) fn fold_index<K: Ord + Clone, V: Clone, T: Apply<K, V>>(
     own: &mut Changes<K, V>,
 ) -> StoreResult<()> {
     if let Some((layer, floor)) = shared {
-        layer.for_each_latest(floor, &mut |k, v| table.apply(k, v))?;
+        let mut items = Vec::new();
+        layer.for_each_latest(floor, &mut |k, v| {
+            items.push((k, v));
+            Ok(())
+        })?;
+        table.apply_sorted(&items)?;
     }
-    for (k, v) in std::mem::take(own) {
-        table.apply(&k, &v)?;
-    }
-    Ok(())
+    let own = std::mem::take(own);
+    let items: Vec<Entry<'_, K, V>> = own.iter().collect();
+    table.apply_sorted(&items)
 }
 
 #[cfg(test)]

@@ -143,6 +143,10 @@ impl ReadTables {
     fn view(&self) -> View<'_> {
         View::of_snapshot(&self.overlay, &self.snapshot)
     }
+
+    fn key_lookup(&self, concept_type: &str, name: &str) -> StoreResult<Option<u64>> {
+        read::concept_by_key(&self.concept_key, concept_type, name)
+    }
 }
 
 impl Drop for ReadTables {
@@ -195,6 +199,7 @@ impl<'t> WriteTables<'t> {
     /// the nexus's overlay, and `txn` the only write transaction (redb guarantees that).
     pub fn open(txn: &'t WriteTransaction, overlay: &'t Overlay) -> StoreResult<WriteTables<'t>> {
         let (floor, top) = overlay.writer_start();
+        overlay.keys().begin();
         Ok(WriteTables {
             meta: txn.open_table(META).map_err(storage_error)?,
             concepts: txn.open_table(CONCEPTS).map_err(storage_error)?,
@@ -406,6 +411,19 @@ impl<'t> WriteTables<'t> {
             }
         }
         Ok(())
+    }
+
+    /// `concept_key` through the writers' cache (`store/keys.rs`); a key found in redb
+    /// is cached.
+    fn key_lookup(&self, concept_type: &str, name: &str) -> StoreResult<Option<u64>> {
+        if let Some(id) = self.overlay.keys().get(concept_type, name) {
+            return Ok(Some(id));
+        }
+        let found = read::concept_by_key(&self.concept_key, concept_type, name)?;
+        if let Some(id) = found {
+            self.overlay.keys().insert(concept_type, name, id);
+        }
+        Ok(found)
     }
 
     fn bump_stat(&mut self, key: &str, delta: i64) -> StoreResult<()> {
@@ -722,7 +740,7 @@ macro_rules! impl_graph_read {
                 read::concept(&self.concepts, id)
             }
             fn concept_by_key(&self, concept_type: &str, name: &str) -> StoreResult<Option<u64>> {
-                read::concept_by_key(&self.concept_key, concept_type, name)
+                self.key_lookup(concept_type, name)
             }
             fn scan_type(
                 &self,
@@ -864,6 +882,7 @@ impl GraphWrite for WriteTables<'_> {
                 self.concept_key
                     .remove((o.concept_type.as_str(), o.name.as_str()))
                     .map_err(storage_error)?;
+                self.overlay.keys().remove(&o.concept_type, &o.name);
                 self.change(|c| &mut c.concept_type, (o.concept_type.clone(), id), None)?;
                 self.change(|c| &mut c.concept_name, (o.name.clone(), id), None)?;
                 self.bump_stat(&format!("t:{}", o.concept_type), -1)?;
@@ -871,6 +890,7 @@ impl GraphWrite for WriteTables<'_> {
             self.concept_key
                 .insert((rec.concept_type.as_str(), rec.name.as_str()), id)
                 .map_err(storage_error)?;
+            self.overlay.keys().insert(&rec.concept_type, &rec.name, id);
             self.change(
                 |c| &mut c.concept_type,
                 (rec.concept_type.clone(), id),
@@ -889,6 +909,7 @@ impl GraphWrite for WriteTables<'_> {
         self.concept_key
             .remove((rec.concept_type.as_str(), rec.name.as_str()))
             .map_err(storage_error)?;
+        self.overlay.keys().remove(&rec.concept_type, &rec.name);
         self.change(
             |c| &mut c.concept_type,
             (rec.concept_type.clone(), id),
