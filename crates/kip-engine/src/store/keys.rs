@@ -24,7 +24,12 @@
 //! The map holds at most [`MAX_KEYS`] keys (about 70 bytes each); when full it starts
 //! again empty.
 
+use foldhash::fast::RandomState;
 use std::collections::HashMap;
+
+/// foldhash (randomly seeded per map) instead of SipHash, which was most of a lookup's
+/// time; crafted colliding names could only slow lookups down, never change them.
+type Map<V> = HashMap<String, V, RandomState>;
 
 /// Keys held before the map is emptied (about 70 MiB).
 pub(crate) const MAX_KEYS: usize = 1 << 20;
@@ -32,7 +37,7 @@ pub(crate) const MAX_KEYS: usize = 1 << 20;
 /// `type -> name -> id` (two levels, so a lookup needs no allocation).
 #[derive(Debug)]
 pub(crate) struct KeyCache {
-    map: HashMap<String, HashMap<String, u64>>,
+    map: Map<Map<u64>>,
     len: usize,
     max: usize,
     /// Keys inserted by the running (or last, uncommitted) transaction.
@@ -49,7 +54,7 @@ impl KeyCache {
     /// A cache holding at most `max` keys.
     pub fn with_max(max: usize) -> KeyCache {
         KeyCache {
-            map: HashMap::new(),
+            map: Map::default(),
             len: 0,
             max: max.max(1),
             touched: Vec::new(),

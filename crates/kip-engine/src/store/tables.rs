@@ -4,7 +4,7 @@
 
 use super::overlay::{
     self, decode_state, encode_state, fold_index, merge, Changes, IndexChanges, Item, OspKey,
-    Overlay, PosKey, Snapshot, StrKey, View, Which,
+    Overlay, PosKey, Snapshot, StrKey, Text, View, Which,
 };
 use super::{
     decode, encode, storage_error, ConceptRecord, Continue, ElemRef, GraphRead, GraphWrite,
@@ -537,8 +537,8 @@ mod read {
         let base = t.range((key, 0u64)..).map_err(storage_error)?;
         let over = view.stream(which, || {
             (
-                Bound::Included((key.to_string(), 0)),
-                Bound::Included((key.to_string(), u64::MAX)),
+                Bound::Included((Text::from(key), 0)),
+                Bound::Included((Text::from(key), u64::MAX)),
             )
         });
         merge(
@@ -605,10 +605,10 @@ mod read {
         let start = pred.unwrap_or("");
         let base = t.range((object, start, 0u64)..).map_err(storage_error)?;
         let over = view.stream(&overlay::OSP, || {
-            let lo = Bound::Included((object, start.to_string(), 0));
+            let lo = Bound::Included((object, Text::from(start), 0));
             let hi = match pred {
-                Some(p) => Bound::Included((object, p.to_string(), u64::MAX)),
-                None if object < u64::MAX => Bound::Excluded((object + 1, String::new(), 0)),
+                Some(p) => Bound::Included((object, Text::from(p), u64::MAX)),
+                None if object < u64::MAX => Bound::Excluded((object + 1, Text::default(), 0)),
                 None => Bound::Unbounded,
             };
             (lo, hi)
@@ -643,8 +643,8 @@ mod read {
         let base = t.range((p, 0u64, 0u64)..).map_err(storage_error)?;
         let over = view.stream(&overlay::POS, || {
             (
-                Bound::Included((p.to_string(), 0, 0)),
-                Bound::Included((p.to_string(), u64::MAX, u64::MAX)),
+                Bound::Included((Text::from(p), 0, 0)),
+                Bound::Included((Text::from(p), u64::MAX, u64::MAX)),
             )
         });
         merge(
@@ -673,7 +673,7 @@ mod read {
     ) -> StoreResult<()> {
         let base = t.range((from, 0u64)..).map_err(storage_error)?;
         let over = view.stream(&overlay::POSTINGS, || {
-            (Bound::Included((from.to_string(), 0)), Bound::Unbounded)
+            (Bound::Included((Text::from(from), 0)), Bound::Unbounded)
         });
         merge(
             base,
@@ -702,7 +702,7 @@ mod read {
     ) -> StoreResult<Option<(u32, u32)>> {
         let over = view
             .stream(&overlay::POSTINGS, || {
-                let exact = (term.to_string(), key);
+                let exact = (Text::from(term), key);
                 (Bound::Included(exact.clone()), Bound::Included(exact))
             })
             .and_then(|mut s| s.next());
@@ -883,8 +883,16 @@ impl GraphWrite for WriteTables<'_> {
                     .remove((o.concept_type.as_str(), o.name.as_str()))
                     .map_err(storage_error)?;
                 self.overlay.keys().remove(&o.concept_type, &o.name);
-                self.change(|c| &mut c.concept_type, (o.concept_type.clone(), id), None)?;
-                self.change(|c| &mut c.concept_name, (o.name.clone(), id), None)?;
+                self.change(
+                    |c| &mut c.concept_type,
+                    (Text::from(o.concept_type.as_str()), id),
+                    None,
+                )?;
+                self.change(
+                    |c| &mut c.concept_name,
+                    (Text::from(o.name.as_str()), id),
+                    None,
+                )?;
                 self.bump_stat(&format!("t:{}", o.concept_type), -1)?;
             }
             self.concept_key
@@ -893,10 +901,14 @@ impl GraphWrite for WriteTables<'_> {
             self.overlay.keys().insert(&rec.concept_type, &rec.name, id);
             self.change(
                 |c| &mut c.concept_type,
-                (rec.concept_type.clone(), id),
+                (Text::from(rec.concept_type.as_str()), id),
                 Some(()),
             )?;
-            self.change(|c| &mut c.concept_name, (rec.name.clone(), id), Some(()))?;
+            self.change(
+                |c| &mut c.concept_name,
+                (Text::from(rec.name.as_str()), id),
+                Some(()),
+            )?;
             self.bump_stat(&format!("t:{}", rec.concept_type), 1)?;
         }
         Ok(())
@@ -912,10 +924,14 @@ impl GraphWrite for WriteTables<'_> {
         self.overlay.keys().remove(&rec.concept_type, &rec.name);
         self.change(
             |c| &mut c.concept_type,
-            (rec.concept_type.clone(), id),
+            (Text::from(rec.concept_type.as_str()), id),
             None,
         )?;
-        self.change(|c| &mut c.concept_name, (rec.name.clone(), id), None)?;
+        self.change(
+            |c| &mut c.concept_name,
+            (Text::from(rec.name.as_str()), id),
+            None,
+        )?;
         self.bump_stat(&format!("t:{}", rec.concept_type), -1)
     }
 
@@ -938,8 +954,8 @@ impl GraphWrite for WriteTables<'_> {
                 rec.object.encode(),
             );
             self.spo.insert((s, p, o), id).map_err(storage_error)?;
-            self.change(|c| &mut c.pos, (p.to_string(), o, s), Some(id))?;
-            self.change(|c| &mut c.osp, (o, p.to_string(), s), Some(id))?;
+            self.change(|c| &mut c.pos, (Text::from(p), o, s), Some(id))?;
+            self.change(|c| &mut c.osp, (o, Text::from(p), s), Some(id))?;
             self.bump_stat(&format!("p:{p}"), 1)?;
             if p == super::DOMAIN_PREDICATE {
                 self.bump_stat(&super::domain_stat_key(rec.object), 1)?;
@@ -969,7 +985,11 @@ impl WriteTables<'_> {
         }
         for (t, tf) in &doc.terms {
             let packed = (u64::from(*tf) << 32) | u64::from(doc.len);
-            self.change(|c| &mut c.postings, (t.clone(), key), Some(packed))?;
+            self.change(
+                |c| &mut c.postings,
+                (Text::from(t.as_str()), key),
+                Some(packed),
+            )?;
         }
         self.bump_stat(TEXT_DOCS, 1)?;
         self.bump_stat(TEXT_LEN, i64::from(doc.len))
@@ -985,7 +1005,7 @@ impl WriteTables<'_> {
             return Ok(());
         }
         for t in doc.terms.keys() {
-            self.change(|c| &mut c.postings, (t.clone(), key), None)?;
+            self.change(|c| &mut c.postings, (Text::from(t.as_str()), key), None)?;
         }
         self.bump_stat(TEXT_DOCS, -1)?;
         self.bump_stat(TEXT_LEN, -i64::from(doc.len))
@@ -1032,8 +1052,8 @@ impl WriteTables<'_> {
             rec.object.encode(),
         );
         self.spo.remove((s, p, o)).map_err(storage_error)?;
-        self.change(|c| &mut c.pos, (p.to_string(), o, s), None)?;
-        self.change(|c| &mut c.osp, (o, p.to_string(), s), None)?;
+        self.change(|c| &mut c.pos, (Text::from(p), o, s), None)?;
+        self.change(|c| &mut c.osp, (o, Text::from(p), s), None)?;
         if p == super::DOMAIN_PREDICATE {
             self.bump_stat(&super::domain_stat_key(rec.object), -1)?;
         }
