@@ -91,7 +91,7 @@ pub fn import_capsule(data: &Path, file: &str, quiet: bool) -> Result<ExitCode> 
 
 /// `kip export`: the whole graph as a capsule.
 pub fn export(data: &Path, output: Option<PathBuf>) -> Result<ExitCode> {
-    let nexus = open_nexus(data)?;
+    let nexus = open_existing(data, "export")?;
     match output {
         Some(path) => {
             // Written next to the target and renamed into place, so a failed export never
@@ -133,7 +133,7 @@ pub fn export(data: &Path, output: Option<PathBuf>) -> Result<ExitCode> {
 
 /// `kip reindex`: rebuild the text index with a progress bar.
 pub fn reindex(data: &Path, quiet: bool) -> Result<ExitCode> {
-    let nexus = open_nexus(data)?;
+    let nexus = open_existing(data, "reindex")?;
     let bar = if quiet {
         indicatif::ProgressBar::hidden()
     } else {
@@ -160,17 +160,24 @@ pub fn reindex(data: &Path, quiet: bool) -> Result<ExitCode> {
     }
 }
 
-/// `kip check`: the integrity checker. Refuses a directory without a database (opening
-/// it would create an empty store, and a mistyped path would look healthy).
-pub fn check(data: &Path) -> Result<ExitCode> {
+/// Opens an existing nexus for a command that only reads or maintains one (`check`,
+/// `export`, `explain`, `reindex`): a directory without a database is refused, since
+/// opening it would create an empty store and a mistyped path would look like an empty
+/// but healthy memory.
+fn open_existing(data: &Path, what: &str) -> Result<kip_engine::Nexus> {
     if !data.join(kip_engine::nexus::DB_FILE).exists() {
         anyhow::bail!(
-            "no kip-nexus data directory at {} (no {}): nothing to check",
+            "no kip-nexus data directory at {} (no {}): nothing to {what}",
             data.display(),
             kip_engine::nexus::DB_FILE
         );
     }
-    let nexus = open_nexus(data)?;
+    open_nexus(data)
+}
+
+/// `kip check`: the integrity checker.
+pub fn check(data: &Path) -> Result<ExitCode> {
+    let nexus = open_existing(data, "check")?;
     let problems = nexus
         .check_integrity()
         .map_err(|e| anyhow::anyhow!("{}", e.message))?;
@@ -185,7 +192,7 @@ pub fn check(data: &Path) -> Result<ExitCode> {
 
 /// `kip explain`: the plan of a FIND.
 pub fn explain(data: &Path, query: &str) -> Result<ExitCode> {
-    let nexus = open_nexus(data)?;
+    let nexus = open_existing(data, "explain")?;
     match nexus.explain(query) {
         Ok(lines) => {
             for l in lines {
@@ -222,7 +229,7 @@ pub fn import_memory(data: &Path, file: &str, skip_bad_lines: bool) -> Result<Ex
 
 /// `kip export --memory-jsonl`.
 pub fn export_memory(data: &Path, file: &str) -> Result<ExitCode> {
-    let nexus = open_nexus(data)?;
+    let nexus = open_existing(data, "export")?;
     let text = nexus
         .export_memory_jsonl()
         .map_err(|e| anyhow::anyhow!("{}", e.message))?;

@@ -211,12 +211,25 @@ fn export_import_export_is_identical() {
 }
 
 #[test]
-fn check_refuses_a_directory_without_a_database_and_creates_nothing() {
+fn read_and_maintenance_commands_refuse_a_directory_without_a_database_and_create_nothing() {
     let dir = tempfile::tempdir().expect("tempdir");
     let missing = dir.path().join("typo");
-    let (code, _) = kip_in(&missing, &["check"], b"");
-    assert_ne!(code, 0);
-    assert!(!missing.exists(), "kip check must not create a store");
+    let out = dir.path().join("out.kip");
+    let out = out.to_string_lossy().to_string();
+    for args in [
+        vec!["check"],
+        vec!["export"],
+        vec!["export", "-o", out.as_str()],
+        vec!["export", "--memory-jsonl", "-"],
+        vec!["explain", "FIND(?p) WHERE { ?p {type: \"Person\"} }"],
+        vec!["reindex"],
+    ] {
+        let (code, stdout) = kip_in(&missing, &args, b"");
+        assert_eq!(code, 2, "kip {args:?} on a missing directory");
+        assert_eq!(stdout, "", "kip {args:?} prints nothing on stdout");
+        assert!(!missing.exists(), "kip {args:?} must not create a store");
+    }
+    assert!(!std::path::Path::new(&out).exists());
 }
 
 #[test]
