@@ -45,8 +45,11 @@ const CHECKPOINT_BYTES: u64 = 64 << 20;
 /// keeps a short log, so a restart after a crash replays little).
 const CHECKPOINT_AGE: std::time::Duration = std::time::Duration::from_secs(30);
 /// ... or once the overlay holds this many index entries not yet folded into the redb
-/// tables (about 100 bytes each in memory).
-const OVERLAY_LIMIT: usize = 1 << 19;
+/// tables (about 100 bytes each in memory, so up to about 200 MiB during a bulk load).
+/// Fewer, larger folds cost less per entry (more new keys share each leaf and each
+/// durable commit): 2M instead of 512k loaded 1M concepts 1.10-1.18x faster, at the price
+/// of a longer pause (an estimated 2-3 s) for the write that triggers the checkpoint.
+const OVERLAY_LIMIT: usize = 1 << 21;
 
 /// An open Cognitive Nexus.
 pub struct Nexus {
