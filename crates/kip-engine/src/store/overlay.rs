@@ -963,6 +963,70 @@ mod tests {
         assert_eq!(o.unfolded(), 1);
     }
 
+    use proptest::prelude::*;
+
+    use redb::ReadableTable;
+
+    const SORTED: redb::TableDefinition<(&str, u64), u64> = redb::TableDefinition::new("t");
+
+    proptest! {
+        #![proptest_config(ProptestConfig {
+            cases: 64,
+            rng_seed: proptest::test_runner::RngSeed::Fixed(5),
+            failure_persistence: None,
+            ..ProptestConfig::default()
+        })]
+        /// A fold through cursor runs and plain inserts leaves the table with exactly
+        /// the entries a map model says: long runs into one gap, runs cut short by an
+        /// existing key, replaced values, removals of present and absent keys.
+        #[test]
+        fn sorted_writes_leave_exactly_the_modelled_entries(
+            existing in prop::collection::btree_map((0u8..3, 0u64..200), 0u64..9, 0..150),
+            changes in prop::collection::btree_map(
+                (0u8..3, 0u64..200),
+                prop_oneof![3 => (0u64..9).prop_map(Some), 1 => Just(None)],
+                0..300,
+            ),
+        ) {
+            let term = |t: u8| ["ka", "kalo", "mi"][usize::from(t)];
+            let db = redb::Database::builder()
+                .create_with_backend(redb::backends::InMemoryBackend::new())
+                .expect("db");
+            let txn = db.begin_write().expect("txn");
+            let mut model = BTreeMap::new();
+            {
+                let mut t = txn.open_table(SORTED).expect("table");
+                for ((k, id), v) in &existing {
+                    t.insert((term(*k), *id), *v).expect("insert");
+                    model.insert((term(*k).to_string(), *id), *v);
+                }
+                let keys: Vec<(StrKey, Option<u64>)> = changes
+                    .iter()
+                    .map(|((k, id), v)| ((Text::from(term(*k)), *id), *v))
+                    .collect();
+                let items: Vec<Entry<'_, StrKey, u64>> = keys.iter().map(|(k, v)| (k, v)).collect();
+                t.apply_sorted(&items).expect("write");
+                for ((k, id), v) in &changes {
+                    match v {
+                        Some(v) => model.insert((term(*k).to_string(), *id), *v),
+                        None => model.remove(&(term(*k).to_string(), *id)),
+                    };
+                }
+                let got: BTreeMap<(String, u64), u64> = t
+                    .iter()
+                    .expect("iter")
+                    .map(|e| {
+                        let (k, v) = e.expect("entry");
+                        let (text, id) = k.value();
+                        ((text.to_string(), id), v.value())
+                    })
+                    .collect();
+                prop_assert_eq!(got, model);
+            }
+            txn.commit().expect("commit");
+        }
+    }
+
     #[test]
     fn streams_resume_across_chunks_and_the_writers_changes_win() {
         let o = Overlay::default();
