@@ -51,6 +51,15 @@ fn is_cjk(c: char) -> bool {
 
 /// Normalizes text: NFKD, combining marks removed, lowercase.
 pub fn normalize(text: &str) -> String {
+    if text.is_ascii() {
+        // NFKD leaves ASCII unchanged and it has no combining marks: the same result
+        // without the decomposition machinery (most text an agent stores).
+        return text.to_ascii_lowercase();
+    }
+    full_normalize(text)
+}
+
+fn full_normalize(text: &str) -> String {
     text.nfkd()
         .filter(|c| !is_combining_mark(*c))
         .collect::<String>()
@@ -84,6 +93,12 @@ pub fn terms(text: &str) -> Vec<String> {
         }
         run.clear();
     };
+    if !norm.chars().any(is_cjk) {
+        // One run of non-CJK text: the whole string, without copying it char by char.
+        let mut all = norm;
+        flush(&mut all, false, &mut out);
+        return out;
+    }
     for c in norm.chars() {
         let cjk = is_cjk(c);
         if cjk != run_cjk {
@@ -157,6 +172,36 @@ pub fn concept_text_changed(a: &ConceptRecord, b: &ConceptRecord) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        #![proptest_config(ProptestConfig {
+            cases: 256,
+            rng_seed: proptest::test_runner::RngSeed::Fixed(3),
+            failure_persistence: None,
+            ..ProptestConfig::default()
+        })]
+        /// The ASCII shortcut normalizes exactly as the full Unicode path does.
+        #[test]
+        fn the_ascii_shortcut_matches_full_normalization(text in "[ -~\t\n]{0,40}") {
+            prop_assert_eq!(normalize(&text), full_normalize(&text));
+        }
+
+        /// Text without CJK is split as one run, exactly as the char-by-char path does.
+        #[test]
+        fn terms_of_text_without_cjk_match_the_run_by_run_split(text in "\\PC{0,40}") {
+            let norm = normalize(&text);
+            prop_assume!(!norm.chars().any(is_cjk));
+            let mut run_by_run = Vec::new();
+            for w in norm.unicode_words() {
+                run_by_run.push(w.to_string());
+                if w.contains('_') {
+                    run_by_run.extend(w.split('_').filter(|p| !p.is_empty()).map(str::to_string));
+                }
+            }
+            prop_assert_eq!(terms(&text), run_by_run);
+        }
+    }
 
     #[test]
     fn analysis_is_case_and_accent_insensitive() {
