@@ -9,13 +9,14 @@
 use super::{merge, object, text};
 use crate::schema::{self, CONCEPT_TYPE};
 use crate::store::{ConceptRecord, ElemRef, GraphWrite, PropRecord};
+use foldhash::fast::RandomState;
 use kip_lang::ast::{
     ConceptBlock, ConceptMatcher, Endpoint, PredicatePattern, PropositionBlock, PropositionMatcher,
     PropositionPattern, Upsert, UpsertBlock, Variable,
 };
 use kip_lang::{ErrorCode, KipError};
 use serde_json::{json, Map, Value};
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 /// Who is writing: agents go through every check; the bootstrap loader is privileged
 /// (it may write the protected core).
@@ -33,9 +34,8 @@ struct Ctx<'g> {
     stmt_meta: Map<String, Value>,
     privilege: Privilege,
     /// Types and predicates already checked in this statement (capsules repeat them).
-    checked: std::collections::HashSet<(bool, String)>,
-    /// `(type, name)` -> concept, for concepts seen in this statement.
-    keys: HashMap<(String, String), u64>,
+    checked_types: HashSet<String, RandomState>,
+    checked_preds: HashSet<String, RandomState>,
 }
 
 /// Executes an UPSERT; returns `{"blocks", "upsert_concept_nodes", "upsert_proposition_links"}`.
@@ -46,8 +46,8 @@ pub fn upsert(g: &mut dyn GraphWrite, u: &Upsert, privilege: Privilege) -> Resul
         handles: HashMap::new(),
         stmt_meta: object(&u.metadata)?,
         privilege,
-        checked: std::collections::HashSet::new(),
-        keys: HashMap::new(),
+        checked_types: HashSet::default(),
+        checked_preds: HashSet::default(),
     };
     let mut concept_ids = Vec::new();
     let mut prop_ids = Vec::new();
@@ -98,32 +98,27 @@ fn not_found(what: String) -> KipError {
 
 impl Ctx<'_> {
     fn require_type(&mut self, t: &str) -> Result<(), KipError> {
-        if self.checked.contains(&(true, t.to_string())) {
+        if self.checked_types.contains(t) {
             return Ok(());
         }
         schema::require_concept_type(&*self.g, t)?;
-        self.checked.insert((true, t.to_string()));
+        self.checked_types.insert(t.to_string());
         Ok(())
     }
 
     fn require_pred(&mut self, p: &str) -> Result<(), KipError> {
-        if self.checked.contains(&(false, p.to_string())) {
+        if self.checked_preds.contains(p) {
             return Ok(());
         }
         schema::require_predicate(&*self.g, p)?;
-        self.checked.insert((false, p.to_string()));
+        self.checked_preds.insert(p.to_string());
         Ok(())
     }
 
+    /// `{type, name}` -> id (write transactions cache these across statements, so a
+    /// capsule naming the same endpoints again does not go back to the store).
     fn lookup_key(&mut self, t: &str, n: &str) -> Result<Option<u64>, KipError> {
-        if let Some(id) = self.keys.get(&(t.to_string(), n.to_string())) {
-            return Ok(Some(*id));
-        }
-        let found = self.g.concept_by_key(t, n)?;
-        if let Some(id) = found {
-            self.keys.insert((t.to_string(), n.to_string()), id);
-        }
-        Ok(found)
+        self.g.concept_by_key(t, n)
     }
 
     fn handle(&self, v: &Variable) -> Result<ElemRef, KipError> {
@@ -284,7 +279,6 @@ impl Ctx<'_> {
         if existing.as_ref() != Some(&rec) {
             self.g.put_concept(id, &rec, existing.as_ref())?;
         }
-        self.keys.insert((ty.clone(), name.clone()), id);
         self.bind(&c.handle, ElemRef::Concept(id));
 
         if let Some(entries) = &c.set_propositions {

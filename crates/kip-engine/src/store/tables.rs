@@ -185,7 +185,9 @@ pub struct WriteTables<'t> {
     folded: Option<u64>,
     /// Statistics deltas of this transaction, applied by [`WriteTables::flush`]: hot
     /// counters (links per predicate) would otherwise be rewritten on every insert.
-    pending: std::collections::HashMap<String, i64>,
+    pending: std::collections::HashMap<String, i64, foldhash::fast::RandomState>,
+    /// Scratch buffer for statistics keys.
+    stat_key: String,
     /// The operation log of this transaction (for the write-ahead log); `None` once it
     /// outgrew [`LOG_LIMIT`] or a change bypassed it.
     log: Option<Vec<u8>>,
@@ -217,7 +219,8 @@ impl<'t> WriteTables<'t> {
             top,
             changes: IndexChanges::default(),
             folded: None,
-            pending: std::collections::HashMap::new(),
+            pending: Default::default(),
+            stat_key: String::new(),
             log: Some(Vec::new()),
             counters: Vec::new(),
         })
@@ -434,6 +437,18 @@ impl<'t> WriteTables<'t> {
             }
         }
         Ok(())
+    }
+
+    /// [`WriteTables::bump_stat`] of `prefix` + `name` (`t:Type`, `p:pred`), without
+    /// building the key when it is already pending (the usual case in a capsule).
+    fn bump_named_stat(&mut self, prefix: &str, name: &str, delta: i64) -> StoreResult<()> {
+        let mut key = std::mem::take(&mut self.stat_key);
+        key.clear();
+        key.push_str(prefix);
+        key.push_str(name);
+        let r = self.bump_stat(&key, delta);
+        self.stat_key = key;
+        r
     }
 
     /// Writes the statistics deltas and id counters of this transaction. Must run
@@ -893,7 +908,7 @@ impl GraphWrite for WriteTables<'_> {
                     (Text::from(o.name.as_str()), id),
                     None,
                 )?;
-                self.bump_stat(&format!("t:{}", o.concept_type), -1)?;
+                self.bump_named_stat("t:", &o.concept_type, -1)?;
             }
             self.concept_key
                 .insert((rec.concept_type.as_str(), rec.name.as_str()), id)
@@ -909,7 +924,7 @@ impl GraphWrite for WriteTables<'_> {
                 (Text::from(rec.name.as_str()), id),
                 Some(()),
             )?;
-            self.bump_stat(&format!("t:{}", rec.concept_type), 1)?;
+            self.bump_named_stat("t:", &rec.concept_type, 1)?;
         }
         Ok(())
     }
@@ -932,7 +947,7 @@ impl GraphWrite for WriteTables<'_> {
             (Text::from(rec.name.as_str()), id),
             None,
         )?;
-        self.bump_stat(&format!("t:{}", rec.concept_type), -1)
+        self.bump_named_stat("t:", &rec.concept_type, -1)
     }
 
     fn put_prop(&mut self, id: u64, rec: &PropRecord, old: Option<&PropRecord>) -> StoreResult<()> {
@@ -956,7 +971,7 @@ impl GraphWrite for WriteTables<'_> {
             self.spo.insert((s, p, o), id).map_err(storage_error)?;
             self.change(|c| &mut c.pos, (Text::from(p), o, s), Some(id))?;
             self.change(|c| &mut c.osp, (o, Text::from(p), s), Some(id))?;
-            self.bump_stat(&format!("p:{p}"), 1)?;
+            self.bump_named_stat("p:", p, 1)?;
             if p == super::DOMAIN_PREDICATE {
                 self.bump_stat(&super::domain_stat_key(rec.object), 1)?;
             }
@@ -1057,6 +1072,6 @@ impl WriteTables<'_> {
         if p == super::DOMAIN_PREDICATE {
             self.bump_stat(&super::domain_stat_key(rec.object), -1)?;
         }
-        self.bump_stat(&format!("p:{p}"), -1)
+        self.bump_named_stat("p:", p, -1)
     }
 }
