@@ -31,8 +31,9 @@
 //! token *before* opening its snapshot, and a fold's entries are pruned only when every
 //! token older than the fold's is gone.
 //!
-//! The writer (there is one at a time: redb's write lock) sees every published version
-//! above its floor plus its own private changes.
+//! The writer (there is one at a time, from its start to the end of its commit: the
+//! nexus's write gate) sees every published version above its floor plus its own
+//! private changes.
 
 use super::keys::KeyCache;
 use super::{storage_error, StoreResult};
@@ -208,7 +209,7 @@ impl<K: Ord + Clone, V: Clone> Layer<K, V> {
         self.map.retain(|(_, v), _| *v > upto);
     }
 
-    pub(crate) fn len(&self) -> usize {
+    fn len(&self) -> usize {
         self.map.len()
     }
 
