@@ -894,37 +894,9 @@ impl GraphWrite for WriteTables<'_> {
             old.is_some_and(|o| o.concept_type == rec.concept_type && o.name == rec.name);
         if !same_key {
             if let Some(o) = old {
-                self.concept_key
-                    .remove((o.concept_type.as_str(), o.name.as_str()))
-                    .map_err(storage_error)?;
-                self.overlay.keys().remove(&o.concept_type, &o.name);
-                self.change(
-                    |c| &mut c.concept_type,
-                    (Text::from(o.concept_type.as_str()), id),
-                    None,
-                )?;
-                self.change(
-                    |c| &mut c.concept_name,
-                    (Text::from(o.name.as_str()), id),
-                    None,
-                )?;
-                self.bump_named_stat("t:", &o.concept_type, -1)?;
+                self.file_key(id, o, false)?;
             }
-            self.concept_key
-                .insert((rec.concept_type.as_str(), rec.name.as_str()), id)
-                .map_err(storage_error)?;
-            self.overlay.keys().insert(&rec.concept_type, &rec.name, id);
-            self.change(
-                |c| &mut c.concept_type,
-                (Text::from(rec.concept_type.as_str()), id),
-                Some(()),
-            )?;
-            self.change(
-                |c| &mut c.concept_name,
-                (Text::from(rec.name.as_str()), id),
-                Some(()),
-            )?;
-            self.bump_named_stat("t:", &rec.concept_type, 1)?;
+            self.file_key(id, rec, true)?;
         }
         Ok(())
     }
@@ -933,21 +905,7 @@ impl GraphWrite for WriteTables<'_> {
         self.log_op(OP_DEL_CONCEPT, id, &[], &[]);
         self.unindex(ElemRef::Concept(id).encode(), &text::concept_doc(rec))?;
         self.concepts.remove(id).map_err(storage_error)?;
-        self.concept_key
-            .remove((rec.concept_type.as_str(), rec.name.as_str()))
-            .map_err(storage_error)?;
-        self.overlay.keys().remove(&rec.concept_type, &rec.name);
-        self.change(
-            |c| &mut c.concept_type,
-            (Text::from(rec.concept_type.as_str()), id),
-            None,
-        )?;
-        self.change(
-            |c| &mut c.concept_name,
-            (Text::from(rec.name.as_str()), id),
-            None,
-        )?;
-        self.bump_named_stat("t:", &rec.concept_type, -1)
+        self.file_key(id, rec, false)
     }
 
     fn put_prop(&mut self, id: u64, rec: &PropRecord, old: Option<&PropRecord>) -> StoreResult<()> {
@@ -993,6 +951,26 @@ impl GraphWrite for WriteTables<'_> {
 }
 
 impl WriteTables<'_> {
+    /// Files concept `id` under its `{type, name}` (or, with `add` false, removes it):
+    /// the `concept_key` table, the writers' key cache, the type and name indexes and
+    /// the per-type count.
+    fn file_key(&mut self, id: u64, rec: &ConceptRecord, add: bool) -> StoreResult<()> {
+        let (ty, name) = (rec.concept_type.as_str(), rec.name.as_str());
+        if add {
+            self.concept_key
+                .insert((ty, name), id)
+                .map_err(storage_error)?;
+            self.overlay.keys().insert(ty, name, id);
+        } else {
+            self.concept_key.remove((ty, name)).map_err(storage_error)?;
+            self.overlay.keys().remove(ty, name);
+        }
+        let present = add.then_some(());
+        self.change(|c| &mut c.concept_type, (Text::from(ty), id), present)?;
+        self.change(|c| &mut c.concept_name, (Text::from(name), id), present)?;
+        self.bump_named_stat("t:", ty, if add { 1 } else { -1 })
+    }
+
     /// Adds a document to the text index.
     fn index(&mut self, key: u64, doc: &text::Doc) -> StoreResult<()> {
         if doc.terms.is_empty() {
