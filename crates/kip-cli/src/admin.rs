@@ -167,7 +167,7 @@ pub fn reindex(data: &Path, quiet: bool) -> Result<ExitCode> {
 fn open_existing(data: &Path, what: &str) -> Result<kip_engine::Nexus> {
     if !data.join(kip_engine::nexus::DB_FILE).exists() {
         anyhow::bail!(
-            "no kip-nexus data directory at {} (no {}): nothing to {what}",
+            "no kip-nexus data directory at {} (no {}): nothing to {what}; pass the directory the nexus lives in with --data or KIP_DATA",
             data.display(),
             kip_engine::nexus::DB_FILE
         );
