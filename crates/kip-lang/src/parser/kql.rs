@@ -347,7 +347,7 @@ impl Parser<'_> {
             let key_span = self.peek().span;
             let key = self.object_key()?;
             self.expect(&Tok::Colon, "':' after a concept clause key")?;
-            let slot = self.str_slot(&format!("a quoted string or :placeholder for '{key}'"))?;
+            let slot = self.str_slot(format_args!("a quoted string or :placeholder for '{key}'"))?;
             let place = match key.as_str() {
                 "id" => &mut m.id,
                 "type" => &mut m.concept_type,
@@ -508,15 +508,21 @@ impl Parser<'_> {
     }
 
     fn predicate(&mut self, kml: bool) -> KipResult<PredicatePattern> {
-        match self.peek_tok().clone() {
-            Tok::Var(name) => {
+        match self.peek_tok() {
+            Tok::Var(_) => {
                 if kml {
                     return Err(self
                         .unexpected("a quoted predicate")
                         .with_hint("UPSERT writes a concrete predicate: \"treats\""));
                 }
-                let span = self.bump().span;
-                Ok(PredicatePattern::Var(Variable { name, span }))
+                let t = self.bump();
+                match t.tok {
+                    Tok::Var(name) => Ok(PredicatePattern::Var(Variable {
+                        name,
+                        span: t.span,
+                    })),
+                    _ => Err(self.unexpected("a quoted predicate")),
+                }
             }
             Tok::Str(_) | Tok::Colon => {
                 let first = self.str_slot("a quoted predicate")?;

@@ -46,19 +46,18 @@ impl Parser<'_> {
                 span,
             });
         }
-        let t = self.peek().clone();
-        let kind = match &t.tok {
-            Tok::Str(s) => {
-                self.bump();
-                ValueKind::String(s.clone())
-            }
-            Tok::Num(n) => {
-                self.bump();
-                ValueKind::Number(n.clone())
-            }
+        // Matched by reference and moved out by `bump`: a value's text is not copied.
+        let span = self.peek().span;
+        let kind = match self.peek_tok() {
+            Tok::Str(_) | Tok::Num(_) => match self.bump().tok {
+                Tok::Str(s) => ValueKind::String(s),
+                Tok::Num(n) => ValueKind::Number(n),
+                _ => return Err(self.unexpected("a JSON value")),
+            },
             Tok::Ident(w) if w == "true" || w == "false" => {
+                let b = w == "true";
                 self.bump();
-                ValueKind::Bool(w == "true")
+                ValueKind::Bool(b)
             }
             Tok::Ident(w) if w == "null" => {
                 self.bump();
@@ -73,17 +72,18 @@ impl Parser<'_> {
                 });
             }
             Tok::Ident(w) => {
+                let hint = format!(
+                    "string values must be quoted: write \"{w}\" (or use a :placeholder)"
+                );
                 let mut e = self.unexpected("a JSON value");
                 if e.hint.is_none() {
-                    e = e.with_hint(format!(
-                        "string values must be quoted: write \"{w}\" (or use a :placeholder)"
-                    ));
+                    e = e.with_hint(hint);
                 }
                 return Err(e);
             }
             _ => return Err(self.unexpected("a JSON value")),
         };
-        Ok(ValueExpr { kind, span: t.span })
+        Ok(ValueExpr { kind, span })
     }
 
     fn array(&mut self) -> KipResult<ValueExpr> {
@@ -147,15 +147,11 @@ impl Parser<'_> {
     }
 
     pub(crate) fn object_key(&mut self) -> KipResult<String> {
-        match self.peek_tok().clone() {
-            Tok::Ident(k) => {
-                self.bump();
-                Ok(k)
-            }
-            Tok::Str(k) => {
-                self.bump();
-                Ok(k)
-            }
+        match self.peek_tok() {
+            Tok::Ident(_) | Tok::Str(_) => match self.bump().tok {
+                Tok::Ident(k) | Tok::Str(k) => Ok(k),
+                _ => Err(self.unexpected("an object key (a name or a quoted string)")),
+            },
             Tok::Num(_) => Err(self
                 .error_at(
                     ErrorCode::InvalidIdentifier,
@@ -170,23 +166,29 @@ impl Parser<'_> {
     }
 
     /// A quoted string or a placeholder.
-    pub(crate) fn str_slot(&mut self, what: &str) -> KipResult<StrSlot> {
+    /// `what` (shown only in the error) may be `format_args!`: nothing is formatted on
+    /// the happy path.
+    pub(crate) fn str_slot(&mut self, what: impl std::fmt::Display) -> KipResult<StrSlot> {
         if self.at_param() {
             return Ok(Slot::Param(self.param()?));
         }
-        match self.peek_tok().clone() {
-            Tok::Str(s) => {
-                let span = self.bump().span;
-                Ok(Slot::Literal(s, span))
+        match self.peek_tok() {
+            Tok::Str(_) => {
+                let t = self.bump();
+                match t.tok {
+                    Tok::Str(s) => Ok(Slot::Literal(s, t.span)),
+                    _ => Err(self.unexpected(&what.to_string())),
+                }
             }
             Tok::Ident(w) => {
-                let mut e = self.unexpected(what);
+                let hint = format!("quote it: \"{w}\"");
+                let mut e = self.unexpected(&what.to_string());
                 if e.hint.is_none() {
-                    e = e.with_hint(format!("quote it: \"{w}\""));
+                    e = e.with_hint(hint);
                 }
                 Err(e)
             }
-            _ => Err(self.unexpected(what)),
+            _ => Err(self.unexpected(&what.to_string())),
         }
     }
 
