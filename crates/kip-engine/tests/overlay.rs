@@ -25,7 +25,11 @@ struct Indexes {
     names: BTreeMap<String, Vec<u64>>,
     pos: BTreeMap<String, Vec<(u64, u64, u64)>>,
     osp: BTreeMap<u64, Vec<(String, u64, u64)>>,
+    /// Links out of each element: `spo` (staged in a write transaction until its end).
+    spo: BTreeMap<u64, Vec<(String, u64, u64)>>,
     postings: Vec<(String, u64, u32, u32)>,
+    /// `totals()`: concepts, propositions.
+    totals: (u64, u64),
 }
 
 /// What the indexes must hold, derived from the records alone.
@@ -35,7 +39,9 @@ fn expected(r: &dyn GraphRead, extra_elems: &BTreeSet<u64>) -> Indexes {
         names: NAMES.iter().map(|n| (n.to_string(), Vec::new())).collect(),
         pos: PREDS.iter().map(|p| (p.to_string(), Vec::new())).collect(),
         osp: extra_elems.iter().map(|e| (*e, Vec::new())).collect(),
+        spo: extra_elems.iter().map(|e| (*e, Vec::new())).collect(),
         postings: Vec::new(),
+        totals: (0, 0),
     };
     let mut concepts = Vec::new();
     r.scan_concepts(&mut |n| {
@@ -43,11 +49,17 @@ fn expected(r: &dyn GraphRead, extra_elems: &BTreeSet<u64>) -> Indexes {
         Ok(true)
     })
     .expect("scan concepts");
+    let concepts_len = concepts.len() as u64;
+    let mut listed: BTreeSet<u64> = concepts
+        .iter()
+        .map(|n| ElemRef::Concept(*n).encode())
+        .collect();
     for n in concepts {
         let c = r.concept(n).expect("read").expect("listed concept");
         ix.types.entry(c.concept_type.clone()).or_default().push(n);
         ix.names.entry(c.name.clone()).or_default().push(n);
         ix.osp.entry(ElemRef::Concept(n).encode()).or_default();
+        ix.spo.entry(ElemRef::Concept(n).encode()).or_default();
         let doc = kip_engine::meta::text::concept_doc(&c);
         for (t, tf) in &doc.terms {
             ix.postings
@@ -60,6 +72,8 @@ fn expected(r: &dyn GraphRead, extra_elems: &BTreeSet<u64>) -> Indexes {
         Ok(true)
     })
     .expect("scan props");
+    let props_len = props.len() as u64;
+    listed.extend(props.iter().map(|n| ElemRef::Prop(*n).encode()));
     for n in props {
         let p = r.prop(n).expect("read").expect("listed prop");
         let (s, o) = (p.subject.encode(), p.object.encode());
@@ -72,6 +86,25 @@ fn expected(r: &dyn GraphRead, extra_elems: &BTreeSet<u64>) -> Indexes {
             .or_default()
             .push((p.predicate.clone(), s, n));
         ix.osp.entry(ElemRef::Prop(n).encode()).or_default();
+        ix.spo
+            .entry(s)
+            .or_default()
+            .push((p.predicate.clone(), o, n));
+        ix.spo.entry(ElemRef::Prop(n).encode()).or_default();
+    }
+    ix.totals = (concepts_len, props_len);
+    // Every element ever seen reads back exactly when it is listed (a removed record
+    // must not show through, a new one must).
+    for e in extra_elems {
+        let present = match ElemRef::decode(*e) {
+            ElemRef::Concept(n) => r.concept(n).expect("read concept").is_some(),
+            ElemRef::Prop(n) => r.prop(n).expect("read prop").is_some(),
+        };
+        assert_eq!(
+            present,
+            listed.contains(e),
+            "element {e} reads back exactly when listed"
+        );
     }
     for v in ix.types.values_mut().chain(ix.names.values_mut()) {
         v.sort();
@@ -79,7 +112,7 @@ fn expected(r: &dyn GraphRead, extra_elems: &BTreeSet<u64>) -> Indexes {
     for v in ix.pos.values_mut() {
         v.sort();
     }
-    for v in ix.osp.values_mut() {
+    for v in ix.osp.values_mut().chain(ix.spo.values_mut()) {
         v.sort();
     }
     ix.postings.sort();
@@ -93,7 +126,9 @@ fn actual(r: &dyn GraphRead, like: &Indexes) -> Indexes {
         names: BTreeMap::new(),
         pos: BTreeMap::new(),
         osp: BTreeMap::new(),
+        spo: BTreeMap::new(),
         postings: Vec::new(),
+        totals: r.totals().expect("totals"),
     };
     // Every id filed under `key` by the type or the name index, in scan order.
     let ids = |by_type: bool, key: &str| {
@@ -143,6 +178,33 @@ fn actual(r: &dyn GraphRead, like: &Indexes) -> Indexes {
             assert_eq!(w, want, "links into {o} with predicate {p}");
         }
         ix.osp.insert(*o, v);
+    }
+    for (s, links) in &like.spo {
+        let mut v = Vec::new();
+        r.scan_out(ElemRef::decode(*s), None, &mut |p, o, id| {
+            v.push((p.to_string(), o.encode(), id));
+            Ok(true)
+        })
+        .expect("scan out");
+        for p in PREDS {
+            let mut w = Vec::new();
+            r.scan_out(ElemRef::decode(*s), Some(p), &mut |p, o, id| {
+                w.push((p.to_string(), o.encode(), id));
+                Ok(true)
+            })
+            .expect("scan out with predicate");
+            let want: Vec<_> = links.iter().filter(|l| l.0 == p).cloned().collect();
+            assert_eq!(w, want, "links out of {s} with predicate {p}");
+        }
+        for (p, o, id) in links {
+            assert_eq!(
+                r.prop_by_spo(ElemRef::decode(*s), p, ElemRef::decode(*o))
+                    .expect("prop by spo"),
+                Some(*id),
+                "link ({s}, {p}, {o})"
+            );
+        }
+        ix.spo.insert(*s, v);
     }
     r.scan_postings("", &mut |t, key, tf, len| {
         ix.postings.push((t.to_string(), key, tf, len));

@@ -928,7 +928,7 @@ const PLAIN_STRETCH: usize = 64;
 /// are cheaper, so the writer switches between the two by the length of its last run.
 /// Replaced values and removals always use plain operations. Either way the table ends
 /// up with exactly the same entries.
-fn write_sorted<'i, TK, TV, K: 'i, V: 'i>(
+pub(crate) fn write_sorted<'i, TK, TV, K: 'i, V: 'i>(
     table: &mut Table<'_, TK, TV>,
     items: &[Entry<'i, K, V>],
     key: impl Fn(&'i K) -> TK::SelfType<'i>,

@@ -3,8 +3,8 @@
 //! the same generic helpers, so reads inside a write see exactly what a snapshot would.
 
 use super::overlay::{
-    self, decode_state, encode_state, fold_index, merge, Changes, IndexChanges, Item, OspKey,
-    Overlay, PosKey, Snapshot, StrKey, Text, View, Which,
+    self, decode_state, encode_state, fold_index, merge, write_sorted, Changes, IndexChanges, Item,
+    OspKey, Overlay, PosKey, Snapshot, StrKey, Text, View, Which,
 };
 use super::{
     decode, encode, storage_error, ConceptRecord, Continue, ElemRef, GraphRead, GraphWrite,
@@ -57,6 +57,30 @@ const OP_META: u8 = 5;
 /// A transaction whose operation log grows past this is committed durably instead of
 /// through the write-ahead log (bulk loads: one big sequential write either way).
 const LOG_LIMIT: usize = 32 << 20;
+/// A transaction writes its staged records and `spo` keys into redb once it holds this
+/// many (bounds its memory; a 1,000-block capsule stays well below).
+const MAX_STAGED: usize = 1 << 16;
+
+/// `spo` key in a transaction's staged writes: `(subject, predicate, object)`.
+type SpoKey = (u64, Text, u64);
+
+/// Record and `spo` writes of a write transaction not yet in the redb tables (`None`:
+/// removed). They go in at the end of the transaction in key order ([`write_sorted`]): a
+/// capsule's new ids are consecutive, and a new subject's links sit together in `spo`,
+/// so most of them enter through one cursor run instead of one root-to-leaf descent and
+/// leaf rewrite each. The transaction's reads look here first.
+#[derive(Debug, Default)]
+struct Staged {
+    concepts: Changes<u64, Vec<u8>>,
+    props: Changes<u64, Vec<u8>>,
+    spo: Changes<SpoKey, u64>,
+}
+
+impl Staged {
+    fn len(&self) -> usize {
+        self.concepts.len() + self.props.len() + self.spo.len()
+    }
+}
 
 /// What a write transaction leaves for the write-ahead log (see [`super::wal`]).
 #[derive(Debug)]
@@ -107,6 +131,10 @@ pub struct ReadTables {
 impl ReadTables {
     fn pending_delta(&self, _key: &str) -> i64 {
         0
+    }
+
+    fn staged(&self) -> Option<&Staged> {
+        None
     }
 
     /// Opens every table of a read transaction (the store must have been initialised).
@@ -194,6 +222,8 @@ pub struct WriteTables<'t> {
     /// Identifier counters handed out by this transaction, written by
     /// [`WriteTables::flush`] (one `meta` write per counter, not one per element).
     counters: Vec<(&'static str, u64)>,
+    /// Record and `spo` writes waiting to go into redb in key order.
+    staged: Staged,
 }
 
 impl<'t> WriteTables<'t> {
@@ -223,6 +253,7 @@ impl<'t> WriteTables<'t> {
             stat_key: String::new(),
             log: Some(Vec::new()),
             counters: Vec::new(),
+            staged: Staged::default(),
         })
     }
 
@@ -455,6 +486,7 @@ impl<'t> WriteTables<'t> {
     /// before commit (the nexus does it for every write transaction, through
     /// [`WriteTables::finish`]); a transaction dropped without it is meant to be aborted.
     pub fn flush(&mut self) -> StoreResult<()> {
+        self.write_staged()?;
         for (key, next) in std::mem::take(&mut self.counters) {
             self.set_meta(key, &next.to_le_bytes())?;
         }
@@ -463,6 +495,35 @@ impl<'t> WriteTables<'t> {
             if delta != 0 {
                 self.apply_stat(&key, delta)?;
             }
+        }
+        Ok(())
+    }
+
+    fn staged(&self) -> Option<&Staged> {
+        Some(&self.staged)
+    }
+
+    /// Writes the staged records and `spo` keys into redb, each table in key order.
+    fn write_staged(&mut self) -> StoreResult<()> {
+        let staged = std::mem::take(&mut self.staged);
+        let items: Vec<_> = staged.concepts.iter().collect();
+        write_sorted(&mut self.concepts, &items, |id| *id, |b| b.as_slice())?;
+        let items: Vec<_> = staged.props.iter().collect();
+        write_sorted(&mut self.props, &items, |id| *id, |b| b.as_slice())?;
+        let items: Vec<_> = staged.spo.iter().collect();
+        write_sorted(
+            &mut self.spo,
+            &items,
+            |(s, p, o)| (*s, p.as_str(), *o),
+            |id| *id,
+        )?;
+        Ok(())
+    }
+
+    /// Called after every staged write: writes them out once there are many.
+    fn staged_grew(&mut self) -> StoreResult<()> {
+        if self.staged.len() >= MAX_STAGED {
+            self.write_staged()?;
         }
         Ok(())
     }
@@ -511,24 +572,37 @@ impl<'t> WriteTables<'t> {
 mod read {
     use super::*;
 
-    pub fn concept(
+    /// A concept or proposition record: the transaction's staged write if there is one,
+    /// else the table's.
+    pub fn record<T: serde::de::DeserializeOwned>(
         t: &impl ReadableTable<u64, &'static [u8]>,
+        staged: Option<&Changes<u64, Vec<u8>>>,
         id: u64,
-    ) -> StoreResult<Option<ConceptRecord>> {
+    ) -> StoreResult<Option<T>> {
+        if let Some(s) = staged.and_then(|s| s.get(&id)) {
+            return s.as_deref().map(decode).transpose();
+        }
         match t.get(id).map_err(storage_error)? {
             Some(g) => Ok(Some(decode(g.value())?)),
             None => Ok(None),
         }
     }
 
-    pub fn prop(
+    /// Entries in a record table, counting the transaction's staged writes.
+    pub fn count(
         t: &impl ReadableTable<u64, &'static [u8]>,
-        id: u64,
-    ) -> StoreResult<Option<PropRecord>> {
-        match t.get(id).map_err(storage_error)? {
-            Some(g) => Ok(Some(decode(g.value())?)),
-            None => Ok(None),
+        staged: Option<&Changes<u64, Vec<u8>>>,
+    ) -> StoreResult<u64> {
+        let mut n = t.len().map_err(storage_error)?;
+        for (id, v) in staged.into_iter().flatten() {
+            let present = t.get(*id).map_err(storage_error)?.is_some();
+            match (present, v.is_some()) {
+                (false, true) => n += 1,
+                (true, false) => n = n.saturating_sub(1),
+                _ => {}
+            }
         }
+        Ok(n)
     }
 
     pub fn concept_by_key(
@@ -573,39 +647,64 @@ mod read {
         )
     }
 
+    /// Every id of a record table (with the transaction's staged writes), in order.
     pub fn scan_ids(
         t: &impl ReadableTable<u64, &'static [u8]>,
+        staged: Option<&Changes<u64, Vec<u8>>>,
         f: &mut dyn FnMut(u64) -> StoreResult<Continue>,
     ) -> StoreResult<()> {
-        for item in t.iter().map_err(storage_error)? {
-            let (k, _) = item.map_err(storage_error)?;
-            if !f(k.value())? {
-                break;
-            }
-        }
-        Ok(())
+        let over = staged
+            .filter(|s| !s.is_empty())
+            .map(|s| s.iter().map(|(id, v)| (*id, v.as_ref().map(|_| ()))));
+        merge(
+            t.iter().map_err(storage_error)?,
+            over,
+            |(k, _), id: &u64| k.value().cmp(id),
+            |item| match item {
+                Item::Base((k, _)) => f(k.value()),
+                Item::Over(id, ()) => f(*id),
+            },
+        )
     }
 
     /// Scans a `(u64, &str, u64) -> id` table for a fixed first component and optional
     /// second component: `f(second, third, id)`.
     pub fn scan_triple(
         t: &impl ReadableTable<(u64, &'static str, u64), u64>,
+        staged: Option<&Changes<SpoKey, u64>>,
         first: u64,
         second: Option<&str>,
         f: &mut dyn FnMut(&str, ElemRef, u64) -> StoreResult<Continue>,
     ) -> StoreResult<()> {
         let start = second.unwrap_or("");
-        for item in t.range((first, start, 0u64)..).map_err(storage_error)? {
-            let (k, v) = item.map_err(storage_error)?;
-            let (a, b, c) = k.value();
-            if a != first || second.is_some_and(|s| s != b) {
-                break;
-            }
-            if !f(b, ElemRef::decode(c), v.value())? {
-                break;
-            }
-        }
-        Ok(())
+        let base = t.range((first, start, 0u64)..).map_err(storage_error)?;
+        let over = staged.filter(|s| !s.is_empty()).map(|s| {
+            let lo = Bound::Included((first, Text::from(start), 0));
+            let hi = match second {
+                Some(p) => Bound::Included((first, Text::from(p), u64::MAX)),
+                None if first < u64::MAX => Bound::Excluded((first + 1, Text::default(), 0)),
+                None => Bound::Unbounded,
+            };
+            s.range((lo, hi)).map(|(k, v)| (k.clone(), *v))
+        });
+        merge(
+            base,
+            over,
+            |(k, _), ok: &SpoKey| {
+                let (a, b, c) = k.value();
+                (a, b, c).cmp(&(ok.0, ok.1.as_str(), ok.2))
+            },
+            |item| match item {
+                Item::Base((k, v)) => {
+                    let (a, b, c) = k.value();
+                    if a != first || second.is_some_and(|s| s != b) {
+                        return Ok(false);
+                    }
+                    f(b, ElemRef::decode(c), v.value())
+                }
+                Item::Over(ok, id) => f(&ok.1, ElemRef::decode(ok.2), *id),
+            },
+        )
     }
 
     /// `osp`: the links into `object` (with predicate `pred` if given), merged with the
@@ -752,7 +851,7 @@ macro_rules! impl_graph_read {
     ($ty:ty) => {
         impl GraphRead for $ty {
             fn concept(&self, id: u64) -> StoreResult<Option<ConceptRecord>> {
-                read::concept(&self.concepts, id)
+                read::record(&self.concepts, self.staged().map(|s| &s.concepts), id)
             }
             fn concept_by_key(&self, concept_type: &str, name: &str) -> StoreResult<Option<u64>> {
                 self.key_lookup(concept_type, name)
@@ -787,17 +886,19 @@ macro_rules! impl_graph_read {
                 &self,
                 f: &mut dyn FnMut(u64) -> StoreResult<Continue>,
             ) -> StoreResult<()> {
-                read::scan_ids(&self.concepts, f)
+                read::scan_ids(&self.concepts, self.staged().map(|s| &s.concepts), f)
             }
             fn prop(&self, id: u64) -> StoreResult<Option<PropRecord>> {
-                read::prop(&self.props, id)
+                read::record(&self.props, self.staged().map(|s| &s.props), id)
             }
             fn prop_by_spo(&self, s: ElemRef, p: &str, o: ElemRef) -> StoreResult<Option<u64>> {
-                Ok(self
-                    .spo
-                    .get((s.encode(), p, o.encode()))
-                    .map_err(storage_error)?
-                    .map(|g| g.value()))
+                let key = (s.encode(), p, o.encode());
+                if let Some(staged) = self.staged().filter(|st| !st.spo.is_empty()) {
+                    if let Some(id) = staged.spo.get(&(key.0, Text::from(p), key.2)) {
+                        return Ok(*id);
+                    }
+                }
+                Ok(self.spo.get(key).map_err(storage_error)?.map(|g| g.value()))
             }
             fn scan_out(
                 &self,
@@ -805,7 +906,7 @@ macro_rules! impl_graph_read {
                 p: Option<&str>,
                 f: &mut dyn FnMut(&str, ElemRef, u64) -> StoreResult<Continue>,
             ) -> StoreResult<()> {
-                read::scan_triple(&self.spo, s.encode(), p, f)
+                read::scan_triple(&self.spo, self.staged().map(|s| &s.spo), s.encode(), p, f)
             }
             fn scan_in(
                 &self,
@@ -826,7 +927,7 @@ macro_rules! impl_graph_read {
                 &self,
                 f: &mut dyn FnMut(u64) -> StoreResult<Continue>,
             ) -> StoreResult<()> {
-                read::scan_ids(&self.props, f)
+                read::scan_ids(&self.props, self.staged().map(|s| &s.props), f)
             }
             fn stat(&self, key: &str) -> StoreResult<u64> {
                 let base = read::stat(&self.stats, key)?;
@@ -839,8 +940,8 @@ macro_rules! impl_graph_read {
             }
             fn totals(&self) -> StoreResult<(u64, u64)> {
                 Ok((
-                    self.concepts.len().map_err(storage_error)?,
-                    self.props.len().map_err(storage_error)?,
+                    read::count(&self.concepts, self.staged().map(|s| &s.concepts))?,
+                    read::count(&self.props, self.staged().map(|s| &s.props))?,
                 ))
             }
             fn meta(&self, key: &str) -> StoreResult<Option<Vec<u8>>> {
@@ -887,9 +988,7 @@ impl GraphWrite for WriteTables<'_> {
         }
         let bytes = encode(rec)?;
         self.log_op(OP_PUT_CONCEPT, id, &bytes, &[]);
-        self.concepts
-            .insert(id, bytes.as_slice())
-            .map_err(storage_error)?;
+        self.staged.concepts.insert(id, Some(bytes));
         let same_key =
             old.is_some_and(|o| o.concept_type == rec.concept_type && o.name == rec.name);
         if !same_key {
@@ -898,22 +997,21 @@ impl GraphWrite for WriteTables<'_> {
             }
             self.file_key(id, rec, true)?;
         }
-        Ok(())
+        self.staged_grew()
     }
 
     fn delete_concept(&mut self, id: u64, rec: &ConceptRecord) -> StoreResult<()> {
         self.log_op(OP_DEL_CONCEPT, id, &[], &[]);
         self.unindex(ElemRef::Concept(id).encode(), &text::concept_doc(rec))?;
-        self.concepts.remove(id).map_err(storage_error)?;
-        self.file_key(id, rec, false)
+        self.staged.concepts.insert(id, None);
+        self.file_key(id, rec, false)?;
+        self.staged_grew()
     }
 
     fn put_prop(&mut self, id: u64, rec: &PropRecord, old: Option<&PropRecord>) -> StoreResult<()> {
         let bytes = encode(rec)?;
         self.log_op(OP_PUT_PROP, id, &bytes, &[]);
-        self.props
-            .insert(id, bytes.as_slice())
-            .map_err(storage_error)?;
+        self.staged.props.insert(id, Some(bytes));
         let same_key = old.is_some_and(|o| {
             o.subject == rec.subject && o.predicate == rec.predicate && o.object == rec.object
         });
@@ -926,7 +1024,7 @@ impl GraphWrite for WriteTables<'_> {
                 rec.predicate.as_str(),
                 rec.object.encode(),
             );
-            self.spo.insert((s, p, o), id).map_err(storage_error)?;
+            self.staged.spo.insert((s, Text::from(p), o), Some(id));
             self.change(|c| &mut c.pos, (Text::from(p), o, s), Some(id))?;
             self.change(|c| &mut c.osp, (o, Text::from(p), s), Some(id))?;
             self.bump_named_stat("p:", p, 1)?;
@@ -934,13 +1032,14 @@ impl GraphWrite for WriteTables<'_> {
                 self.bump_stat(&super::domain_stat_key(rec.object), 1)?;
             }
         }
-        Ok(())
+        self.staged_grew()
     }
 
     fn delete_prop(&mut self, id: u64, rec: &PropRecord) -> StoreResult<()> {
         self.log_op(OP_DEL_PROP, id, &[], &[]);
-        self.props.remove(id).map_err(storage_error)?;
-        self.remove_prop_index(rec)
+        self.staged.props.insert(id, None);
+        self.remove_prop_index(rec)?;
+        self.staged_grew()
     }
 
     fn set_meta(&mut self, key: &str, value: &[u8]) -> StoreResult<()> {
@@ -1014,6 +1113,7 @@ impl WriteTables<'_> {
         // Everything in the overlay goes to redb first, so the cleared table is the
         // whole index (the fold moves this transaction's floor above every version).
         self.fold()?;
+        self.write_staged()?;
         self.postings.retain(|_, _| false).map_err(storage_error)?;
         self.stats
             .retain(|k, _| !k.starts_with("df:") && k != TEXT_DOCS && k != TEXT_LEN)
@@ -1021,12 +1121,12 @@ impl WriteTables<'_> {
         let total = self.concepts.len().map_err(storage_error)?;
         let mut done = 0u64;
         let mut ids = Vec::new();
-        read::scan_ids(&self.concepts, &mut |n| {
+        read::scan_ids(&self.concepts, None, &mut |n| {
             ids.push(n);
             Ok(true)
         })?;
         for n in ids {
-            if let Some(c) = read::concept(&self.concepts, n)? {
+            if let Some(c) = read::record::<ConceptRecord>(&self.concepts, None, n)? {
                 self.index(ElemRef::Concept(n).encode(), &text::concept_doc(&c))?;
             }
             done += 1;
@@ -1044,7 +1144,7 @@ impl WriteTables<'_> {
             rec.predicate.as_str(),
             rec.object.encode(),
         );
-        self.spo.remove((s, p, o)).map_err(storage_error)?;
+        self.staged.spo.insert((s, Text::from(p), o), None);
         self.change(|c| &mut c.pos, (Text::from(p), o, s), None)?;
         self.change(|c| &mut c.osp, (o, Text::from(p), s), None)?;
         if p == super::DOMAIN_PREDICATE {

@@ -347,7 +347,8 @@ impl Parser<'_> {
             let key_span = self.peek().span;
             let key = self.object_key()?;
             self.expect(&Tok::Colon, "':' after a concept clause key")?;
-            let slot = self.str_slot(format_args!("a quoted string or :placeholder for '{key}'"))?;
+            let slot =
+                self.str_slot(format_args!("a quoted string or :placeholder for '{key}'"))?;
             let place = match key.as_str() {
                 "id" => &mut m.id,
                 "type" => &mut m.concept_type,
@@ -517,10 +518,7 @@ impl Parser<'_> {
                 }
                 let t = self.bump();
                 match t.tok {
-                    Tok::Var(name) => Ok(PredicatePattern::Var(Variable {
-                        name,
-                        span: t.span,
-                    })),
+                    Tok::Var(name) => Ok(PredicatePattern::Var(Variable { name, span: t.span })),
                     _ => Err(self.unexpected("a quoted predicate")),
                 }
             }

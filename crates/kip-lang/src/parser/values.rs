@@ -72,9 +72,8 @@ impl Parser<'_> {
                 });
             }
             Tok::Ident(w) => {
-                let hint = format!(
-                    "string values must be quoted: write \"{w}\" (or use a :placeholder)"
-                );
+                let hint =
+                    format!("string values must be quoted: write \"{w}\" (or use a :placeholder)");
                 let mut e = self.unexpected("a JSON value");
                 if e.hint.is_none() {
                     e = e.with_hint(hint);
