@@ -2,6 +2,7 @@
 //! [`WriteTables`] (inside one write transaction). Both implement [`GraphRead`] through
 //! the same generic helpers, so reads inside a write see exactly what a snapshot would.
 
+use super::keys::FILL_LIMIT;
 use super::overlay::{
     self, decode_state, encode_state, fold_index, merge, write_sorted, Changes, IndexChanges, Item,
     OspKey, Overlay, PosKey, Snapshot, StrKey, Text, View, Which,
@@ -232,7 +233,7 @@ impl<'t> WriteTables<'t> {
     pub fn open(txn: &'t WriteTransaction, overlay: &'t Overlay) -> StoreResult<WriteTables<'t>> {
         let (floor, top) = overlay.writer_start();
         overlay.keys().begin();
-        Ok(WriteTables {
+        let w = WriteTables {
             meta: txn.open_table(META).map_err(storage_error)?,
             concepts: txn.open_table(CONCEPTS).map_err(storage_error)?,
             concept_key: txn.open_table(CONCEPT_KEY).map_err(storage_error)?,
@@ -254,7 +255,26 @@ impl<'t> WriteTables<'t> {
             log: Some(Vec::new()),
             counters: Vec::new(),
             staged: Staged::default(),
-        })
+        };
+        w.fill_keys()?;
+        Ok(w)
+    }
+
+    /// Loads a small `concept_key` table whole into the writers' key cache, which then
+    /// answers misses too (see `store/keys.rs`).
+    fn fill_keys(&self) -> StoreResult<()> {
+        let mut keys = self.overlay.keys();
+        if keys.is_complete() || self.concept_key.len().map_err(storage_error)? > FILL_LIMIT {
+            return Ok(());
+        }
+        let mut all = Vec::new();
+        for item in self.concept_key.iter().map_err(storage_error)? {
+            let (k, v) = item.map_err(storage_error)?;
+            let (t, n) = k.value();
+            all.push((t.to_string(), n.to_string(), v.value()));
+        }
+        keys.fill(all);
+        Ok(())
     }
 
     fn view(&self) -> View<'_> {
@@ -450,8 +470,14 @@ impl<'t> WriteTables<'t> {
     /// `concept_key` through the writers' cache (`store/keys.rs`); a key found in redb
     /// is cached.
     fn key_lookup(&self, concept_type: &str, name: &str) -> StoreResult<Option<u64>> {
-        if let Some(id) = self.overlay.keys().get(concept_type, name) {
-            return Ok(Some(id));
+        {
+            let keys = self.overlay.keys();
+            if let Some(id) = keys.get(concept_type, name) {
+                return Ok(Some(id));
+            }
+            if keys.is_complete() {
+                return Ok(None);
+            }
         }
         let found = read::concept_by_key(&self.concept_key, concept_type, name)?;
         if let Some(id) = found {
