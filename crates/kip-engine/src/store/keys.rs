@@ -16,13 +16,12 @@
 //! - when a transaction commits, its undo log is dropped ([`KeyCache::committed`]); when
 //!   the next transaction starts and finds an undo log left over, its transaction did
 //!   not commit (failed, dry run, or a commit error), so the log is played backwards
-//!   ([`KeyCache::begin`]) and the map is again exactly what it was before it. (A commit
-//!   that succeeded without being reported would leave the map describing the store
-//!   before it: the nexus reports every successful commit, and an unreported one means a
-//!   panic in the commit bookkeeping, after which the map is rebuilt from empty.)
+//!   ([`KeyCache::begin`]) and the map is again exactly what it was before it. The
+//!   overlay reports a commit right after redb's commit returns (`Overlay::commit`),
+//!   with nothing in between that can fail.
 //!
-//! *Complete*: a write transaction that finds the `concept_key` table small (at most
-//! [`FILL_LIMIT`] keys) and the map not complete loads every key into it
+//! *Complete*: at its first miss, a write transaction that finds the `concept_key` table
+//! small (at most [`FILL_LIMIT`] keys) and the map not complete loads every key into it
 //! ([`KeyCache::fill`]); from then on a key missing from the map does not exist, so
 //! creating a concept no longer costs a B-tree descent to learn that its key is new (one
 //! per new concept in a bulk load). The map stays complete through every commit and

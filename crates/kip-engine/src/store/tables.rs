@@ -2,7 +2,7 @@
 //! [`WriteTables`] (inside one write transaction). Both implement [`GraphRead`] through
 //! the same generic helpers, so reads inside a write see exactly what a snapshot would.
 
-use super::keys::FILL_LIMIT;
+use super::keys::{KeyCache, FILL_LIMIT};
 use super::overlay::{
     self, decode_state, encode_state, fold_index, merge, write_sorted, Changes, IndexChanges, Item,
     OspKey, Overlay, PosKey, Snapshot, StrKey, Text, View, Which,
@@ -233,7 +233,7 @@ impl<'t> WriteTables<'t> {
     pub fn open(txn: &'t WriteTransaction, overlay: &'t Overlay) -> StoreResult<WriteTables<'t>> {
         let (floor, top) = overlay.writer_start();
         overlay.keys().begin();
-        let w = WriteTables {
+        Ok(WriteTables {
             meta: txn.open_table(META).map_err(storage_error)?,
             concepts: txn.open_table(CONCEPTS).map_err(storage_error)?,
             concept_key: txn.open_table(CONCEPT_KEY).map_err(storage_error)?,
@@ -255,15 +255,15 @@ impl<'t> WriteTables<'t> {
             log: Some(Vec::new()),
             counters: Vec::new(),
             staged: Staged::default(),
-        };
-        w.fill_keys()?;
-        Ok(w)
+        })
     }
 
     /// Loads a small `concept_key` table whole into the writers' key cache, which then
-    /// answers misses too (see `store/keys.rs`).
-    fn fill_keys(&self) -> StoreResult<()> {
-        let mut keys = self.overlay.keys();
+    /// answers misses too (see `store/keys.rs`). Runs at the first miss, not when the
+    /// transaction opens, so opening a nexus (whose first transaction replays the log)
+    /// does not pay for it. The table may hold this transaction's own new keys: the cache
+    /// has them already, with their undo entries.
+    fn fill_keys(&self, keys: &mut KeyCache) -> StoreResult<()> {
         if keys.is_complete() || self.concept_key.len().map_err(storage_error)? > FILL_LIMIT {
             return Ok(());
         }
@@ -471,12 +471,13 @@ impl<'t> WriteTables<'t> {
     /// is cached.
     fn key_lookup(&self, concept_type: &str, name: &str) -> StoreResult<Option<u64>> {
         {
-            let keys = self.overlay.keys();
+            let mut keys = self.overlay.keys();
             if let Some(id) = keys.get(concept_type, name) {
                 return Ok(Some(id));
             }
+            self.fill_keys(&mut keys)?;
             if keys.is_complete() {
-                return Ok(None);
+                return Ok(keys.get(concept_type, name));
             }
         }
         let found = read::concept_by_key(&self.concept_key, concept_type, name)?;
