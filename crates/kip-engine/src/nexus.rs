@@ -45,10 +45,11 @@ const CHECKPOINT_BYTES: u64 = 64 << 20;
 /// keeps a short log, so a restart after a crash replays little).
 const CHECKPOINT_AGE: std::time::Duration = std::time::Duration::from_secs(30);
 /// ... or once the overlay holds this many index entries not yet folded into the redb
-/// tables (about 100 bytes each in memory, so up to about 200 MiB during a bulk load).
+/// tables (about 60 bytes each in the sorted runs, so up to about 130 MiB during a bulk
+/// load, plus the copy a merge of the largest runs makes).
 /// Fewer, larger folds cost less per entry (more new keys share each leaf and each
 /// durable commit): 2M instead of 512k loaded 1M concepts 1.10-1.18x faster, at the price
-/// of a longer pause (0.9-2.7 s at 1M) for the write that triggers the checkpoint.
+/// of a longer pause (0.6-1.7 s at 1M) for the write that triggers the checkpoint.
 const OVERLAY_LIMIT: usize = 1 << 21;
 
 /// An open Cognitive Nexus.
