@@ -1,0 +1,65 @@
+//! `kip bench` end to end at a small scale: the graph is generated and loaded, every
+//! workload entry runs, and the results file says so.
+
+mod common;
+
+use serde_json::Value;
+use std::process::Command;
+
+#[test]
+fn bench_loads_the_graph_and_times_every_workload_entry() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let out = dir.path().join("out");
+    let work = dir.path().join("work");
+    let status = Command::new(env!("CARGO_BIN_EXE_kip"))
+        .current_dir(common::repo())
+        .args([
+            "bench",
+            "--scales",
+            "2000",
+            "--iterations-factor",
+            "0.01",
+            "-q",
+        ])
+        .arg("--out")
+        .arg(&out)
+        .arg("--work-dir")
+        .arg(&work)
+        .arg("--capsule-blocks")
+        .arg("100")
+        .output()
+        .expect("run kip bench");
+    assert!(
+        status.status.success(),
+        "kip bench failed: {}",
+        String::from_utf8_lossy(&status.stderr)
+    );
+    let stderr = String::from_utf8_lossy(&status.stderr);
+    assert!(stderr.contains("concepts loaded in"), "{stderr}");
+    let results: Value = serde_json::from_str(
+        &std::fs::read_to_string(out.join("results.json")).expect("results.json"),
+    )
+    .expect("results are JSON");
+    let r = &results["results"][0];
+    assert_eq!(r["scale"], 2000);
+    // 2,000 generated concepts plus the schema's and Genesis's own.
+    let concepts = r["concepts"].as_u64().expect("concepts");
+    assert!((2000..2100).contains(&concepts), "{concepts}");
+    // About four links per concept, every one of them loaded.
+    let props = r["propositions"].as_u64().expect("propositions");
+    assert!((6000..10_000).contains(&props), "{props}");
+    assert!(r["load_propositions_per_s"].as_f64().expect("rate") > 0.0);
+    let workload: Value = serde_json::from_str(
+        &std::fs::read_to_string(common::repo().join("bench/workload.json")).expect("workload"),
+    )
+    .expect("workload is JSON");
+    for part in ["queries", "writes"] {
+        let expected = workload[part].as_array().expect("workload entries");
+        let timed = r[part].as_array().expect("timed entries");
+        assert_eq!(timed.len(), expected.len(), "{part}");
+        assert!(!timed.is_empty());
+    }
+    assert!(out.join("latency.svg").exists());
+    // The generated data directory is removed afterwards unless --keep-data.
+    assert!(std::fs::read_dir(&work).map_or(true, |mut d| d.next().is_none()));
+}
