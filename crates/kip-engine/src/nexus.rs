@@ -177,6 +177,7 @@ impl Nexus {
             gate: Mutex::new(()),
             combiner: Combiner::default(),
         };
+        nexus.overlay.start_merger();
         // Create the tables, check the format version, replay the write-ahead log,
         // bootstrap once: one durable transaction.
         let txn = nexus.db.begin_write().map_err(storage_error)?;

@@ -43,7 +43,9 @@ use std::collections::{btree_map, BTreeMap, VecDeque};
 use std::iter::Peekable;
 use std::ops::Bound;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::sync::{
+    Arc, Condvar, Mutex, MutexGuard, OnceLock, RwLock, RwLockReadGuard, RwLockWriteGuard, Weak,
+};
 
 /// The text part of an overlay key. Kept inline up to 24 bytes (types, predicates,
 /// terms and most names), so comparing keys in a map of half a million entries reads
@@ -307,6 +309,25 @@ fn publish_into<K: Ord + Clone, V: Clone>(
     }
     let added = changes.len();
     let mut fresh: Vec<RunEntry<K, V>> = changes.into_iter().map(|(k, v)| (k, ver, v)).collect();
+    let background = overlay.background.load(Ordering::Relaxed);
+    if background > 0 && added >= background {
+        // Append only; the merger thread merges it with the runs before it. Past the
+        // cap (the merger is behind), merge here as below.
+        let mut l = overlay.layers_mut();
+        let layer = (which.layer_mut)(&mut l);
+        if layer.runs.len() + 1 < MAX_RUNS {
+            layer.runs.push(Arc::new(Run {
+                entries: std::mem::take(&mut fresh),
+                min_ver: ver,
+                max_ver: ver,
+            }));
+            layer.len += added;
+            overlay.counts[which.slot].store(layer.len, Ordering::SeqCst);
+            drop(l);
+            overlay.wake_merger();
+            return;
+        }
+    }
     for attempt in 0..3 {
         let tail: Vec<Arc<Run<K, V>>> = {
             let l = overlay.layers();
@@ -352,6 +373,107 @@ fn publish_into<K: Ord + Clone, V: Clone>(
         // A prune replaced one of the merged runs: take this version's entries back
         // out of the merge (the version is unique to this publish) and try again.
         fresh = entries.into_iter().filter(|e| e.1 == ver).collect();
+    }
+}
+
+/// Publishes of at least this many entries (per index) leave their merge to the merger
+/// thread when one runs ([`Overlay::start_merger`]); smaller ones merge at once (the copy
+/// is small, and a server's single writes do not wake a thread each).
+const BACKGROUND_MIN: usize = 256;
+
+/// The merger thread's work on one index: while the newest run is at least half the
+/// size of the run before it (the rule [`publish_into`] applies), merges the newest runs
+/// into one, without the lock, and swaps the merged run in for them if they are all
+/// still in the layer, side by side (a publish may have appended runs after them
+/// meanwhile; a prune or withdrawal that replaced one makes it give up until the next
+/// wake-up). Merging adjacent runs keeps every entry and the version order, so readers
+/// see the same entries before and after the swap.
+fn merge_layer<K: Ord + Clone, V: Clone>(overlay: &Overlay, which: &Which<K, V>) {
+    for _ in 0..2 * MAX_RUNS {
+        if !merge_once(overlay, which, || ()) {
+            return;
+        }
+    }
+}
+
+/// One merge of [`merge_layer`]; `between` runs after the merge and before the swap (a
+/// test's way to race it). True if it merged something.
+fn merge_once<K: Ord + Clone, V: Clone>(
+    overlay: &Overlay,
+    which: &Which<K, V>,
+    between: impl FnOnce(),
+) -> bool {
+    let group: Vec<Arc<Run<K, V>>> = {
+        let l = overlay.layers();
+        let runs = &(which.layer)(&l).runs;
+        let Some(last) = runs.len().checked_sub(1) else {
+            return false;
+        };
+        let mut j = last;
+        let mut size = runs[last].entries.len();
+        while j > 0 && runs[j - 1].entries.len() < FANOUT * size {
+            j -= 1;
+            size += runs[j].entries.len();
+        }
+        if j == last {
+            return false;
+        }
+        runs[j..].to_vec()
+    };
+    let (Some(first), Some(newest)) = (group.first(), group.last()) else {
+        return false;
+    };
+    let mut entries = newest.entries.clone();
+    for r in group.iter().rev().skip(1) {
+        entries = merge_two(&r.entries, entries);
+    }
+    let merged = Arc::new(Run {
+        entries,
+        min_ver: first.min_ver,
+        max_ver: newest.max_ver,
+    });
+    between();
+    let mut l = overlay.layers_mut();
+    let layer = (which.layer_mut)(&mut l);
+    let Some(at) = layer.runs.iter().position(|r| Arc::ptr_eq(r, first)) else {
+        return false;
+    };
+    let end = at + group.len();
+    let present = layer
+        .runs
+        .get(at..end)
+        .is_some_and(|rs| rs.iter().zip(&group).all(|(a, b)| Arc::ptr_eq(a, b)));
+    if !present {
+        return false;
+    }
+    layer.runs.splice(at..end, [merged]);
+    true
+}
+
+/// Wakes the merger thread; it stops when the overlay is dropped.
+#[derive(Debug, Default)]
+struct MergerSignal {
+    /// (work pending, stop)
+    state: Mutex<(bool, bool)>,
+    wake: Condvar,
+}
+
+impl MergerSignal {
+    fn set(&self, stop: bool) {
+        let mut st = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        st.0 = true;
+        st.1 |= stop;
+        self.wake.notify_one();
+    }
+
+    /// Waits for work; false once stopped.
+    fn wait(&self) -> bool {
+        let mut st = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        while !st.0 && !st.1 {
+            st = self.wake.wait(st).unwrap_or_else(|p| p.into_inner());
+        }
+        st.0 = false;
+        !st.1
     }
 }
 
@@ -495,6 +617,21 @@ pub struct Overlay {
     /// The writers' `concept_key` cache (see `store/keys.rs`); lives here because it
     /// follows the same commits.
     keys: Mutex<KeyCache>,
+    /// Publishes of at least this many entries per index (0: none) append their run and
+    /// leave the merge to [`merge_pending`] (set by [`Overlay::start_merger`]).
+    ///
+    /// [`merge_pending`]: Overlay::merge_pending
+    background: AtomicUsize,
+    /// The merger thread's wake-up, once started.
+    merger: OnceLock<Arc<MergerSignal>>,
+}
+
+impl Drop for Overlay {
+    fn drop(&mut self) {
+        if let Some(m) = self.merger.get() {
+            m.set(true);
+        }
+    }
 }
 
 impl Default for Overlay {
@@ -510,6 +647,8 @@ impl Default for Overlay {
             max_txn_changes: AtomicUsize::new(MAX_TXN_CHANGES),
             counts: Default::default(),
             keys: Mutex::new(KeyCache::default()),
+            background: AtomicUsize::new(0),
+            merger: OnceLock::new(),
         }
     }
 }
@@ -568,6 +707,54 @@ impl Overlay {
 
     fn layers_mut(&self) -> RwLockWriteGuard<'_, Layers> {
         self.layers.write().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Starts a thread that merges the runs large publishes append (so a bulk load's
+    /// merges run on another core than its statements). It holds the overlay weakly and
+    /// ends when the overlay is dropped. Without it, publishes merge inline. If the
+    /// thread cannot be spawned, publishes keep merging inline.
+    pub fn start_merger(self: &Arc<Self>) {
+        let signal = Arc::new(MergerSignal::default());
+        if self.merger.set(signal.clone()).is_err() {
+            return;
+        }
+        let weak: Weak<Overlay> = Arc::downgrade(self);
+        let spawned = std::thread::Builder::new()
+            .name("kip-overlay-merge".into())
+            .spawn(move || {
+                while signal.wait() {
+                    let Some(overlay) = weak.upgrade() else {
+                        return;
+                    };
+                    overlay.merge_pending();
+                }
+            });
+        if spawned.is_ok() {
+            self.background.store(BACKGROUND_MIN, Ordering::Relaxed);
+        }
+    }
+
+    /// Merges the runs that appended publishes left (what the merger thread does on each
+    /// wake-up; callable directly, e.g. by tests).
+    pub(crate) fn merge_pending(&self) {
+        merge_layer(self, &CONCEPT_TYPE);
+        merge_layer(self, &CONCEPT_NAME);
+        merge_layer(self, &POS);
+        merge_layer(self, &OSP);
+        merge_layer(self, &POSTINGS);
+    }
+
+    fn wake_merger(&self) {
+        if let Some(m) = self.merger.get() {
+            m.set(false);
+        }
+    }
+
+    /// Makes publishes of at least `min` entries append without merging, with no merger
+    /// thread, so a test can interleave [`Overlay::merge_pending`] deterministically.
+    #[cfg(test)]
+    fn set_background(&self, min: usize) {
+        self.background.store(min, Ordering::Relaxed);
     }
 
     /// The writers' `concept_key` cache (only write transactions may use it).
@@ -1193,6 +1380,102 @@ mod tests {
         assert_eq!(seen, 1499 * 4);
     }
 
+    /// The merger thread merging appended runs while this thread publishes and another
+    /// prunes: every entry published after the pruned version is still there, once, in
+    /// runs that are in version order and within the cap.
+    #[test]
+    fn merger_thread_keeps_every_entry() {
+        let o = Arc::new(Overlay::default());
+        o.start_merger();
+        assert_eq!(o.background.load(Ordering::Relaxed), BACKGROUND_MIN);
+        let done = std::sync::atomic::AtomicBool::new(false);
+        let n = BACKGROUND_MIN as u64 + 50;
+        let key = |v: u64, i: u64| (Text::from(format!("t{}", (v * 7 + i) % 97)), v * 10_000 + i);
+        std::thread::scope(|sc| {
+            sc.spawn(|| {
+                while !done.load(Ordering::SeqCst) {
+                    o.layers_mut().postings.prune(1);
+                    std::thread::yield_now();
+                }
+            });
+            for v in 1..=120u64 {
+                let changes: Changes<StrKey, u64> = (0..n).map(|i| (key(v, i), Some(v))).collect();
+                publish_into(&o, &POSTINGS, changes, v);
+                assert!(o.layers().postings.runs.len() <= MAX_RUNS);
+            }
+            done.store(true, Ordering::SeqCst);
+        });
+        o.layers_mut().postings.prune(1);
+        o.merge_pending();
+        let l = o.layers();
+        let layer = &l.postings;
+        assert_eq!(layer.len(), 119 * n as usize);
+        assert!(
+            layer.runs.len() <= 8,
+            "{} runs after merging",
+            layer.runs.len()
+        );
+        for w in layer.runs.windows(2) {
+            assert!(w[0].max_ver < w[1].min_ver);
+        }
+        let mut seen = 0;
+        layer
+            .for_each_latest(0, &mut |k, v| {
+                assert_eq!(*v, Some(k.1 / 10_000));
+                seen += 1;
+                Ok(())
+            })
+            .expect("walk");
+        assert_eq!(seen, 119 * n as usize);
+    }
+
+    /// A withdrawal or prune that lands between the merger's merge and its swap wins:
+    /// the merge is dropped, so no withdrawn or pruned entry comes back.
+    #[test]
+    fn a_merge_raced_by_a_withdrawal_or_prune_is_dropped() {
+        let o = Overlay::default();
+        o.set_background(1);
+        for v in 1..=4u64 {
+            let changes: Changes<StrKey, u64> = [((Text::from("k"), v), Some(v))].into();
+            publish_into(&o, &POSTINGS, changes, v);
+        }
+        assert_eq!(o.layers().postings.runs.len(), 4);
+        // All four runs merge; version 4 is withdrawn meanwhile.
+        assert!(!merge_once(&o, &POSTINGS, || o
+            .layers_mut()
+            .postings
+            .unpublish(4)));
+        assert_eq!(o.layers().postings.len(), 3);
+        // Unraced, the three left merge into one.
+        assert!(merge_once(&o, &POSTINGS, || ()));
+        assert_eq!(o.layers().postings.runs.len(), 1);
+        assert_eq!(o.layers().postings.len(), 3);
+        // Two entries: large enough to merge with the three before them; version 1 is
+        // pruned meanwhile.
+        let changes: Changes<StrKey, u64> = [
+            ((Text::from("k"), 5), Some(5)),
+            ((Text::from("k"), 6), Some(5)),
+        ]
+        .into();
+        publish_into(&o, &POSTINGS, changes, 5);
+        let mut raced = false;
+        assert!(!merge_once(&o, &POSTINGS, || {
+            raced = true;
+            o.layers_mut().postings.prune(1);
+        }));
+        assert!(raced);
+        let l = o.layers();
+        assert_eq!(l.postings.len(), 4);
+        let mut vers = Vec::new();
+        l.postings
+            .for_each_latest(0, &mut |k, _| {
+                vers.push(k.1);
+                Ok(())
+            })
+            .expect("walk");
+        assert_eq!(vers, vec![2, 3, 5, 6]);
+    }
+
     /// One step of the layer model test.
     #[derive(Debug, Clone)]
     enum LayerOp {
@@ -1205,6 +1488,8 @@ mod tests {
         /// Read keys in `[lo, hi)` as of `(floor, at)` (quarters of the versions), at most
         /// `max` entries per chunk.
         Read(u8, u8, u8, u8, usize),
+        /// What the merger thread does when woken.
+        Merge,
     }
 
     fn layer_op() -> impl Strategy<Value = LayerOp> {
@@ -1219,6 +1504,7 @@ mod tests {
             1 => (0u8..5).prop_map(LayerOp::Prune),
             3 => (0u8..41, 0u8..41, 0u8..5, 0u8..5, 1usize..6)
                 .prop_map(|(a, b, f, t, m)| LayerOp::Read(a, b, f, t, m)),
+            2 => Just(LayerOp::Merge),
         ]
     }
 
@@ -1231,11 +1517,16 @@ mod tests {
         })]
         /// The run layer (publishing with merges, withdrawing, pruning, chunked reads at
         /// any `(floor, at)`, the fold's walk) agrees with a plain map of
-        /// `(key, version) -> value`, and keeps its runs in version order.
+        /// `(key, version) -> value`, and keeps its runs in version order; also when
+        /// publishes only append and the merger's work comes in between.
         #[test]
-        fn run_layer_matches_a_versioned_map(ops in prop::collection::vec(layer_op(), 1..60)) {
+        fn run_layer_matches_a_versioned_map(
+            background in prop_oneof![Just(0usize), 1usize..4],
+            ops in prop::collection::vec(layer_op(), 1..60),
+        ) {
             let key = |k: u8| (Text::from(format!("k{k:02}")), u64::from(k % 3));
             let o = Overlay::default();
+            o.set_background(background);
             let mut model: BTreeMap<(StrKey, u64), Option<u64>> = BTreeMap::new();
             let mut ver = 0u64;
             for op in ops {
@@ -1293,6 +1584,7 @@ mod tests {
                         }
                         prop_assert_eq!(got, want);
                     }
+                    LayerOp::Merge => o.merge_pending(),
                 }
                 let l = o.layers();
                 let layer = &l.postings;
