@@ -182,7 +182,8 @@ const MAX_RUNS: usize = 12;
 /// merge): publishing a transaction appends its already sorted changes as a run and
 /// merges the smallest runs, which costs a few sequential copies per entry instead of
 /// one search of a shared tree with string comparisons per entry. Runs are immutable
-/// and shared (`Arc`), so the writer merges them without holding the lock readers need.
+/// and shared (`Arc`), so the writer (or, for large publishes, the merger thread: see
+/// [`Overlay::start_merger`]) merges them without holding the lock readers need.
 #[derive(Debug)]
 pub(crate) struct Layer<K, V> {
     /// Oldest first; every version in a run is below every version in the runs after
