@@ -1364,21 +1364,25 @@ mod tests {
             done.store(true, Ordering::SeqCst);
         });
         o.layers_mut().postings.prune(1);
-        let l = o.layers();
-        let layer = &l.postings;
-        assert_eq!(layer.len(), 1499 * 4);
+        assert_every_entry_once(&o.layers().postings, 1499 * 4, 10);
+    }
+
+    /// The layer holds `count` entries, each key once, in runs in version order, and
+    /// each entry's value is its version: its element id divided by `per_version`.
+    fn assert_every_entry_once(layer: &Layer<StrKey, u64>, count: usize, per_version: u64) {
+        assert_eq!(layer.len(), count);
         for w in layer.runs.windows(2) {
             assert!(w[0].max_ver < w[1].min_ver);
         }
         let mut seen = 0;
         layer
             .for_each_latest(0, &mut |k, v| {
-                assert_eq!(*v, Some(k.1 / 10));
+                assert_eq!(*v, Some(k.1 / per_version));
                 seen += 1;
                 Ok(())
             })
             .expect("walk");
-        assert_eq!(seen, 1499 * 4);
+        assert_eq!(seen, count);
     }
 
     /// The merger thread merging appended runs while this thread publishes and another
@@ -1410,24 +1414,12 @@ mod tests {
         o.merge_pending();
         let l = o.layers();
         let layer = &l.postings;
-        assert_eq!(layer.len(), 119 * n as usize);
         assert!(
             layer.runs.len() <= 8,
             "{} runs after merging",
             layer.runs.len()
         );
-        for w in layer.runs.windows(2) {
-            assert!(w[0].max_ver < w[1].min_ver);
-        }
-        let mut seen = 0;
-        layer
-            .for_each_latest(0, &mut |k, v| {
-                assert_eq!(*v, Some(k.1 / 10_000));
-                seen += 1;
-                Ok(())
-            })
-            .expect("walk");
-        assert_eq!(seen, 119 * n as usize);
+        assert_every_entry_once(layer, 119 * n as usize, 10_000);
     }
 
     /// A withdrawal or prune that lands between the merger's merge and its swap wins:
