@@ -127,7 +127,9 @@ pub fn is_identifier(s: &str) -> bool {
     }
 }
 
-struct Lexer<'a> {
+/// A streaming lexer over `src[range]`: [`Lexer::next_token`] yields one token at a
+/// time (the parser keeps only a two-token window, never the whole token vector).
+pub(crate) struct Lexer<'a> {
     src: &'a str,
     bytes: &'a [u8],
     pos: usize,
@@ -157,16 +159,7 @@ pub fn for_each_token(
     range: std::ops::Range<usize>,
     mut f: impl FnMut(Token) -> KipResult<()>,
 ) -> KipResult<()> {
-    let head = src.get(..range.end).unwrap_or("");
-    let mut lx = Lexer {
-        src: head,
-        bytes: head.as_bytes(),
-        pos: if head.is_char_boundary(range.start) {
-            range.start.min(head.len())
-        } else {
-            head.len()
-        },
-    };
+    let mut lx = Lexer::new(src, range);
     loop {
         let t = lx.next_token()?;
         let eof = t.tok == Tok::Eof;
@@ -178,13 +171,32 @@ pub fn for_each_token(
 }
 
 impl<'a> Lexer<'a> {
+    /// A lexer over `src[range]`; positions stay those of the whole `src`. A range that
+    /// does not fall on character boundaries is treated as empty.
+    pub(crate) fn new(src: &'a str, range: std::ops::Range<usize>) -> Lexer<'a> {
+        let head = src.get(..range.end).unwrap_or("");
+        Lexer {
+            src: head,
+            bytes: head.as_bytes(),
+            pos: if head.is_char_boundary(range.start) {
+                range.start.min(head.len())
+            } else {
+                head.len()
+            },
+        }
+    }
+
     fn err(&self, code: ErrorCode, at: usize, msg: impl Into<String>) -> KipError {
         let (l, c) = line_col(self.src, at);
         KipError::new(code, format!("{} at line {l}, column {c}", msg.into())).at(l, c)
     }
 
     fn peek_char(&self) -> Option<char> {
-        self.src[self.pos..].chars().next()
+        match self.bytes.get(self.pos) {
+            Some(&b) if b.is_ascii() => Some(char::from(b)),
+            Some(_) => self.src.get(self.pos..).and_then(|s| s.chars().next()),
+            None => None,
+        }
     }
 
     fn char_at(&self, at: usize) -> Option<char> {
@@ -193,6 +205,10 @@ impl<'a> Lexer<'a> {
 
     fn skip_trivia(&mut self) {
         loop {
+            // ASCII whitespace, the common case, a byte at a time.
+            while matches!(self.bytes.get(self.pos), Some(b' ' | b'\n' | b'\t' | b'\r')) {
+                self.pos += 1;
+            }
             match self.peek_char() {
                 Some(c) if c.is_whitespace() => self.pos += c.len_utf8(),
                 Some('/') if self.bytes.get(self.pos + 1) == Some(&b'/') => {
@@ -218,7 +234,8 @@ impl<'a> Lexer<'a> {
         end
     }
 
-    fn next_token(&mut self) -> KipResult<Token> {
+    /// The next token; after the end of the range, [`Tok::Eof`] again and again.
+    pub(crate) fn next_token(&mut self) -> KipResult<Token> {
         self.skip_trivia();
         let start = self.pos;
         let Some(c) = self.peek_char() else {
@@ -434,6 +451,17 @@ impl<'a> Lexer<'a> {
         let mut i = start + 1;
         let mut out = String::new();
         loop {
+            // Copy the run up to the next quote or backslash in one piece: both are ASCII,
+            // so they never occur inside a multi-byte character and the run ends on a
+            // character boundary.
+            let run = self.bytes[i.min(self.bytes.len())..]
+                .iter()
+                .position(|&b| b == b'"' || b == b'\\')
+                .map_or(self.bytes.len(), |n| i + n);
+            if run > i {
+                out.push_str(&self.src[i..run]);
+                i = run;
+            }
             let Some(c) = self.char_at(i) else {
                 return Err(self
                     .err(ErrorCode::InvalidSyntax, start, "unterminated string")

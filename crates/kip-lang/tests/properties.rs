@@ -461,3 +461,35 @@ proptest! {
         }
     }
 }
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 512, rng_seed: proptest::test_runner::RngSeed::Fixed(0x6b69_7023), ..ProptestConfig::default() })]
+
+    /// The parser lexes as it goes, yet reports what lexing the whole input first would:
+    /// the first lexing error anywhere wins over any parse error, before or after it.
+    #[test]
+    fn lexing_errors_take_precedence_wherever_they_are(
+        src in command(),
+        cuts in prop::collection::vec((any::<prop::sample::Index>(), prop::sample::select(vec![
+            "'", "=", "&", "?1", " 1abc", "\"\\q\"", "-x", "\"\\u12\"", "#", "}", "(", "{", "", "FIND",
+        ])), 1..4),
+    ) {
+        let mut s = format!("{src}\n{src}");
+        for (idx, ins) in cuts {
+            let mut at = idx.index(s.len() + 1);
+            while !s.is_char_boundary(at) { at -= 1; }
+            s.insert_str(at, ins);
+        }
+        if let Err(lexed) = kip_lang::lexer::tokenize(&s) {
+            prop_assert_eq!(parse_script(&s).err(), Some(lexed.clone()), "{}", s);
+            prop_assert_eq!(parse_command(&s).err(), Some(lexed.clone()), "{}", s);
+            prop_assert_eq!(kip_lang::parse_where_clauses(&s).err(), Some(lexed.clone()), "{}", s);
+            prop_assert_eq!(
+                kip_lang::parse_script_part(&s, 0..s.len(), kip_lang::ParseOptions::default()).err(),
+                Some(lexed),
+                "{}",
+                s
+            );
+        }
+    }
+}

@@ -12,8 +12,9 @@ mod values;
 
 use crate::ast::{Command, WhereClause};
 use crate::error::{ErrorCode, KipError, KipResult};
-use crate::lexer::{tokenize, Tok, Token};
+use crate::lexer::{Lexer, Tok, Token};
 use crate::span::{line_col, Span};
+use std::collections::VecDeque;
 
 /// Limits that keep parsing bounded whatever the input.
 #[derive(Debug, Clone, Copy)]
@@ -41,21 +42,22 @@ pub fn parse_command(src: &str) -> KipResult<Command> {
 
 /// [`parse_command`] with explicit limits.
 pub fn parse_command_with(src: &str, opts: ParseOptions) -> KipResult<Command> {
-    let mut p = Parser::new(src, opts)?;
-    if p.at_eof() {
-        return Err(p.empty_input());
-    }
-    let cmd = p.command()?;
-    p.eat(&Tok::Semicolon);
-    if !p.at_eof() {
-        let hint = if p.at_statement_keyword() {
-            "a `command` holds one KIP command: send several as a `commands` array (or load them as a capsule)"
-        } else {
-            "remove the extra text after the end of the command; check that braces and parentheses are balanced"
-        };
-        return Err(p.unexpected("the end of the command").with_hint(hint));
-    }
-    Ok(cmd)
+    Parser::new(src, opts)?.run(|p| {
+        if p.at_eof() {
+            return Err(p.empty_input());
+        }
+        let cmd = p.command()?;
+        p.eat(&Tok::Semicolon);
+        if !p.at_eof() {
+            let hint = if p.at_statement_keyword() {
+                "a `command` holds one KIP command: send several as a `commands` array (or load them as a capsule)"
+            } else {
+                "remove the extra text after the end of the command; check that braces and parentheses are balanced"
+            };
+            return Err(p.unexpected("the end of the command").with_hint(hint));
+        }
+        Ok(cmd)
+    })
 }
 
 /// Parses a script: one or more commands in sequence (a capsule file such as
@@ -66,16 +68,17 @@ pub fn parse_script(src: &str) -> KipResult<Vec<Command>> {
 
 /// [`parse_script`] with explicit limits.
 pub fn parse_script_with(src: &str, opts: ParseOptions) -> KipResult<Vec<Command>> {
-    let mut p = Parser::new(src, opts)?;
-    if p.at_eof() {
-        return Err(p.empty_input());
-    }
-    let mut out = Vec::new();
-    while !p.at_eof() {
-        out.push(p.command()?);
-        while p.eat(&Tok::Semicolon) {}
-    }
-    Ok(out)
+    Parser::new(src, opts)?.run(|p| {
+        if p.at_eof() {
+            return Err(p.empty_input());
+        }
+        let mut out = Vec::new();
+        while !p.at_eof() {
+            out.push(p.command()?);
+            while p.eat(&Tok::Semicolon) {}
+        }
+        Ok(out)
+    })
 }
 
 /// The byte range of each command in a script, found with the lexer alone (nothing is
@@ -147,30 +150,23 @@ pub fn parse_script_part(
         .at(l, 1)
         .with_hint("split it into several smaller commands"));
     }
-    let mut p = Parser {
-        src,
-        toks: crate::lexer::tokenize_range(src, range)?,
-        pos: 0,
-        depth: 0,
-        opts,
-    };
-    if p.at_eof() {
-        return Err(p.empty_input());
-    }
-    let cmd = p.command()?;
-    p.eat(&Tok::Semicolon);
-    if !p.at_eof() {
-        return Err(p.unexpected("the end of the command"));
-    }
-    Ok(cmd)
+    Parser::over(src, range, opts).run(|p| {
+        if p.at_eof() {
+            return Err(p.empty_input());
+        }
+        let cmd = p.command()?;
+        p.eat(&Tok::Semicolon);
+        if !p.at_eof() {
+            return Err(p.unexpected("the end of the command"));
+        }
+        Ok(cmd)
+    })
 }
 
 /// Parses the inside of a `WHERE { ... }` body (patterns, FILTER, NOT, OPTIONAL, UNION)
 /// without the braces. Useful for checking pattern fragments on their own.
 pub fn parse_where_clauses(src: &str) -> KipResult<Vec<WhereClause>> {
-    let mut p = Parser::new(src, ParseOptions::default())?;
-    let clauses = p.clauses_until(&Tok::Eof)?;
-    Ok(clauses)
+    Parser::new(src, ParseOptions::default())?.run(|p| p.clauses_until(&Tok::Eof))
 }
 
 /// Parses raw bytes: invalid UTF-8 is `KIP_1001` naming the byte offset.
@@ -189,10 +185,21 @@ pub fn utf8(bytes: &[u8]) -> KipResult<&str> {
     })
 }
 
+/// The parser's cursor over a token stream. Tokens are lexed as the parser moves on,
+/// into a window of the current and the next token (the most any rule looks ahead).
+///
+/// Error precedence is that of lexing the whole input first: a lexing error anywhere in
+/// the input (the first one) is reported rather than any parse error ([`Parser::run`]).
 pub(crate) struct Parser<'a> {
     src: &'a str,
-    toks: Vec<Token>,
-    pos: usize,
+    lexer: Lexer<'a>,
+    /// `window[0]` is the current token, `window[1]` the next; shorter only once it ends
+    /// with [`Tok::Eof`], which then stays.
+    window: VecDeque<Token>,
+    /// Span of the last consumed token.
+    prev: Option<Span>,
+    /// The lexing error that ended the stream (it was replaced by [`Tok::Eof`]).
+    lex_error: Option<KipError>,
     depth: usize,
     opts: ParseOptions,
 }
@@ -212,13 +219,61 @@ impl<'a> Parser<'a> {
             )
             .with_hint("split the work into several smaller commands or capsules"));
         }
-        Ok(Parser {
+        Ok(Parser::over(src, 0..src.len(), opts))
+    }
+
+    /// A parser of `src[range]` (positions in errors are in the whole `src`).
+    fn over(src: &'a str, range: std::ops::Range<usize>, opts: ParseOptions) -> Self {
+        let mut p = Parser {
             src,
-            toks: tokenize(src)?,
-            pos: 0,
+            lexer: Lexer::new(src, range),
+            window: VecDeque::with_capacity(3),
+            prev: None,
+            lex_error: None,
             depth: 0,
             opts,
-        })
+        };
+        p.fill();
+        p
+    }
+
+    /// Runs a parse to its result, giving lexing errors precedence: the outcome is the
+    /// one of tokenizing the whole input before parsing. A lexing error met on the way
+    /// wins; after a parse error the rest of the input is lexed and its first lexing
+    /// error, if any, wins.
+    fn run<T>(mut self, parse: impl FnOnce(&mut Self) -> KipResult<T>) -> KipResult<T> {
+        let out = parse(&mut self);
+        if let Some(e) = self.lex_error.take() {
+            return Err(e);
+        }
+        if out.is_err() && !self.window.back().is_some_and(|t| t.tok == Tok::Eof) {
+            loop {
+                match self.lexer.next_token() {
+                    Ok(t) if t.tok == Tok::Eof => break,
+                    Ok(_) => {}
+                    Err(e) => return Err(e),
+                }
+            }
+        }
+        out
+    }
+
+    /// Lexes until the window holds two tokens or ends with [`Tok::Eof`].
+    fn fill(&mut self) {
+        while self.window.len() < 2 && !self.window.back().is_some_and(|t| t.tok == Tok::Eof) {
+            let t = match self.lexer.next_token() {
+                Ok(t) => t,
+                Err(e) => {
+                    let at = self.window.back().map_or(0, |t| t.span.end);
+                    self.lex_error = Some(e);
+                    Token {
+                        tok: Tok::Eof,
+                        span: Span::new(at, at),
+                    }
+                }
+            };
+            self.window.push_back(t);
+        }
     }
 
     fn empty_input(&self) -> KipError {
@@ -230,29 +285,36 @@ impl<'a> Parser<'a> {
     // ---- cursor ------------------------------------------------------------------
 
     pub(crate) fn peek(&self) -> &Token {
-        let last = self.toks.len() - 1;
-        &self.toks[self.pos.min(last)]
+        &self.window[0]
     }
 
     pub(crate) fn peek_tok(&self) -> &Tok {
         &self.peek().tok
     }
 
-    pub(crate) fn peek_nth(&self, n: usize) -> &Tok {
-        let last = self.toks.len() - 1;
-        &self.toks[(self.pos + n).min(last)].tok
+    /// The token `n` places ahead (0 is the current one; at most 1), or the final
+    /// [`Tok::Eof`].
+    pub(crate) fn peek_token(&self, n: usize) -> &Token {
+        let last = self.window.len() - 1;
+        &self.window[n.min(last)]
     }
 
-    /// Consumes the current token. Its kind is moved out (no copy of its text): the
-    /// parser never looks back at a consumed token's kind, only at its span
-    /// ([`Parser::prev_span`]). The end-of-input token stays.
+    pub(crate) fn peek_nth(&self, n: usize) -> &Tok {
+        &self.peek_token(n).tok
+    }
+
+    /// Consumes the current token (moved out: the parser never looks back at a consumed
+    /// token's kind, only at its span, [`Parser::prev_span`]). The end-of-input token
+    /// stays (and is not a consumed token).
     pub(crate) fn bump(&mut self) -> Token {
-        if self.pos < self.toks.len() - 1 {
-            let t = &mut self.toks[self.pos];
-            let tok = std::mem::replace(&mut t.tok, Tok::Comma);
-            let span = t.span;
-            self.pos += 1;
-            Token { tok, span }
+        if self.window.len() > 1 {
+            let t = self.window.pop_front().unwrap_or_else(|| Token {
+                tok: Tok::Eof,
+                span: Span::new(0, 0),
+            });
+            self.prev = Some(t.span);
+            self.fill();
+            t
         } else {
             self.peek().clone()
         }
@@ -264,11 +326,7 @@ impl<'a> Parser<'a> {
 
     /// Span of the previously consumed token.
     pub(crate) fn prev_span(&self) -> Span {
-        if self.pos == 0 {
-            Span::new(0, 0)
-        } else {
-            self.toks[self.pos - 1].span
-        }
+        self.prev.unwrap_or(Span::new(0, 0))
     }
 
     pub(crate) fn eat(&mut self, tok: &Tok) -> bool {

@@ -13,7 +13,7 @@ impl Parser<'_> {
             return false;
         }
         let colon = self.peek().span;
-        let next = &self.toks[(self.pos + 1).min(self.toks.len() - 1)];
+        let next = self.peek_token(1);
         next.span.start == colon.end && matches!(next.tok, Tok::Ident(_) | Tok::Num(_))
     }
 
