@@ -44,6 +44,11 @@ pub struct BenchArgs {
     /// `concurrent_writers` names the 64-writer phase).
     #[arg(long, value_delimiter = ',')]
     only: Vec<String>,
+    /// Load the graph this many times at each scale (each into a fresh data directory,
+    /// the last one kept for the queries) and report the median load time, with the
+    /// range: one load is one sample of a machine whose speed drifts.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=20))]
+    load_runs: u64,
     /// Blocks per UPSERT capsule (one transaction each) when loading the graph.
     #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
     capsule_blocks: u64,
@@ -555,6 +560,16 @@ fn run_salt() -> u64 {
         | 1
 }
 
+/// The bulk-load measurement of one scale.
+struct Loaded {
+    /// The median of `times`.
+    median: Duration,
+    /// Every load's time, sorted.
+    times: Vec<Duration>,
+    concepts: usize,
+    links: usize,
+}
+
 fn scale_run(args: &BenchArgs, workload: &Value, n: usize) -> Result<Value> {
     let dir = args.work_dir.join(format!("scale-{n}"));
     let reuse = args.reuse_data && dir.join(kip_engine::nexus::DB_FILE).exists();
@@ -567,10 +582,30 @@ fn scale_run(args: &BenchArgs, workload: &Value, n: usize) -> Result<Value> {
         eprintln!("[{n}] reusing {}", dir.display());
         None
     } else {
+        let mut times = Vec::new();
+        for run in 1..args.load_runs {
+            let extra = args.work_dir.join(format!("scale-{n}-load-{run}"));
+            let _ = std::fs::remove_dir_all(&extra);
+            std::fs::create_dir_all(&extra)?;
+            eprintln!("[{n}] load {run} of {}...", args.load_runs);
+            let nx = Nexus::open(&extra).map_err(|e| anyhow::anyhow!("{}", e.message))?;
+            let (t, _, _) = load(&nx, n, args.seed, args.capsule_blocks as usize)?;
+            drop(nx);
+            std::fs::remove_dir_all(&extra)?;
+            eprintln!("[{n}] loaded in {:.1}s", t.as_secs_f64());
+            times.push(t);
+        }
         eprintln!("[{n}] generating and loading the graph...");
-        let l = load(&nexus, n, args.seed, args.capsule_blocks as usize)?;
-        eprintln!("[{n}] loaded in {:.1}s", l.0.as_secs_f64());
-        Some(l)
+        let (t, concepts, links) = load(&nexus, n, args.seed, args.capsule_blocks as usize)?;
+        eprintln!("[{n}] loaded in {:.1}s", t.as_secs_f64());
+        times.push(t);
+        times.sort();
+        Some(Loaded {
+            median: times[times.len() / 2],
+            times,
+            concepts,
+            links,
+        })
     };
     let (c, p) = nexus
         .totals()
@@ -737,11 +772,25 @@ fn scale_run(args: &BenchArgs, workload: &Value, n: usize) -> Result<Value> {
             s.n
         );
     }
-    let load_seconds = loaded.map(|l| l.0.as_secs_f64());
-    let links_per_s = loaded.map(|(t, _, links)| links as f64 / t.as_secs_f64());
-    match loaded {
-        Some((load_time, concepts, links)) => {
-            let _ = writeln!(table, "bulk load: {concepts} concepts + {links} propositions in {:.1} s ({:.0} propositions/s, {:.0} elements/s)", load_time.as_secs_f64(), links as f64 / load_time.as_secs_f64(), (concepts + links) as f64 / load_time.as_secs_f64());
+    let load_seconds = loaded.as_ref().map(|l| l.median.as_secs_f64());
+    let links_per_s = loaded
+        .as_ref()
+        .map(|l| l.links as f64 / l.median.as_secs_f64());
+    match &loaded {
+        Some(l) => {
+            let secs = l.median.as_secs_f64();
+            let runs = match (l.times.first(), l.times.last()) {
+                (Some(lo), Some(hi)) if l.times.len() > 1 => format!(
+                    " (median of {} loads, {:.1}-{:.1} s: {:.0}-{:.0} propositions/s)",
+                    l.times.len(),
+                    lo.as_secs_f64(),
+                    hi.as_secs_f64(),
+                    l.links as f64 / hi.as_secs_f64(),
+                    l.links as f64 / lo.as_secs_f64()
+                ),
+                _ => String::new(),
+            };
+            let _ = writeln!(table, "bulk load: {} concepts + {} propositions in {secs:.1} s ({:.0} propositions/s, {:.0} elements/s){runs}", l.concepts, l.links, l.links as f64 / secs, (l.concepts + l.links) as f64 / secs);
         }
         None => {
             let _ = writeln!(table, "bulk load: not measured (reused data directory)");
@@ -768,6 +817,7 @@ fn scale_run(args: &BenchArgs, workload: &Value, n: usize) -> Result<Value> {
         "concepts": c,
         "propositions": p,
         "load_seconds": load_seconds,
+        "load_runs_seconds": loaded.as_ref().map(|l| l.times.iter().map(|t| t.as_secs_f64()).collect::<Vec<_>>()),
         "load_propositions_per_s": links_per_s,
         "queries": stats.iter().map(to_json).collect::<Vec<_>>(),
         "writes": writes.iter().map(to_json).collect::<Vec<_>>(),

@@ -1,5 +1,5 @@
-//! `kip bench` end to end at a small scale: the graph is generated and loaded, every
-//! workload entry runs, and the results file says so.
+//! `kip bench` end to end at a small scale: the graph is generated and loaded (three
+//! times, the median reported), every workload entry runs, and the results file says so.
 
 mod common;
 
@@ -27,6 +27,7 @@ fn bench_loads_the_graph_and_times_every_workload_entry() {
         .arg(&work)
         .arg("--capsule-blocks")
         .arg("100")
+        .args(["--load-runs", "3"])
         .output()
         .expect("run kip bench");
     assert!(
@@ -49,6 +50,21 @@ fn bench_loads_the_graph_and_times_every_workload_entry() {
     let props = r["propositions"].as_u64().expect("propositions");
     assert!((6000..10_000).contains(&props), "{props}");
     assert!(r["load_propositions_per_s"].as_f64().expect("rate") > 0.0);
+    // Three loads, sorted; the reported time is their median.
+    let runs: Vec<f64> = r["load_runs_seconds"]
+        .as_array()
+        .expect("load runs")
+        .iter()
+        .map(|t| t.as_f64().expect("seconds"))
+        .collect();
+    assert_eq!(runs.len(), 3, "{runs:?}");
+    assert!(
+        runs.windows(2).all(|w| w[0] <= w[1]) && runs[0] > 0.0,
+        "{runs:?}"
+    );
+    assert_eq!(r["load_seconds"].as_f64(), Some(runs[1]));
+    let stdout = String::from_utf8_lossy(&status.stdout);
+    assert!(stdout.contains("(median of 3 loads"), "{stdout}");
     let workload: Value = serde_json::from_str(
         &std::fs::read_to_string(common::repo().join("bench/workload.json")).expect("workload"),
     )
