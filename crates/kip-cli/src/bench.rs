@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 /// Arguments of `kip bench`.
 #[derive(clap::Args, Debug)]
 pub struct BenchArgs {
-    /// Graph sizes in concepts (about 4 links per concept).
+    /// Graph sizes in concepts (about 4 links per concept; at least 100).
     #[arg(long, value_delimiter = ',', default_value = "10000,100000,1000000")]
     scales: Vec<usize>,
     /// The workload file.
@@ -41,7 +41,7 @@ pub struct BenchArgs {
     #[arg(long)]
     reuse_data: bool,
     /// Run only these workload entries (names from the workload file, comma-separated;
-    /// `concurrent_writers` names the 64-writer phase).
+    /// `concurrent_writers` names the 64-writer phase, `none` runs nothing but the load).
     #[arg(long, value_delimiter = ',')]
     only: Vec<String>,
     /// Load the graph this many times at each scale (each into a fresh data directory,
@@ -921,6 +921,32 @@ fn plot(results: &[Value], names: &[&str]) -> String {
 }
 
 /// Runs the benchmark at every scale.
+/// The smallest graph the bench generates: every concept type needs members for the
+/// workload's parameters to name.
+const MIN_SCALE: usize = 100;
+
+/// Rejects what would fail only after minutes of loading, or silently measure nothing.
+fn check_args(args: &BenchArgs, workload: &Value) -> Result<()> {
+    if let Some(n) = args.scales.iter().find(|&&n| n < MIN_SCALE) {
+        anyhow::bail!(
+            "--scales: {n} concepts is too small a graph; each scale must be at least {MIN_SCALE}"
+        );
+    }
+    let mut known: Vec<&str> = ["queries", "writes"]
+        .iter()
+        .flat_map(|part| workload[part].as_array().into_iter().flatten())
+        .filter_map(|e| e["name"].as_str())
+        .collect();
+    known.extend(["concurrent_writers", "none"]);
+    if let Some(bad) = args.only.iter().find(|o| !known.contains(&o.as_str())) {
+        anyhow::bail!(
+            "--only: no workload entry named '{bad}'; known: {} ('none' runs no query, only the load)",
+            known.join(", ")
+        );
+    }
+    Ok(())
+}
+
 pub fn run(args: BenchArgs) -> Result<ExitCode> {
     // KIP_LOG (e.g. `kip_engine=debug`) shows the engine's log on stderr, such as the
     // time each checkpoint spends folding the overlay during the load.
@@ -935,6 +961,7 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
         &std::fs::read(&args.workload)
             .with_context(|| format!("reading {}", args.workload.display()))?,
     )?;
+    check_args(&args, &workload)?;
     std::fs::create_dir_all(&args.out)?;
     let mut results = Vec::new();
     for &n in &args.scales {

@@ -79,3 +79,36 @@ fn bench_loads_the_graph_and_times_every_workload_entry() {
     // The generated data directory is removed afterwards unless --keep-data.
     assert!(std::fs::read_dir(&work).map_or(true, |mut d| d.next().is_none()));
 }
+
+/// What would fail only after the load, or silently measure nothing, is refused first.
+#[test]
+fn bench_refuses_a_tiny_scale_and_an_unknown_workload_entry() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    for (args, says) in [
+        (
+            vec!["--scales", "10"],
+            "--scales: 10 concepts is too small a graph",
+        ),
+        (
+            vec!["--scales", "2000", "--only", "point_lookup,pont_lookup"],
+            "--only: no workload entry named 'pont_lookup'",
+        ),
+    ] {
+        let out = Command::new(env!("CARGO_BIN_EXE_kip"))
+            .current_dir(common::repo())
+            .arg("bench")
+            .args(&args)
+            .arg("--out")
+            .arg(dir.path().join("out"))
+            .arg("--work-dir")
+            .arg(dir.path().join("work"))
+            .output()
+            .expect("run kip bench");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{args:?}: {stderr}");
+        assert!(stderr.contains(says), "{args:?}: {stderr}");
+        // Refused before anything was generated or written.
+        assert!(!dir.path().join("work").exists(), "{args:?}");
+        assert!(!dir.path().join("out").exists(), "{args:?}");
+    }
+}
