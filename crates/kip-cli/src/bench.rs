@@ -562,7 +562,7 @@ fn run_salt() -> u64 {
 
 /// The bulk-load measurement of one scale.
 struct Loaded {
-    /// The median of `times`.
+    /// The median of `times` (the upper of the two middle ones for an even count).
     median: Duration,
     /// Every load's time, sorted.
     times: Vec<Duration>,
