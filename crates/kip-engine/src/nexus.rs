@@ -186,6 +186,11 @@ impl Nexus {
             // instead of stored (the postings are unchanged).
             txn.delete_table(crate::store::LEGACY_DOCS)
                 .map_err(storage_error)?;
+            // Text index version 4 -> 5: single postings -> blocks of postings. A store
+            // with the old table has version 4 or older, so its index is rebuilt below,
+            // in this transaction.
+            txn.delete_table(crate::store::OLD_POSTINGS)
+                .map_err(storage_error)?;
             let mut w = WriteTables::open(&txn, &nexus.overlay)?;
             let format = meta_u64(&w, FORMAT_KEY)?;
             if format.is_none() && !records.is_empty() {

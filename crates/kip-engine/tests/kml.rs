@@ -757,6 +757,67 @@ fn a_format_1_store_is_migrated_when_opened() {
     assert!(!tables.iter().any(|t| t == "text_docs"), "{tables:?}");
 }
 
+/// Text index version 4 kept one B-tree entry per posting (`text_postings2`); version 5
+/// keeps blocks of postings (`text_postings3`). Opening a version-4 store rebuilds its
+/// text index into blocks and deletes the old table.
+#[test]
+fn a_version_4_text_index_is_rebuilt_into_blocks_when_opened() {
+    use redb::{ReadableDatabase, TableDefinition, TableHandle};
+    const META: TableDefinition<&str, &[u8]> = TableDefinition::new("meta");
+    const OLD: TableDefinition<(&str, u64), u64> = TableDefinition::new("text_postings2");
+    const BLOCKS: TableDefinition<(&str, u64), &[u8]> = TableDefinition::new("text_postings3");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let file = dir.path().join(kip_engine::nexus::DB_FILE);
+    {
+        let n = Nexus::open(dir.path()).expect("open");
+        medical_schema(&n);
+        ok(
+            &n,
+            r#"UPSERT { CONCEPT ?d { {type: "Drug", name: "Zolpram"} SET ATTRIBUTES { description: "eases migraine attacks" } } }"#,
+        );
+    }
+    {
+        // Make it look like version 4: its table of single postings, no blocks.
+        let db = redb::Database::open(&file).expect("redb open");
+        let txn = db.begin_write().expect("txn");
+        txn.delete_table(BLOCKS).expect("drop blocks");
+        txn.open_table(META)
+            .expect("meta")
+            .insert("text_index_version", &4u64.to_le_bytes()[..])
+            .expect("version");
+        txn.open_table(OLD)
+            .expect("old postings")
+            .insert(("stale", 1), (1u64 << 32) | 1)
+            .expect("posting");
+        txn.commit().expect("commit");
+    }
+    {
+        let n = Nexus::open(dir.path()).expect("migrating open");
+        let found = ok(&n, r#"SEARCH CONCEPT "migraine""#);
+        assert!(found.to_string().contains("Zolpram"), "{found}");
+        assert!(!ok(&n, r#"SEARCH CONCEPT "stale""#)
+            .to_string()
+            .contains("Zolpram"));
+        assert_eq!(n.check_integrity().expect("check"), Vec::<String>::new());
+    }
+    let db = redb::Database::open(&file).expect("redb open");
+    let txn = db.begin_read().expect("read");
+    let version = txn
+        .open_table(META)
+        .expect("meta")
+        .get("text_index_version")
+        .expect("get")
+        .map(|g| g.value().to_vec());
+    assert_eq!(version, Some(5u64.to_le_bytes().to_vec()));
+    let tables: Vec<String> = txn
+        .list_tables()
+        .expect("tables")
+        .map(|t| t.name().to_string())
+        .collect();
+    assert!(!tables.iter().any(|t| t == "text_postings2"), "{tables:?}");
+    assert!(tables.iter().any(|t| t == "text_postings3"), "{tables:?}");
+}
+
 /// A capsule larger than the per-command limit (an export of a big graph) loads: its
 /// commands are parsed one at a time. A syntax error near its end still writes nothing.
 #[test]

@@ -17,7 +17,7 @@ use unicode_segmentation::UnicodeSegmentation;
 
 /// The version of the analysis and index layout; a store indexed with another version
 /// is re-indexed when opened.
-pub const TEXT_INDEX_VERSION: u64 = 4;
+pub const TEXT_INDEX_VERSION: u64 = 5;
 
 /// Weight of a name term relative to a description term.
 pub const NAME_WEIGHT: u32 = 3;

@@ -15,7 +15,7 @@
 //! | `osp` | (object, predicate, subject) -> id | object(+predicate), higher-order cascade |
 //! | `stats` | "t:Type" / "p:pred" / "dm:C:n" -> count | planner statistics, domain sizes |
 //! | `meta` | key -> bytes | format version, id counters, bootstrap marker |
-//! | `text_postings2` | (term, element) -> tf, doc length | SEARCH (exact term and prefix ranges) |
+//! | `text_postings3` | (term, first element) -> block of (element, tf, doc length) | SEARCH (exact term and prefix ranges) |
 //!
 //! Subjects and objects are [`ElemRef`]s encoded as one `u64` (bit 63 set for
 //! propositions), so a link whose subject is another link sorts like any other.
@@ -34,10 +34,12 @@
 
 mod keys;
 mod overlay;
+mod postings;
 mod tables;
 pub mod wal;
 
 pub use overlay::{Overlay, Snapshot};
+pub(crate) use postings::OLD_POSTINGS;
 pub(crate) use tables::LEGACY_DOCS;
 pub(crate) use tables::WAL_SEQ;
 pub use tables::{Finished, ReadTables, Sealed, WriteTables};

@@ -7,6 +7,7 @@ use super::overlay::{
     self, decode_state, encode_state, fold_index, merge, write_sorted, Changes, IndexChanges, Item,
     OspKey, Overlay, PosKey, Snapshot, StrKey, Text, View, Which,
 };
+use super::postings;
 use super::{
     decode, encode, storage_error, ConceptRecord, Continue, ElemRef, GraphRead, GraphWrite,
     PropRecord, StoreResult,
@@ -33,10 +34,9 @@ pub(crate) const SPO: TableDefinition<(u64, &str, u64), u64> = TableDefinition::
 pub(crate) const POS: TableDefinition<(&str, u64, u64), u64> = TableDefinition::new("pos");
 pub(crate) const OSP: TableDefinition<(u64, &str, u64), u64> = TableDefinition::new("osp");
 pub(crate) const STATS: TableDefinition<&str, u64> = TableDefinition::new("stats");
-/// (term, element) -> weighted term frequency (high 32 bits) and document length (low 32
-/// bits), so BM25 needs no second lookup per posting.
-pub(crate) const POSTINGS: TableDefinition<(&str, u64), u64> =
-    TableDefinition::new("text_postings2");
+/// (term, first element) -> a block of postings: per element the weighted term frequency
+/// and the document length, so BM25 needs no second lookup (see `store/postings.rs`).
+pub(crate) use super::postings::POSTING_BLOCKS as POSTINGS;
 /// Storage format 1 kept each element's analysed text here; format 2 derives it from the
 /// record when needed, and the migration deletes this table.
 pub(crate) const LEGACY_DOCS: TableDefinition<u64, &[u8]> = TableDefinition::new("text_docs");
@@ -124,7 +124,7 @@ pub struct ReadTables {
     pos: ReadOnlyTable<(&'static str, u64, u64), u64>,
     osp: ReadOnlyTable<(u64, &'static str, u64), u64>,
     stats: ReadOnlyTable<&'static str, u64>,
-    postings: ReadOnlyTable<(&'static str, u64), u64>,
+    postings: ReadOnlyTable<(&'static str, u64), &'static [u8]>,
     overlay: Arc<Overlay>,
     snapshot: Snapshot,
 }
@@ -202,7 +202,7 @@ pub struct WriteTables<'t> {
     pos: Table<'t, (&'static str, u64, u64), u64>,
     osp: Table<'t, (u64, &'static str, u64), u64>,
     stats: Table<'t, &'static str, u64>,
-    postings: Table<'t, (&'static str, u64), u64>,
+    postings: Table<'t, (&'static str, u64), &'static [u8]>,
     overlay: &'t Overlay,
     /// Overlay versions up to this one are in the redb tables (see `store/overlay.rs`).
     floor: u64,
@@ -807,27 +807,22 @@ mod read {
 
     /// Text postings from `from` on, in term order: `f(term, key, tf, doc length)`.
     pub fn scan_postings(
-        t: &impl ReadableTable<(&'static str, u64), u64>,
+        t: &impl ReadableTable<(&'static str, u64), &'static [u8]>,
         view: View<'_>,
         from: &str,
         f: &mut dyn FnMut(&str, u64, u32, u32) -> StoreResult<Continue>,
     ) -> StoreResult<()> {
-        let base = t.range((from, 0u64)..).map_err(storage_error)?;
+        let base = postings::BlockPostings::from_term(t, from)?;
         let over = view.stream(&overlay::POSTINGS, || {
             (Bound::Included((Text::from(from), 0)), Bound::Unbounded)
         });
         merge(
             base,
             over,
-            |(k, _), ok: &StrKey| {
-                let (term, key) = k.value();
-                (term, key).cmp(&(ok.0.as_str(), ok.1))
-            },
+            |(term, key, _), ok: &StrKey| (&**term, *key).cmp(&(ok.0.as_str(), ok.1)),
             |item| match item {
-                Item::Base((k, v)) => {
-                    let (term, key) = k.value();
-                    let packed = v.value();
-                    f(term, key, (packed >> 32) as u32, packed as u32)
+                Item::Base((term, key, packed)) => {
+                    f(term, *key, (packed >> 32) as u32, *packed as u32)
                 }
                 Item::Over(ok, packed) => f(&ok.0, ok.1, (packed >> 32) as u32, *packed as u32),
             },
@@ -836,7 +831,7 @@ mod read {
 
     /// One posting: (weighted tf, document length).
     pub fn posting(
-        t: &impl ReadableTable<(&'static str, u64), u64>,
+        t: &impl ReadableTable<(&'static str, u64), &'static [u8]>,
         view: View<'_>,
         term: &str,
         key: u64,
@@ -849,10 +844,7 @@ mod read {
             .and_then(|mut s| s.next());
         let packed = match over {
             Some((_, v)) => v,
-            None => t
-                .get((term, key))
-                .map_err(storage_error)?
-                .map(|g| g.value()),
+            None => postings::lookup(t, term, key)?,
         };
         Ok(packed.map(|p| ((p >> 32) as u32, p as u32)))
     }
