@@ -39,8 +39,8 @@
 use super::keys::KeyCache;
 use super::{storage_error, StoreResult};
 use redb::Table;
-use std::collections::{btree_map, BTreeMap, VecDeque};
-use std::iter::Peekable;
+use std::cell::{Ref, RefCell};
+use std::collections::VecDeque;
 use std::ops::Bound;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{
@@ -58,8 +58,145 @@ pub(crate) type PosKey = (Text, u64, u64);
 /// `(object, predicate, subject)`: `osp`.
 pub(crate) type OspKey = (u64, Text, u64);
 
-/// One index's changes in a transaction: the new value of a key, or `None` (removed).
-pub(crate) type Changes<K, V> = BTreeMap<K, Option<V>>;
+/// One index's changes in a transaction: the new value of a key, or `None` (removed);
+/// the last change of a key wins.
+///
+/// Changes are appended to a log and sorted into one key-ordered list (the last change
+/// of each key kept) when they are next read, not inserted into a sorted map one by
+/// one: a bulk UPSERT makes ten or more index changes per concept, and a map insert per
+/// change (with its key comparisons down the tree and its node allocations) was about a
+/// tenth of a load's time, while reads of a transaction's own index changes are rare
+/// (a DELETE's cascade, a query inside a transaction).
+///
+/// The sorting happens behind a shared reference (a read), hence the `RefCell`. It never
+/// fails: the log is non-empty only after an insert, an insert needs `&mut self`, so no
+/// reader's borrow (a [`Stream`] holds one) can be alive then, and every later reader
+/// sorts the log before it borrows.
+#[derive(Debug)]
+pub(crate) struct Changes<K, V> {
+    inner: RefCell<ChangeLog<K, V>>,
+}
+
+#[derive(Debug)]
+struct ChangeLog<K, V> {
+    /// Sorted by key, one entry per key.
+    sorted: Vec<(K, Option<V>)>,
+    /// Appended since the last sort, oldest first.
+    log: Vec<(K, Option<V>)>,
+}
+
+impl<K, V> Default for Changes<K, V> {
+    fn default() -> Self {
+        Changes {
+            inner: RefCell::new(ChangeLog {
+                sorted: Vec::new(),
+                log: Vec::new(),
+            }),
+        }
+    }
+}
+
+impl<K: Ord, V> ChangeLog<K, V> {
+    fn sort(&mut self) {
+        if self.log.is_empty() {
+            return;
+        }
+        let mut log = std::mem::take(&mut self.log);
+        // Stable: the changes of one key stay in the order they were made.
+        log.sort_by(|a, b| a.0.cmp(&b.0));
+        let mut newest: Vec<(K, Option<V>)> = Vec::with_capacity(log.len());
+        for change in log {
+            match newest.last_mut() {
+                Some(last) if last.0 == change.0 => *last = change,
+                _ => newest.push(change),
+            }
+        }
+        if self.sorted.is_empty() {
+            self.sorted = newest;
+            return;
+        }
+        let older = std::mem::take(&mut self.sorted);
+        let mut merged = Vec::with_capacity(older.len() + newest.len());
+        let mut a = older.into_iter().peekable();
+        let mut b = newest.into_iter().peekable();
+        loop {
+            let order = match (a.peek(), b.peek()) {
+                (Some(x), Some(y)) => x.0.cmp(&y.0),
+                (Some(_), None) => std::cmp::Ordering::Less,
+                (None, Some(_)) => std::cmp::Ordering::Greater,
+                (None, None) => break,
+            };
+            let next = match order {
+                std::cmp::Ordering::Less => a.next(),
+                std::cmp::Ordering::Equal => {
+                    a.next();
+                    b.next()
+                }
+                std::cmp::Ordering::Greater => b.next(),
+            };
+            merged.extend(next);
+        }
+        self.sorted = merged;
+    }
+}
+
+impl<K: Ord, V> Changes<K, V> {
+    /// Records the new value of `key` (`None`: removed).
+    pub fn insert(&mut self, key: K, value: Option<V>) {
+        self.inner.get_mut().log.push((key, value));
+    }
+
+    /// Changes recorded: the number of changed keys, or more while changes to the same
+    /// key are still unsorted (exact after [`Changes::sort`]).
+    pub fn len(&self) -> usize {
+        self.inner
+            .try_borrow()
+            .map_or(0, |c| c.sorted.len() + c.log.len())
+    }
+
+    /// Whether nothing changed.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Sorts the changes made since the last read.
+    pub fn sort(&mut self) {
+        self.inner.get_mut().sort();
+    }
+
+    /// The changes in key order, one per key.
+    pub fn sorted(&self) -> Ref<'_, [(K, Option<V>)]> {
+        let unsorted = self.inner.try_borrow().is_ok_and(|c| !c.log.is_empty());
+        if unsorted {
+            if let Ok(mut c) = self.inner.try_borrow_mut() {
+                c.sort();
+            }
+        }
+        Ref::map(self.inner.borrow(), |c| c.sorted.as_slice())
+    }
+
+    /// Takes the changes out, in key order, one per key.
+    pub fn take_sorted(&mut self) -> Vec<(K, Option<V>)> {
+        let c = self.inner.get_mut();
+        c.sort();
+        std::mem::take(&mut c.sorted)
+    }
+
+    /// The changes in key order, one per key.
+    pub fn into_sorted(mut self) -> Vec<(K, Option<V>)> {
+        self.take_sorted()
+    }
+}
+
+impl<K: Ord, V> FromIterator<(K, Option<V>)> for Changes<K, V> {
+    fn from_iter<I: IntoIterator<Item = (K, Option<V>)>>(iter: I) -> Self {
+        let mut c = Changes::default();
+        for (k, v) in iter {
+            c.insert(k, v);
+        }
+        c
+    }
+}
 
 /// Entries fetched from the shared layer per lock acquisition while scanning.
 const CHUNK: usize = 256;
@@ -129,6 +266,15 @@ impl IndexChanges {
     /// Whether nothing changed.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
+    }
+
+    /// Sorts every index's changes (so [`IndexChanges::len`] is exact).
+    pub fn sort(&mut self) {
+        self.concept_type.sort();
+        self.concept_name.sort();
+        self.pos.sort();
+        self.osp.sort();
+        self.postings.sort();
     }
 }
 
@@ -305,6 +451,7 @@ fn publish_into<K: Ord + Clone, V: Clone>(
     changes: Changes<K, V>,
     ver: u64,
 ) {
+    let changes = changes.into_sorted();
     if changes.is_empty() {
         return;
     }
@@ -948,7 +1095,24 @@ impl<'a> View<'a> {
         let (lo, hi) = bounds();
         let empty = empty_range(&lo, &hi);
         let private = match own {
-            Some(c) if !empty => Some(c.range((lo.clone(), hi.clone())).peekable()),
+            Some(c) if !empty => {
+                let entries = c.sorted();
+                let start = match &lo {
+                    Bound::Included(k) => entries.partition_point(|e| e.0 < *k),
+                    Bound::Excluded(k) => entries.partition_point(|e| e.0 <= *k),
+                    Bound::Unbounded => 0,
+                };
+                let end = match &hi {
+                    Bound::Included(k) => entries.partition_point(|e| e.0 <= *k),
+                    Bound::Excluded(k) => entries.partition_point(|e| e.0 < *k),
+                    Bound::Unbounded => entries.len(),
+                };
+                Some(Private {
+                    entries,
+                    next: start,
+                    end: end.max(start),
+                })
+            }
             _ => None,
         };
         Some(Stream {
@@ -976,7 +1140,30 @@ pub(crate) struct Stream<'a, K, V> {
     hi: Bound<K>,
     buf: VecDeque<(K, Option<V>)>,
     shared_done: bool,
-    private: Option<Peekable<btree_map::Range<'a, K, Option<V>>>>,
+    private: Option<Private<'a, K, V>>,
+}
+
+/// The writing transaction's own changes in a stream's range.
+struct Private<'a, K, V> {
+    entries: Ref<'a, [(K, Option<V>)]>,
+    next: usize,
+    end: usize,
+}
+
+impl<K: Clone, V: Clone> Private<'_, K, V> {
+    fn peek(&self) -> Option<&(K, Option<V>)> {
+        if self.next < self.end {
+            self.entries.get(self.next)
+        } else {
+            None
+        }
+    }
+
+    fn take(&mut self) -> Option<(K, Option<V>)> {
+        let e = self.peek().cloned();
+        self.next += 1;
+        e
+    }
 }
 
 impl<K: Ord + Clone, V: Clone> Stream<'_, K, V> {
@@ -1006,32 +1193,26 @@ impl<K: Ord + Clone, V: Clone> Iterator for Stream<'_, K, V> {
 
     fn next(&mut self) -> Option<Self::Item> {
         self.fill();
-        let own = self
-            .private
-            .as_mut()
-            .and_then(|p| p.peek().map(|(k, _)| *k));
-        match (self.buf.front(), own) {
-            (None, None) => None,
-            (Some(_), None) => self.buf.pop_front(),
-            (None, Some(_)) => self
-                .private
-                .as_mut()
-                .and_then(|p| p.next())
-                .map(|(k, v)| (k.clone(), v.clone())),
-            (Some((shared, _)), Some(own)) => {
-                if shared < own {
-                    self.buf.pop_front()
-                } else {
-                    if shared == own {
-                        // The transaction's own change replaces the committed one.
-                        self.buf.pop_front();
-                    }
-                    self.private
-                        .as_mut()
-                        .and_then(|p| p.next())
-                        .map(|(k, v)| (k.clone(), v.clone()))
-                }
-            }
+        let own = self.private.as_ref().and_then(|p| p.peek());
+        // (take the transaction's own change, drop the shared entry it replaces)
+        let (take_own, replaces) = match (self.buf.front(), own) {
+            (None, None) => return None,
+            (Some(_), None) => (false, false),
+            (None, Some(_)) => (true, false),
+            (Some((shared, _)), Some((own, _))) => match shared.cmp(own) {
+                std::cmp::Ordering::Less => (false, false),
+                // The transaction's own change replaces the committed one.
+                std::cmp::Ordering::Equal => (true, true),
+                std::cmp::Ordering::Greater => (true, false),
+            },
+        };
+        if replaces {
+            self.buf.pop_front();
+        }
+        if take_own {
+            self.private.as_mut().and_then(|p| p.take())
+        } else {
+            self.buf.pop_front()
         }
     }
 }
@@ -1219,14 +1400,15 @@ pub(crate) fn fold_index<K: Ord + Clone, V: Clone, T: Apply<K, V>>(
         })?;
         table.apply_sorted(&items)?;
     }
-    let own = std::mem::take(own);
-    let items: Vec<Entry<'_, K, V>> = own.iter().collect();
+    let own = own.take_sorted();
+    let items: Vec<Entry<'_, K, V>> = own.iter().map(|(k, v)| (k, v)).collect();
     table.apply_sorted(&items)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::collections::BTreeMap;
 
     fn keys(s: &mut Stream<'_, StrKey, u64>) -> Vec<(StrKey, Option<u64>)> {
         s.collect()
@@ -1429,7 +1611,8 @@ mod tests {
         let o = Overlay::default();
         o.set_background(1);
         for v in 1..=4u64 {
-            let changes: Changes<StrKey, u64> = [((Text::from("k"), v), Some(v))].into();
+            let changes: Changes<StrKey, u64> =
+                [((Text::from("k"), v), Some(v))].into_iter().collect();
             publish_into(&o, &POSTINGS, changes, v);
         }
         assert_eq!(o.layers().postings.runs.len(), 4);
@@ -1449,7 +1632,8 @@ mod tests {
             ((Text::from("k"), 5), Some(5)),
             ((Text::from("k"), 6), Some(5)),
         ]
-        .into();
+        .into_iter()
+        .collect();
         publish_into(&o, &POSTINGS, changes, 5);
         let mut raced = false;
         assert!(!merge_once(&o, &POSTINGS, || {
@@ -1501,6 +1685,52 @@ mod tests {
         ]
     }
 
+    /// Two readers of a transaction's changes at once (a join's nested streams) share
+    /// the sorted list; a change made after them is sorted in by the next reader.
+    #[test]
+    fn changes_are_read_by_nested_streams_and_sorted_after_new_changes() {
+        let mut c: Changes<u64, u64> = [(3, Some(1)), (1, Some(1)), (3, None)]
+            .into_iter()
+            .collect();
+        {
+            let a = c.sorted();
+            let b = c.sorted();
+            assert_eq!(&*a, &[(1, Some(1)), (3, None)][..]);
+            assert_eq!(&*a, &*b);
+        }
+        c.insert(2, Some(7));
+        c.insert(1, None);
+        assert_eq!(c.len(), 4);
+        assert_eq!(&*c.sorted(), &[(1, None), (2, Some(7)), (3, None)][..]);
+        assert_eq!(c.len(), 3);
+        assert_eq!(c.into_sorted(), vec![(1, None), (2, Some(7)), (3, None)]);
+    }
+
+    proptest! {
+        /// Changes read back at any point equal a map with the last change per key.
+        #[test]
+        fn changes_keep_the_last_change_per_key(
+            ops in prop::collection::vec((0u8..40, prop::option::of(0u64..5), any::<bool>()), 0..200),
+        ) {
+            let mut c: Changes<u8, u64> = Changes::default();
+            let mut model: BTreeMap<u8, Option<u64>> = BTreeMap::new();
+            for (k, v, read) in ops {
+                c.insert(k, v);
+                model.insert(k, v);
+                prop_assert!(c.len() >= model.len());
+                if read {
+                    let got: Vec<(u8, Option<u64>)> = c.sorted().to_vec();
+                    let want: Vec<(u8, Option<u64>)> = model.iter().map(|(k, v)| (*k, *v)).collect();
+                    prop_assert_eq!(got, want);
+                    prop_assert_eq!(c.len(), model.len());
+                }
+            }
+            let want: Vec<(u8, Option<u64>)> = model.into_iter().collect();
+            prop_assert_eq!(c.take_sorted(), want);
+            prop_assert!(c.is_empty());
+        }
+    }
+
     proptest! {
         #![proptest_config(ProptestConfig {
             cases: 128,
@@ -1528,7 +1758,7 @@ mod tests {
                         ver += 1;
                         let changes: Changes<StrKey, u64> =
                             c.iter().map(|(k, v)| (key(*k), *v)).collect();
-                        for (k, v) in &changes {
+                        for (k, v) in changes.sorted().iter() {
                             model.insert((k.clone(), ver), *v);
                         }
                         publish_into(&o, &POSTINGS, changes, ver);

@@ -72,10 +72,13 @@ type SpoKey = (u64, Text, u64);
 /// leaf rewrite each. The transaction's reads look here first.
 #[derive(Debug, Default)]
 struct Staged {
-    concepts: Changes<u64, Vec<u8>>,
-    props: Changes<u64, Vec<u8>>,
-    spo: Changes<SpoKey, u64>,
+    concepts: Staging<u64, Vec<u8>>,
+    props: Staging<u64, Vec<u8>>,
+    spo: Staging<SpoKey, u64>,
 }
+
+/// Staged writes of one table (read back by key during the transaction, so a map).
+type Staging<K, V> = std::collections::BTreeMap<K, Option<V>>;
 
 impl Staged {
     fn len(&self) -> usize {
@@ -342,6 +345,8 @@ impl<'t> WriteTables<'t> {
         if matches!(sealed, Sealed::Durable) {
             self.fold()?;
         }
+        // Sorted now, so the count the overlay publishes is exact.
+        self.changes.sort();
         // The writer is alone (redb's write lock), so its version is the next one.
         let version = (!self.changes.is_empty()).then_some(self.top + 1);
         if version.is_some() || self.folded.is_some() {
@@ -603,7 +608,7 @@ mod read {
     /// else the table's.
     pub fn record<T: serde::de::DeserializeOwned>(
         t: &impl ReadableTable<u64, &'static [u8]>,
-        staged: Option<&Changes<u64, Vec<u8>>>,
+        staged: Option<&Staging<u64, Vec<u8>>>,
         id: u64,
     ) -> StoreResult<Option<T>> {
         if let Some(s) = staged.and_then(|s| s.get(&id)) {
@@ -618,7 +623,7 @@ mod read {
     /// Entries in a record table, counting the transaction's staged writes.
     pub fn count(
         t: &impl ReadableTable<u64, &'static [u8]>,
-        staged: Option<&Changes<u64, Vec<u8>>>,
+        staged: Option<&Staging<u64, Vec<u8>>>,
     ) -> StoreResult<u64> {
         let mut n = t.len().map_err(storage_error)?;
         for (id, v) in staged.into_iter().flatten() {
@@ -677,7 +682,7 @@ mod read {
     /// Every id of a record table (with the transaction's staged writes), in order.
     pub fn scan_ids(
         t: &impl ReadableTable<u64, &'static [u8]>,
-        staged: Option<&Changes<u64, Vec<u8>>>,
+        staged: Option<&Staging<u64, Vec<u8>>>,
         f: &mut dyn FnMut(u64) -> StoreResult<Continue>,
     ) -> StoreResult<()> {
         let over = staged
@@ -698,7 +703,7 @@ mod read {
     /// second component: `f(second, third, id)`.
     pub fn scan_triple(
         t: &impl ReadableTable<(u64, &'static str, u64), u64>,
-        staged: Option<&Changes<SpoKey, u64>>,
+        staged: Option<&Staging<SpoKey, u64>>,
         first: u64,
         second: Option<&str>,
         f: &mut dyn FnMut(&str, ElemRef, u64) -> StoreResult<Continue>,
