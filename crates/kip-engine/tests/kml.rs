@@ -688,7 +688,7 @@ fn a_newer_storage_format_is_refused_with_a_clear_message() {
 /// the table is deleted, the format recorded, and the text index keeps working.
 #[test]
 fn a_format_1_store_is_migrated_when_opened() {
-    use redb::{ReadableDatabase, TableDefinition, TableHandle};
+    use redb::TableDefinition;
     const META: TableDefinition<&str, &[u8]> = TableDefinition::new("meta");
     const TEXT_DOCS: TableDefinition<u64, &[u8]> = TableDefinition::new("text_docs");
     let dir = tempfile::tempdir().expect("tempdir");
@@ -740,21 +740,29 @@ fn a_format_1_store_is_migrated_when_opened() {
             .contains("Zolpram"));
         assert_eq!(n.check_integrity().expect("check"), Vec::<String>::new());
     }
-    let db = redb::Database::open(&file).expect("redb open");
+    let (version, tables) = meta_and_tables(&file, "format_version");
+    assert_eq!(version, Some(2u64.to_le_bytes().to_vec()));
+    assert!(!tables.iter().any(|t| t == "text_docs"), "{tables:?}");
+}
+
+/// A raw `meta` value and the table names of a closed data directory's database file.
+fn meta_and_tables(file: &std::path::Path, key: &str) -> (Option<Vec<u8>>, Vec<String>) {
+    use redb::{ReadableDatabase, TableDefinition, TableHandle};
+    const META: TableDefinition<&str, &[u8]> = TableDefinition::new("meta");
+    let db = redb::Database::open(file).expect("redb open");
     let txn = db.begin_read().expect("read");
-    let version = txn
+    let value = txn
         .open_table(META)
         .expect("meta")
-        .get("format_version")
+        .get(key)
         .expect("get")
         .map(|g| g.value().to_vec());
-    assert_eq!(version, Some(2u64.to_le_bytes().to_vec()));
-    let tables: Vec<String> = txn
+    let tables = txn
         .list_tables()
         .expect("tables")
         .map(|t| t.name().to_string())
         .collect();
-    assert!(!tables.iter().any(|t| t == "text_docs"), "{tables:?}");
+    (value, tables)
 }
 
 /// Text index version 4 kept one B-tree entry per posting (`text_postings2`); version 5
@@ -762,7 +770,7 @@ fn a_format_1_store_is_migrated_when_opened() {
 /// text index into blocks and deletes the old table.
 #[test]
 fn a_version_4_text_index_is_rebuilt_into_blocks_when_opened() {
-    use redb::{ReadableDatabase, TableDefinition, TableHandle};
+    use redb::TableDefinition;
     const META: TableDefinition<&str, &[u8]> = TableDefinition::new("meta");
     const OLD: TableDefinition<(&str, u64), u64> = TableDefinition::new("text_postings2");
     const BLOCKS: TableDefinition<(&str, u64), &[u8]> = TableDefinition::new("text_postings3");
@@ -800,20 +808,8 @@ fn a_version_4_text_index_is_rebuilt_into_blocks_when_opened() {
             .contains("Zolpram"));
         assert_eq!(n.check_integrity().expect("check"), Vec::<String>::new());
     }
-    let db = redb::Database::open(&file).expect("redb open");
-    let txn = db.begin_read().expect("read");
-    let version = txn
-        .open_table(META)
-        .expect("meta")
-        .get("text_index_version")
-        .expect("get")
-        .map(|g| g.value().to_vec());
+    let (version, tables) = meta_and_tables(&file, "text_index_version");
     assert_eq!(version, Some(5u64.to_le_bytes().to_vec()));
-    let tables: Vec<String> = txn
-        .list_tables()
-        .expect("tables")
-        .map(|t| t.name().to_string())
-        .collect();
     assert!(!tables.iter().any(|t| t == "text_postings2"), "{tables:?}");
     assert!(tables.iter().any(|t| t == "text_postings3"), "{tables:?}");
 }

@@ -380,25 +380,31 @@ fn plan_term(
             Some((_, found)) => read_block(found)?,
             None => None,
         };
-        let take = match bound {
-            Some(b) => rest.partition_point(|((_, e), _)| *e < b).max(1),
-            None => rest.len(),
-        };
-        let (mine, later) = rest.split_at(take);
-        plan_target(term, target, mine, writes);
-        rest = later;
+        rest = plan_upto(term, target, bound, rest, writes);
     }
     while let Some(&((_, elem), _)) = rest.first() {
         let (target, bound) = find_target(walk.table, term, *elem)?;
-        let take = match bound {
-            Some(b) => rest.partition_point(|((_, e), _)| *e < b).max(1),
-            None => rest.len(),
-        };
-        let (mine, later) = rest.split_at(take);
-        plan_target(term, target, mine, writes);
-        rest = later;
+        rest = plan_upto(term, target, bound, rest, writes);
     }
     Ok(())
+}
+
+/// Plans the changes of `items` that fall in `target`'s range (below `bound`, the next
+/// block's first element; at least the first change) and returns the rest.
+fn plan_upto<'i, 'e>(
+    term: &Text,
+    target: Option<Target>,
+    bound: Option<u64>,
+    items: &'i [Entry<'e, StrKey, u64>],
+    writes: &mut Vec<(StrKey, Option<Vec<u8>>)>,
+) -> &'i [Entry<'e, StrKey, u64>] {
+    let take = match bound {
+        Some(b) => items.partition_point(|((_, e), _)| *e < b).max(1),
+        None => items.len(),
+    };
+    let (mine, later) = items.split_at(take.min(items.len()));
+    plan_target(term, target, mine, writes);
+    later
 }
 
 impl Apply<StrKey, u64> for BlockTable<'_> {
