@@ -153,6 +153,23 @@ pub fn print_json(v: &Value) {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    // The command runs on a thread with the engine's worker stack, whatever the main
+    // thread's stack limit (`ulimit -s`) is: the engine's bounds are sized for it.
+    let worker = std::thread::Builder::new()
+        .name("kip".into())
+        .stack_size(kip_engine::WORKER_STACK_BYTES)
+        .spawn(move || run_command(cli));
+    match worker.map(std::thread::JoinHandle::join) {
+        Ok(Ok(code)) => code,
+        Ok(Err(_)) => ExitCode::from(101),
+        Err(e) => {
+            eprintln!("kip: cannot start the command thread: {e}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+fn run_command(cli: Cli) -> ExitCode {
     let data = data_dir(&cli);
     let quiet = cli.quiet;
     let result = match cli.command {

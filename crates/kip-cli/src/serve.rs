@@ -72,6 +72,7 @@ pub fn run(data: &Path, args: ServeArgs) -> Result<ExitCode> {
     };
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
+        .thread_stack_size(kip_engine::WORKER_STACK_BYTES)
         .build()
         .context("starting the async runtime")?;
     runtime.block_on(async move {

@@ -1,10 +1,10 @@
 //! # kip-engine
 //!
-//! The kip-nexus engine. Today it holds the `execute_kip` request envelope
-//! ([`envelope`]): request parsing, per-command preparation (parse + parameter binding),
-//! batch semantics, the read-only refusal and the response shapes, so that every
-//! interface (CLI, MCP, HTTP) behaves the same. Storage, KML, KQL and META execution
-//! arrive as the Cognitive Nexus is built (see the project issues).
+//! The kip-nexus engine: the Cognitive Nexus ([`Nexus`]) over its durable store
+//! ([`store`]), KML ([`kml`]), KQL ([`kql`]), META ([`meta`]), the Knowledge Graph
+//! Memory Server tools ([`memory`]) and the `execute_kip` request envelope
+//! ([`envelope`]) every interface (CLI, MCP, HTTP) goes through, so they behave the
+//! same.
 //!
 //! Architecture invariant: the engine is synchronous; async lives in the server crate.
 
@@ -18,6 +18,14 @@ pub mod meta;
 pub mod nexus;
 pub mod schema;
 pub mod store;
+
+/// Stack size of every thread that runs engine calls (the server's async workers and
+/// blocking pool, the CLI's command thread). The engine's recursive walks are bounded
+/// by the parser's limits ([`kip_lang::ParseOptions`]: nesting depth, WHERE clauses and
+/// FILTER operators per command); the test `deep_shapes_fit_the_worker_stack` runs the
+/// worst shapes at those limits on a thread of this size in a debug build (whose frames
+/// are several times larger than the release build's).
+pub const WORKER_STACK_BYTES: usize = 8 << 20;
 
 pub use envelope::{run, Access, CommandItem, ExecuteRequest, Outcome, Response};
 pub use nexus::Nexus;

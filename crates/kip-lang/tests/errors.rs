@@ -192,3 +192,51 @@ fn script_parts_report_positions_in_the_whole_script() {
         .expect("lexes")
         .is_empty());
 }
+
+/// Flat shapes have no nesting but are as deep for the engine: a chain of `||`, many
+/// patterns, many sibling blocks. They are bounded per command (KIP_4002 with a hint),
+/// counted at every level; at the limit they parse.
+#[test]
+fn flat_chains_are_bounded_per_command() {
+    let opts = ParseOptions::default();
+    let chain = |op: &str, n: usize| {
+        let terms: Vec<String> = (0..n).map(|i| format!("?x.name == {i}")).collect();
+        format!(
+            "FIND(?x) WHERE {{ ?x {{type: \"T\"}} FILTER({}) }}",
+            terms.join(op)
+        )
+    };
+    let patterns = |n: usize| {
+        let p: Vec<String> = (0..n).map(|i| format!("(?x{i}, \"p\", ?x{})", i + 1)).collect();
+        format!("FIND(?x0) WHERE {{ {} }}", p.join(" "))
+    };
+    let blocks = |n: usize| {
+        format!(
+            "FIND(?x) WHERE {{ ?x {{type: \"T\"}} {} }}",
+            "OPTIONAL { ?x {name: \"n\"} } ".repeat(n)
+        )
+    };
+    // Each `name == i` is one operator, each `||` one more.
+    parse_command(&chain(" || ", opts.max_operators / 2)).expect("at the limit");
+    parse_command(&patterns(opts.max_clauses)).expect("at the limit");
+    // one clause for the concept pattern, two per OPTIONAL (the block and its pattern)
+    parse_command(&blocks((opts.max_clauses - 1) / 2)).expect("at the limit");
+    for src in [
+        chain(" || ", 3000),
+        chain(" && ", 5000),
+        chain(" || ", opts.max_operators / 2 + 1),
+        patterns(opts.max_clauses + 1),
+        blocks(10_000),
+        format!(
+            "DELETE CONCEPT ?x0 DETACH WHERE {{ {} }}",
+            (0..300).map(|i| format!("?x{i} {{type: \"T\"}}")).collect::<Vec<_>>().join(" ")
+        ),
+    ] {
+        let e = parse_command(&src).expect_err("too many");
+        assert_eq!(e.code, ErrorCode::ResourceExhausted, "{e}");
+        assert!(e.hint.is_some() && e.line.is_some(), "{e:?}");
+    }
+    // The budget is per command: a script of many commands at the limit parses.
+    let script = vec![patterns(opts.max_clauses); 3].join("\n");
+    assert_eq!(parse_script(&script).expect("three commands").len(), 3);
+}

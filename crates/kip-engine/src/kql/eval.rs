@@ -195,39 +195,53 @@ pub fn eval(ctx: &Ctx, e: &Expr, row: &Row) -> Result<Value, KipError> {
         Expr::Path(p) => path_value(ctx, p, row, false)?,
         Expr::Not(inner, _) => Value::Bool(!truthy(&eval(ctx, inner, row)?)),
         Expr::Binary {
+            op: op @ (BinaryOp::And | BinaryOp::Or),
+            ..
+        } => {
+            // `a || b || c` parses left-deep: walk its spine in a loop, not by recursion,
+            // so a long flat chain costs no stack. Operands still run left to right
+            // with short-circuit.
+            let decisive = *op == BinaryOp::Or;
+            let mut rights = Vec::new();
+            let mut leftmost = e;
+            while let Expr::Binary {
+                op: o, left, right, ..
+            } = leftmost
+            {
+                if o != op {
+                    break;
+                }
+                rights.push(&**right);
+                leftmost = left;
+            }
+            if truthy(&eval(ctx, leftmost, row)?) == decisive {
+                return Ok(Value::Bool(decisive));
+            }
+            for r in rights.iter().rev() {
+                if truthy(&eval(ctx, r, row)?) == decisive {
+                    return Ok(Value::Bool(decisive));
+                }
+            }
+            Value::Bool(!decisive)
+        }
+        Expr::Binary {
             op, left, right, ..
         } => {
             let l = eval(ctx, left, row)?;
-            match op {
-                BinaryOp::And => {
-                    if !truthy(&l) {
-                        return Ok(Value::Bool(false));
-                    }
-                    Value::Bool(truthy(&eval(ctx, right, row)?))
+            let r = eval(ctx, right, row)?;
+            Value::Bool(match op {
+                BinaryOp::Eq => json_eq(&l, &r),
+                BinaryOp::Ne => !json_eq(&l, &r),
+                BinaryOp::Lt => compare(&l, &r) == Some(Ordering::Less),
+                BinaryOp::Le => {
+                    matches!(compare(&l, &r), Some(Ordering::Less | Ordering::Equal))
                 }
-                BinaryOp::Or => {
-                    if truthy(&l) {
-                        return Ok(Value::Bool(true));
-                    }
-                    Value::Bool(truthy(&eval(ctx, right, row)?))
+                BinaryOp::Gt => compare(&l, &r) == Some(Ordering::Greater),
+                BinaryOp::Ge => {
+                    matches!(compare(&l, &r), Some(Ordering::Greater | Ordering::Equal))
                 }
-                _ => {
-                    let r = eval(ctx, right, row)?;
-                    Value::Bool(match op {
-                        BinaryOp::Eq => json_eq(&l, &r),
-                        BinaryOp::Ne => !json_eq(&l, &r),
-                        BinaryOp::Lt => compare(&l, &r) == Some(Ordering::Less),
-                        BinaryOp::Le => {
-                            matches!(compare(&l, &r), Some(Ordering::Less | Ordering::Equal))
-                        }
-                        BinaryOp::Gt => compare(&l, &r) == Some(Ordering::Greater),
-                        BinaryOp::Ge => {
-                            matches!(compare(&l, &r), Some(Ordering::Greater | Ordering::Equal))
-                        }
-                        BinaryOp::And | BinaryOp::Or => false,
-                    })
-                }
-            }
+                BinaryOp::And | BinaryOp::Or => false,
+            })
         }
         Expr::Call { func, args, .. } => {
             let vals = args

@@ -270,6 +270,7 @@ impl Parser<'_> {
     }
 
     fn where_clause(&mut self) -> KipResult<WhereClause> {
+        self.count_clause()?;
         match self.peek_tok().clone() {
             Tok::Ident(w) => match w.as_str() {
                 "FILTER" => {
@@ -633,7 +634,8 @@ impl Parser<'_> {
     fn or_expr(&mut self) -> KipResult<Expr> {
         let mut left = self.and_expr()?;
         while *self.peek_tok() == Tok::OrOr {
-            self.bump();
+            let at = self.bump().span;
+            self.count_operator(at)?;
             let right = self.and_expr()?;
             let span = left.span().to(right.span());
             left = Expr::Binary {
@@ -649,7 +651,8 @@ impl Parser<'_> {
     fn and_expr(&mut self) -> KipResult<Expr> {
         let mut left = self.cmp_expr()?;
         while *self.peek_tok() == Tok::AndAnd {
-            self.bump();
+            let at = self.bump().span;
+            self.count_operator(at)?;
             let right = self.cmp_expr()?;
             let span = left.span().to(right.span());
             left = Expr::Binary {
@@ -673,7 +676,8 @@ impl Parser<'_> {
             Tok::Ge => BinaryOp::Ge,
             _ => return Ok(left),
         };
-        self.bump();
+        let at = self.bump().span;
+        self.count_operator(at)?;
         let right = self.unary_expr()?;
         let span = left.span().to(right.span());
         Ok(Expr::Binary {
@@ -687,6 +691,7 @@ impl Parser<'_> {
     fn unary_expr(&mut self) -> KipResult<Expr> {
         if *self.peek_tok() == Tok::Bang {
             let start = self.bump().span;
+            self.count_operator(start)?;
             self.enter()?;
             let inner = self.unary_expr();
             self.leave();
@@ -738,6 +743,7 @@ impl Parser<'_> {
     fn call(&mut self, func: Function) -> KipResult<Expr> {
         let kw = func.keyword();
         let start = self.bump().span;
+        self.count_operator(start)?;
         self.expect(&Tok::LParen, &format!("'(' after {kw}"))?;
         let mut args = Vec::new();
         if *self.peek_tok() != Tok::RParen {

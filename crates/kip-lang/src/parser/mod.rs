@@ -24,6 +24,16 @@ pub struct ParseOptions {
     pub max_depth: usize,
     /// Maximum size of the command text in bytes (`KIP_4002` beyond).
     pub max_input_bytes: usize,
+    /// Maximum number of `WHERE` clauses in one command (patterns, FILTER, NOT,
+    /// OPTIONAL and UNION blocks, at every nesting level; `KIP_4002` beyond). The query
+    /// engine matches clauses by nested calls, so this bounds its recursion and its
+    /// planning time whatever the shape of the query (a flat chain of thousands of
+    /// patterns included).
+    pub max_clauses: usize,
+    /// Maximum number of operators (`||`, `&&`, comparisons, `!`, function calls) over
+    /// all FILTER expressions of one command (`KIP_4002` beyond). A flat chain of `||`
+    /// is a deep tree however few parentheses it has: this bounds it.
+    pub max_operators: usize,
 }
 
 impl Default for ParseOptions {
@@ -31,6 +41,8 @@ impl Default for ParseOptions {
         ParseOptions {
             max_depth: 64,
             max_input_bytes: 16 * 1024 * 1024,
+            max_clauses: 256,
+            max_operators: 512,
         }
     }
 }
@@ -201,6 +213,10 @@ pub(crate) struct Parser<'a> {
     /// The lexing error that ended the stream (it was replaced by [`Tok::Eof`]).
     lex_error: Option<KipError>,
     depth: usize,
+    /// `WHERE` clauses of the current command ([`ParseOptions::max_clauses`]).
+    clauses: usize,
+    /// FILTER operators of the current command ([`ParseOptions::max_operators`]).
+    operators: usize,
     opts: ParseOptions,
 }
 
@@ -231,6 +247,8 @@ impl<'a> Parser<'a> {
             prev: None,
             lex_error: None,
             depth: 0,
+            clauses: 0,
+            operators: 0,
             opts,
         };
         p.fill();
@@ -466,9 +484,50 @@ impl<'a> Parser<'a> {
         self.depth = self.depth.saturating_sub(1);
     }
 
+    /// Counts one `WHERE` clause of the current command against
+    /// [`ParseOptions::max_clauses`].
+    pub(crate) fn count_clause(&mut self) -> KipResult<()> {
+        self.clauses += 1;
+        if self.clauses > self.opts.max_clauses {
+            let span = self.peek().span;
+            return Err(self
+                .error_at(
+                    ErrorCode::ResourceExhausted,
+                    span,
+                    format!(
+                        "the command has more than {} WHERE clauses (patterns, FILTER, NOT, OPTIONAL and UNION blocks count, at every level)",
+                        self.opts.max_clauses
+                    ),
+                )
+                .with_hint("split the query into several smaller FINDs, passing the ids one returns as parameters of the next"));
+        }
+        Ok(())
+    }
+
+    /// Counts one FILTER operator of the current command against
+    /// [`ParseOptions::max_operators`].
+    pub(crate) fn count_operator(&mut self, at: Span) -> KipResult<()> {
+        self.operators += 1;
+        if self.operators > self.opts.max_operators {
+            return Err(self
+                .error_at(
+                    ErrorCode::ResourceExhausted,
+                    at,
+                    format!(
+                        "the command's FILTER expressions have more than {} operators",
+                        self.opts.max_operators
+                    ),
+                )
+                .with_hint("test a value against a list with IN(?x.name, [\"a\", \"b\", ...]) instead of a chain of || comparisons, or split the query"));
+        }
+        Ok(())
+    }
+
     // ---- statements ----------------------------------------------------------------
 
     fn command(&mut self) -> KipResult<Command> {
+        self.clauses = 0;
+        self.operators = 0;
         match self.peek_tok().clone() {
             Tok::Ident(w) => match w.as_str() {
                 "FIND" => self.find().map(Command::Find),
