@@ -4,7 +4,9 @@
 //! command: a string parameter that contains `"} DELETE ...` is just a string. A
 //! placeholder inside a quoted string is literal text (the lexer never sees it as a
 //! placeholder). A missing parameter is `KIP_3001` naming it; a parameter whose JSON
-//! type does not fit its position (a number where a type name goes) is `KIP_2003`.
+//! type does not fit its position (a number where a type name goes) is `KIP_2003`,
+//! except LIMIT: any value that is not a positive integer is `KIP_1001`, as `LIMIT 0`
+//! and a malformed LIMIT in the text are.
 
 use crate::ast::*;
 use crate::error::{ErrorCode, KipError, KipResult};
@@ -88,13 +90,10 @@ impl Binder<'_> {
                 }
                 Some(n) => *s = Slot::Literal(n, p.span),
                 None => {
-                    let code = if v.is_number() {
-                        ErrorCode::InvalidSyntax
-                    } else {
-                        ErrorCode::InvalidValueType
-                    };
+                    // One code for every wrong LIMIT, as for LIMIT 0 and a bad LIMIT in
+                    // the text (DECISIONS 18): the command's LIMIT is malformed.
                     return Err(KipError::new(
-                        code,
+                        ErrorCode::InvalidSyntax,
                         format!(
                             "parameter :{} is used as LIMIT and must be a positive integer, but it is {}",
                             p.name, v
