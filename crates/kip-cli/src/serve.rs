@@ -23,9 +23,17 @@ pub struct ServeArgs {
     /// Largest HTTP request body, in bytes.
     #[arg(long, default_value_t = 8 * 1024 * 1024)]
     max_body_bytes: usize,
-    /// Time budget of one HTTP /kip request, in seconds.
+    /// Time budget of one request (HTTP /kip, an MCP tool call), in seconds: the work
+    /// stops when it is up, and commands not yet started are not run.
     #[arg(long, default_value_t = 60)]
     timeout_secs: u64,
+    /// Let web pages from this origin (e.g. http://localhost:5173) call the HTTP server;
+    /// repeat for several, `*` for any. Other cross-origin requests are refused.
+    #[arg(long, value_name = "ORIGIN")]
+    allow_origin: Vec<String>,
+    /// Most HTTP connections served at once.
+    #[arg(long, default_value_t = 512)]
+    max_connections: usize,
     /// Tool sets to serve: `kip`, `memory` (the Knowledge Graph Memory Server tools), or both.
     #[arg(long, value_delimiter = ',', default_value = "kip,memory")]
     tools: Vec<ToolSet>,
@@ -55,7 +63,14 @@ pub fn run(data: &Path, args: ServeArgs) -> Result<ExitCode> {
         .with_ansi(false)
         .init();
     let nexus = Arc::new(crate::open_nexus(data)?);
-    import_memory_file(&nexus);
+    if args.read_only {
+        // A read-only server writes nothing, ever: not even a first import.
+        if std::env::var_os("MEMORY_FILE_PATH").is_some() {
+            tracing::info!("MEMORY_FILE_PATH is ignored by a --read-only server (it would write the import); import it with `kip import --memory-jsonl FILE`");
+        }
+    } else {
+        import_memory_file(&nexus);
+    }
     if !args.no_prewarm {
         let n = nexus.clone();
         let _ = std::thread::Builder::new()
@@ -85,14 +100,21 @@ pub fn run(data: &Path, args: ServeArgs) -> Result<ExitCode> {
                     max_body_bytes: args.max_body_bytes,
                     request_timeout: std::time::Duration::from_secs(args.timeout_secs),
                     loopback_hosts_only: true,
+                    allowed_origins: args.allow_origin,
+                    max_connections: args.max_connections,
+                    ..kip_server::http::HttpConfig::default()
                 };
                 kip_server::http::serve(nexus, addr, config)
                     .await
                     .with_context(|| format!("serving HTTP on {addr}"))
             }
-            None => kip_server::serve_stdio(nexus, tools)
-                .await
-                .map_err(|e| anyhow::anyhow!("MCP stdio server: {e}")),
+            None => kip_server::serve_stdio_with(
+                nexus,
+                tools,
+                std::time::Duration::from_secs(args.timeout_secs),
+            )
+            .await
+            .map_err(|e| anyhow::anyhow!("MCP stdio server: {e}")),
         }
     })?;
     Ok(ExitCode::SUCCESS)

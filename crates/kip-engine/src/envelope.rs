@@ -228,18 +228,121 @@ pub fn readonly_refusal() -> KipError {
     .with_hint("use execute_kip")
 }
 
+/// What one request may ask for and how long it may run, as the envelope enforces it
+/// between commands.
+#[derive(Debug, Clone)]
+pub struct BatchLimits {
+    /// Maximum commands in a `commands` batch (`KIP_4002` beyond, nothing run).
+    pub max_commands: usize,
+    /// Maximum size of the response JSON in bytes: a read whose result would pass it
+    /// is replaced by `KIP_4002` and the batch stops there.
+    pub max_response_bytes: usize,
+    /// The request's deadline: a command not started by then is not run.
+    pub deadline: Option<std::time::Instant>,
+    /// The request's cancellation flag: once set, no further command starts.
+    pub interrupt: Option<crate::cancel::Interrupt>,
+}
+
+impl Default for BatchLimits {
+    fn default() -> Self {
+        BatchLimits {
+            max_commands: 256,
+            max_response_bytes: 16 << 20,
+            deadline: None,
+            interrupt: None,
+        }
+    }
+}
+
+impl BatchLimits {
+    fn stopped(&self, index: usize) -> Option<KipError> {
+        let why = if self.interrupt.as_ref().is_some_and(|i| i.is_set()) {
+            "the request was cancelled (its time budget ran out or the client went away)"
+        } else if self.deadline.is_some_and(|d| std::time::Instant::now() > d) {
+            "the request's time budget ran out"
+        } else {
+            return None;
+        };
+        Some(
+            KipError::new(
+                ErrorCode::ExecutionTimeout,
+                format!("command {index} was not run: {why}; nothing of it was applied"),
+            )
+            .with_hint("send the remaining commands again in a new request; earlier results in this response stand (writes reported without an error were committed)"),
+        )
+    }
+}
+
+/// Counts the bytes of a JSON serialization without building it.
+struct ByteCount(usize);
+
+impl std::io::Write for ByteCount {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0 = self.0.saturating_add(buf.len());
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// The size of `v` as compact JSON.
+pub fn json_size(v: &Value) -> usize {
+    let mut n = ByteCount(0);
+    let _ = serde_json::to_writer(&mut n, v);
+    n.0
+}
+
 /// Runs a request with the batch semantics of the spec. `exec` runs one prepared
 /// command (honouring `dry_run`); everything else (envelope, parsing, binding,
 /// read-only refusal, stop-on-KML-error) is decided here.
-pub fn run<F>(req: &ExecuteRequest, access: Access, mut exec: F) -> Response
+pub fn run<F>(req: &ExecuteRequest, access: Access, exec: F) -> Response
 where
     F: FnMut(&Command, bool) -> Outcome,
 {
+    run_with(req, access, &BatchLimits::default(), exec)
+}
+
+/// [`run`] within `limits`: a batch over `max_commands` runs nothing (`KIP_4002`); a
+/// command is not started once the request is cancelled or past its deadline
+/// (`KIP_4001`, and the batch stops: a write is either run and reported, or not run);
+/// a read whose result would take the response past `max_response_bytes` is
+/// replaced by `KIP_4002` and the batch stops.
+pub fn run_with<F>(
+    req: &ExecuteRequest,
+    access: Access,
+    limits: &BatchLimits,
+    mut exec: F,
+) -> Response
+where
+    F: FnMut(&Command, bool) -> Outcome,
+{
+    if req.items.len() > limits.max_commands {
+        return Response::Single(Outcome::Err(
+            KipError::new(
+                ErrorCode::ResourceExhausted,
+                format!(
+                    "the batch has {} commands, more than the limit of {}; nothing was run",
+                    req.items.len(),
+                    limits.max_commands
+                ),
+            )
+            .with_hint(format!(
+                "send at most {} commands per request, or load a large set of UPSERTs as one capsule",
+                limits.max_commands
+            )),
+        ));
+    }
     let mut outcomes = Vec::with_capacity(req.items.len());
-    for item in &req.items {
-        let (outcome, stop) = match parse_command(&item.command) {
+    let mut size = 0usize;
+    for (index, item) in req.items.iter().enumerate() {
+        if let Some(e) = limits.stopped(index) {
+            outcomes.push(Outcome::Err(e));
+            break;
+        }
+        let (mut outcome, mut stop, writes) = match parse_command(&item.command) {
             // Syntax errors are returned inline and never stop a batch.
-            Err(e) => (Outcome::Err(e), false),
+            Err(e) => (Outcome::Err(e), false, false),
             Ok(cmd) => {
                 let is_kml = cmd.is_write();
                 let outcome = if is_kml && access == Access::ReadOnly {
@@ -251,9 +354,27 @@ where
                     }
                 };
                 let stop = is_kml && outcome.is_err();
-                (outcome, stop)
+                (outcome, stop, is_kml)
             }
         };
+        let this = match &outcome {
+            Outcome::Ok { result, .. } => json_size(result),
+            Outcome::Err(_) => 256,
+        };
+        size = size.saturating_add(this);
+        if size > limits.max_response_bytes && !writes {
+            outcome = Outcome::Err(
+                KipError::new(
+                    ErrorCode::ResourceExhausted,
+                    format!(
+                        "the response would be larger than the limit of {} bytes (this command's result is {this} bytes); the batch stops here",
+                        limits.max_response_bytes
+                    ),
+                )
+                .with_hint("lower LIMIT and page with CURSOR, project fields (?x.name) instead of whole nodes, or send fewer commands per request"),
+            );
+            stop = true;
+        }
         outcomes.push(outcome);
         if stop {
             break;

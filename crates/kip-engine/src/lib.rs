@@ -9,6 +9,7 @@
 //! Architecture invariant: the engine is synchronous; async lives in the server crate.
 
 pub mod bootstrap;
+pub mod cancel;
 pub mod envelope;
 pub mod export;
 pub mod kml;
@@ -27,5 +28,6 @@ pub mod store;
 /// are several times larger than the release build's).
 pub const WORKER_STACK_BYTES: usize = 8 << 20;
 
+pub use cancel::Interrupt;
 pub use envelope::{run, Access, CommandItem, ExecuteRequest, Outcome, Response};
-pub use nexus::Nexus;
+pub use nexus::{Budget, Nexus};

@@ -15,6 +15,7 @@
 //! overlay version in its snapshot, so a reader merges in exactly what it may see.
 
 use crate::bootstrap::{BOOTSTRAPPED_KEY, BOOTSTRAP_CAPSULES};
+use crate::cancel::Interrupt;
 use crate::envelope::{self, Access, ExecuteRequest, Outcome, Response};
 use crate::kml::{delete, upsert};
 use crate::kql::{self, QueryLimits};
@@ -131,6 +132,26 @@ impl Drop for KmlJob {
 impl std::fmt::Debug for Nexus {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Nexus").field("path", &self.path).finish()
+    }
+}
+
+/// The budget of one request: the interface that received it sets a deadline and keeps
+/// the [`Interrupt`] to cancel it (on timeout, or when the client goes away).
+#[derive(Debug, Clone, Default)]
+pub struct Budget {
+    /// When the request must end.
+    pub deadline: Option<std::time::Instant>,
+    /// Set to stop the request.
+    pub interrupt: Option<Interrupt>,
+}
+
+impl Budget {
+    /// A budget ending `timeout` from now, with a fresh interrupt flag.
+    pub fn with_timeout(timeout: std::time::Duration) -> Budget {
+        Budget {
+            deadline: std::time::Instant::now().checked_add(timeout),
+            interrupt: Some(Interrupt::new()),
+        }
     }
 }
 
@@ -307,35 +328,65 @@ impl Nexus {
 
     /// Executes an `execute_kip` (or `execute_kip_readonly`) arguments object.
     pub fn execute_json(&self, args: &Value, access: Access) -> Response {
+        self.execute_json_with(args, access, &Budget::default())
+    }
+
+    /// [`Nexus::execute_json`] within a request [`Budget`] (deadline, cancellation).
+    pub fn execute_json_with(&self, args: &Value, access: Access, budget: &Budget) -> Response {
         match ExecuteRequest::from_json(args) {
-            Ok(req) => self.execute(&req, access),
+            Ok(req) => self.execute_with(&req, access, budget),
             Err(e) => envelope::envelope_failure(e),
         }
     }
 
     /// Executes a parsed request with the spec's batch semantics.
     pub fn execute(&self, req: &ExecuteRequest, access: Access) -> Response {
-        envelope::run(req, access, |cmd, dry_run| {
-            self.execute_command(cmd, dry_run)
+        self.execute_with(req, access, &Budget::default())
+    }
+
+    /// Executes a parsed request within `budget`: a cancelled or late request starts
+    /// no further command (`KIP_4001`), a running query stops at its next check; a
+    /// write that has started runs to its end and is reported as it ended (committed or
+    /// not), never the other way round. Batch size and response size are bounded by
+    /// [`QueryLimits::max_batch`] and [`QueryLimits::max_response_bytes`].
+    pub fn execute_with(&self, req: &ExecuteRequest, access: Access, budget: &Budget) -> Response {
+        let mut limits = self.limits.clone();
+        limits.deadline = budget.deadline;
+        limits.interrupt = budget.interrupt.clone();
+        let batch = envelope::BatchLimits {
+            max_commands: limits.max_batch,
+            max_response_bytes: limits.max_response_bytes,
+            deadline: budget.deadline,
+            interrupt: budget.interrupt.clone(),
+        };
+        envelope::run_with(req, access, &batch, |cmd, dry_run| {
+            self.execute_command_within(cmd, dry_run, &limits.for_command())
         })
     }
 
     /// Executes one bound command. KML runs in one write transaction, committed only on
     /// success and never under `dry_run`; reads run on a consistent snapshot.
     pub fn execute_command(&self, cmd: &Command, dry_run: bool) -> Outcome {
+        self.execute_command_within(cmd, dry_run, &self.limits.for_command())
+    }
+
+    fn execute_command_within(
+        &self,
+        cmd: &Command,
+        dry_run: bool,
+        limits: &QueryLimits,
+    ) -> Outcome {
         if dry_run {
-            return match self.validate(cmd) {
+            return match self.validate(cmd, limits) {
                 Ok(v) => Outcome::ok(v),
                 Err(e) => Outcome::Err(e),
             };
         }
         let r = match cmd {
             Command::Upsert(_) | Command::Delete(_) => self.write_kml(cmd).map(Outcome::ok),
-            Command::Find(q) => self.read(|r| kql::find(r, q, &self.limits)),
-            Command::Describe(d) => {
-                self.read(|r| crate::meta::describe::describe(r, d, &self.limits))
-            }
-            Command::Search(s) => self.read(|r| crate::meta::search::search(r, s, &self.limits)),
+            Command::Find(q) => self.read(|r| kql::find(r, q, limits)),
+            Command::Describe(d) => self.read(|r| crate::meta::describe::describe(r, d, limits)),
+            Command::Search(s) => self.read(|r| crate::meta::search::search(r, s, limits)),
         };
         match r {
             Ok(o) => o,
@@ -347,7 +398,7 @@ impl Nexus {
     /// then aborted, so schema, reference and protection errors surface exactly as they
     /// would, and `effect` shows the result the command would have had. KQL is compiled
     /// (schema and id checks) without being run.
-    fn validate(&self, cmd: &Command) -> Result<Value, KipError> {
+    fn validate(&self, cmd: &Command, limits: &QueryLimits) -> Result<Value, KipError> {
         let kind = match cmd.kind() {
             kip_lang::CommandKind::Kql => "KQL",
             kip_lang::CommandKind::Kml => "KML",
@@ -361,11 +412,11 @@ impl Nexus {
                 out["effect"] = effect;
             }
             Command::Delete(d) => {
-                let effect = self.write(|w| delete::delete(w, d, &self.limits), true)?;
+                let effect = self.write(|w| delete::delete(w, d, limits), true)?;
                 out["effect"] = effect;
             }
             Command::Find(q) => {
-                self.read(|r| kql::validate(r, q, &self.limits))?;
+                self.read(|r| kql::validate(r, q, limits))?;
             }
             Command::Describe(_) | Command::Search(_) => {}
         }

@@ -146,3 +146,108 @@ proptest! {
         }
     }
 }
+
+/// The regression of a 20 KB batch of 500 identical FINDs answered with 68 MB: the
+/// response is bounded (the read that would pass the limit is KIP_4002 and the batch
+/// stops), the number of commands per batch is bounded, and so is a page.
+#[test]
+fn responses_batches_and_pages_are_bounded() {
+    let mut n = nexus();
+    let mut capsule = String::from("UPSERT {");
+    for i in 0..300 {
+        capsule.push_str(&format!(
+            " CONCEPT ?p{i} {{ {{type: \"Person\", name: \"person {i}\"}} SET ATTRIBUTES {{ bio: \"{}\" }} }}",
+            "x".repeat(200)
+        ));
+    }
+    capsule.push_str(" }");
+    n.load_capsule(&capsule).expect("people");
+    n.set_limits(QueryLimits {
+        max_response_bytes: 256 * 1024,
+        ..QueryLimits::default()
+    });
+    let find = "FIND(?p) WHERE { ?p {type: \"Person\"} }";
+    let cmds = vec![json!(find); 200];
+    let r = n
+        .execute_json(&json!({ "commands": cmds }), Access::ReadWrite)
+        .to_json();
+    let out = r["result"].as_array().expect("batch");
+    assert!(out.len() < 200, "the batch must stop");
+    let last = out.last().expect("some");
+    assert_eq!(last["error"]["code"], "KIP_4002", "{last}");
+    assert!(last["error"]["message"].as_str().unwrap_or("").contains("bytes"));
+    let size = r.to_string().len();
+    assert!(size < 400 * 1024, "response of {size} bytes");
+    // Writes are never replaced by the size error: a committed write is reported.
+    let mixed = json!({"commands": [find, find, find, find, "UPSERT { CONCEPT ?p { {type: \"Person\", name: \"Zed\"} } }"]});
+    let r = n.execute_json(&mixed, Access::ReadWrite).to_json();
+    let out = r["result"].as_array().expect("batch");
+    if out.len() == 5 {
+        assert!(out[4].get("error").is_none(), "{}", out[4]);
+    } else {
+        assert_eq!(out.last().expect("some")["error"]["code"], "KIP_4002");
+        // stopped before the UPSERT: it was not run
+        assert_eq!(
+            ok(&n, "FIND(COUNT(?p)) WHERE { ?p {type: \"Person\", name: \"Zed\"} }"),
+            json!(0)
+        );
+    }
+
+    // Too many commands: nothing runs.
+    let many = vec![json!("UPSERT { CONCEPT ?p { {type: \"Person\", name: \"Many\"} } }"); 257];
+    let r = n
+        .execute_json(&json!({ "commands": many }), Access::ReadWrite)
+        .to_json();
+    assert_eq!(code(&r).as_deref(), Some("KIP_4002"), "{r}");
+    assert_eq!(
+        ok(&n, "FIND(COUNT(?p)) WHERE { ?p {type: \"Person\", name: \"Many\"} }"),
+        json!(0)
+    );
+
+    // A giant LIMIT is refused with a hint to page.
+    for cmd in [
+        "FIND(?p.name) WHERE { ?p {type: \"Person\"} } LIMIT 10001",
+        "FIND(?p.name) WHERE { ?p {type: \"Person\"} } LIMIT 18446744073709551615",
+        "DESCRIBE CONCEPT TYPES LIMIT 99999999",
+    ] {
+        let r = run(&n, cmd);
+        assert_eq!(code(&r).as_deref(), Some("KIP_4002"), "{cmd}: {r}");
+        assert!(r["error"]["hint"].as_str().unwrap_or("").contains("CURSOR"));
+    }
+    let r = run(&n, "FIND(?p.name) WHERE { ?p {type: \"Person\"} } LIMIT 10000");
+    assert!(r.get("error").is_none(), "{r}");
+}
+
+/// A cancelled request starts no further command and stops the running query.
+#[test]
+fn an_interrupted_request_runs_nothing_more() {
+    let n = nexus();
+    let interrupt = kip_engine::Interrupt::new();
+    interrupt.cancel();
+    let budget = kip_engine::Budget {
+        deadline: None,
+        interrupt: Some(interrupt),
+    };
+    let r = n
+        .execute_json_with(
+            &json!({"commands": ["UPSERT { CONCEPT ?p { {type: \"Person\", name: \"Never\"} } }"]}),
+            Access::ReadWrite,
+            &budget,
+        )
+        .to_json();
+    assert_eq!(r["result"][0]["error"]["code"], "KIP_4001", "{r}");
+    assert_eq!(
+        ok(&n, "FIND(COUNT(?p)) WHERE { ?p {type: \"Person\", name: \"Never\"} }"),
+        json!(0)
+    );
+    // A deadline already past: the same.
+    let late = kip_engine::Budget {
+        deadline: Some(std::time::Instant::now()),
+        interrupt: None,
+    };
+    std::thread::sleep(std::time::Duration::from_millis(2));
+    let r = n
+        .execute_json_with(&json!({"command": "DESCRIBE PRIMER"}), Access::ReadWrite, &late)
+        .to_json();
+    assert_eq!(code(&r).as_deref(), Some("KIP_4001"), "{r}");
+}

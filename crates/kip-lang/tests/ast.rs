@@ -413,8 +413,7 @@ fn parameter_types_are_checked_against_their_position() {
         json!(1e300),
         json!("10"),
     ] {
-        let e = bind(&cmd, &params(json!({"t": "Drug", "limit": bad})))
-            .expect_err("a wrong LIMIT");
+        let e = bind(&cmd, &params(json!({"t": "Drug", "limit": bad}))).expect_err("a wrong LIMIT");
         assert_eq!(e.code, ErrorCode::InvalidSyntax, "{bad}: {e}");
         assert!(e.hint.is_some());
     }

@@ -207,7 +207,9 @@ fn flat_chains_are_bounded_per_command() {
         )
     };
     let patterns = |n: usize| {
-        let p: Vec<String> = (0..n).map(|i| format!("(?x{i}, \"p\", ?x{})", i + 1)).collect();
+        let p: Vec<String> = (0..n)
+            .map(|i| format!("(?x{i}, \"p\", ?x{})", i + 1))
+            .collect();
         format!("FIND(?x0) WHERE {{ {} }}", p.join(" "))
     };
     let blocks = |n: usize| {
@@ -229,7 +231,10 @@ fn flat_chains_are_bounded_per_command() {
         blocks(10_000),
         format!(
             "DELETE CONCEPT ?x0 DETACH WHERE {{ {} }}",
-            (0..300).map(|i| format!("?x{i} {{type: \"T\"}}")).collect::<Vec<_>>().join(" ")
+            (0..300)
+                .map(|i| format!("?x{i} {{type: \"T\"}}"))
+                .collect::<Vec<_>>()
+                .join(" ")
         ),
     ] {
         let e = parse_command(&src).expect_err("too many");

@@ -6,13 +6,23 @@
 //!   bridges and SDKs send (answered as JSON-RPC when it carries `jsonrpc`/`id`).
 //! - With an API key every route requires `Authorization: Bearer <key>` (401 otherwise).
 //! - `read_only` serves only the read-only tool; `/kip` then refuses UPSERT/DELETE.
-//! - Request bodies are limited in size, `/kip` requests in time, and every request is
-//!   logged through `tracing`.
+//! - Browsers cannot be used against it: a loopback server answers only requests whose
+//!   `Host` is a loopback name (DNS rebinding), a request with an `Origin` other than
+//!   the server's own or one allowed by `--allow-origin` is refused (403) on every route,
+//!   CORS preflights are answered only for allowed origins, and `POST /kip` requires
+//!   `Content-Type: application/json` (a cross-site form or `text/plain` POST is a
+//!   "simple request" browsers send without asking).
+//! - Connections are limited in number, request headers and bodies in read time,
+//!   bodies in size, `/kip` requests in time (the engine stops the work when the time
+//!   is up: cooperative cancellation), and every request is logged through `tracing`.
+//! - Every error answer has a JSON body `{"error": {"code", "message", "hint"}}`.
+//!
+//! The limits, their defaults and the threat model are in `docs/security.md`.
 
 use crate::mcp::{KipMcp, ToolSets};
 use axum::body::Bytes;
 use axum::extract::{DefaultBodyLimit, Request, State};
-use axum::http::{header, StatusCode};
+use axum::http::{header, HeaderValue, Method, StatusCode};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
@@ -36,12 +46,24 @@ pub struct HttpConfig {
     pub tools: ToolSets,
     /// Largest accepted request body.
     pub max_body_bytes: usize,
-    /// Time budget of one `/kip` request.
+    /// Time budget of one `/kip` request or MCP tool call: the engine stops the work
+    /// when it runs out (commands not started are not run).
     pub request_timeout: Duration,
-    /// Check the `Host` header of MCP requests against loopback names (protection of a
-    /// local server against DNS rebinding). `serve` turns it off when it binds a
+    /// Check the `Host` header of every request against loopback names (protection of
+    /// a local server against DNS rebinding). `serve` turns it off when it binds a
     /// non-loopback address, where `--api-key` is the protection to use.
     pub loopback_hosts_only: bool,
+    /// Origins (`scheme://host[:port]`, or `*`) whose browser pages may call the
+    /// server; requests from any other foreign origin are refused. The server's own
+    /// origin is always allowed.
+    pub allowed_origins: Vec<String>,
+    /// Most connections open at once; further clients wait in the listen queue.
+    pub max_connections: usize,
+    /// Time a client has to send a request's headers (also the longest an idle
+    /// keep-alive connection stays open).
+    pub header_read_timeout: Duration,
+    /// Time a client has to send a request's body.
+    pub body_read_timeout: Duration,
 }
 
 impl Default for HttpConfig {
@@ -53,6 +75,10 @@ impl Default for HttpConfig {
             max_body_bytes: 8 * 1024 * 1024,
             request_timeout: Duration::from_secs(60),
             loopback_hosts_only: true,
+            allowed_origins: Vec::new(),
+            max_connections: 512,
+            header_read_timeout: Duration::from_secs(10),
+            body_read_timeout: Duration::from_secs(30),
         }
     }
 }
@@ -67,6 +93,15 @@ fn error_body(code: &str, message: impl Into<String>, hint: &str) -> Value {
     json!({"error": {"code": code, "message": message.into(), "hint": hint}})
 }
 
+fn error_response(
+    status: StatusCode,
+    code: &str,
+    message: impl Into<String>,
+    hint: &str,
+) -> Response {
+    (status, Json(error_body(code, message, hint))).into_response()
+}
+
 async fn auth(State(state): State<AppState>, req: Request, next: Next) -> Response {
     if let Some(key) = &state.config.api_key {
         let given = req
@@ -76,19 +111,203 @@ async fn auth(State(state): State<AppState>, req: Request, next: Next) -> Respon
             .and_then(|v| v.strip_prefix("Bearer "));
         let ok = given.is_some_and(|g| constant_time_eq(g.as_bytes(), key.as_bytes()));
         if !ok {
-            return (
+            let mut r = error_response(
                 StatusCode::UNAUTHORIZED,
-                [(header::WWW_AUTHENTICATE, "Bearer")],
-                Json(error_body(
-                    "KIP_3004",
-                    "missing or wrong API key",
-                    "send Authorization: Bearer <key>",
-                )),
-            )
-                .into_response();
+                "UNAUTHORIZED",
+                if given.is_some() {
+                    "wrong API key"
+                } else {
+                    "missing API key: this server requires one"
+                },
+                "send the header Authorization: Bearer <key> with the key the server was started with (--api-key or KIP_API_KEY)",
+            );
+            r.headers_mut()
+                .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+            return r;
         }
     }
     next.run(req).await
+}
+
+/// The host name of a `Host` header value (without the port; IPv6 without brackets).
+fn host_name(host: &str) -> &str {
+    if let Some(rest) = host.strip_prefix('[') {
+        return rest.split(']').next().unwrap_or(rest);
+    }
+    match host.rsplit_once(':') {
+        Some((name, port)) if port.bytes().all(|b| b.is_ascii_digit()) => name,
+        _ => host,
+    }
+}
+
+fn is_loopback_host(host: &str) -> bool {
+    let name = host_name(host);
+    name.eq_ignore_ascii_case("localhost")
+        || name
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback())
+}
+
+fn origin_allowed(origin: &str, host: Option<&str>, config: &HttpConfig) -> bool {
+    if config
+        .allowed_origins
+        .iter()
+        .any(|o| o == "*" || o.trim_end_matches('/').eq_ignore_ascii_case(origin))
+    {
+        return true;
+    }
+    // The server's own origin (a page it serves calling it back).
+    host.is_some_and(|h| {
+        ["http://", "https://"]
+            .iter()
+            .any(|scheme| origin.eq_ignore_ascii_case(&format!("{scheme}{h}")))
+    })
+}
+
+const CORS_HEADERS: &str =
+    "authorization, content-type, accept, mcp-session-id, mcp-protocol-version, last-event-id";
+
+/// Host, Origin and Content-Type checks on every route, and CORS for allowed origins.
+async fn guard(State(state): State<AppState>, req: Request, next: Next) -> Response {
+    let config = &state.config;
+    let host = req
+        .headers()
+        .get(header::HOST)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_string)
+        .or_else(|| req.uri().authority().map(|a| a.to_string()));
+    if config.loopback_hosts_only {
+        if let Some(h) = &host {
+            if !is_loopback_host(h) {
+                return error_response(
+                    StatusCode::FORBIDDEN,
+                    "FORBIDDEN",
+                    format!("requests addressed to host '{h}' are refused: this server listens on a loopback address and answers only localhost, 127.0.0.1 or [::1]"),
+                    "address the server as localhost; to serve a network, bind a non-loopback address with --http ADDR and set --api-key",
+                );
+            }
+        }
+    }
+    let origin = match req.headers().get(header::ORIGIN) {
+        None => None,
+        Some(v) => match v.to_str() {
+            Ok(o) => Some(o.to_string()),
+            Err(_) => {
+                return error_response(
+                    StatusCode::FORBIDDEN,
+                    "FORBIDDEN",
+                    "the Origin header is not valid text",
+                    "send a valid Origin header",
+                )
+            }
+        },
+    };
+    if let Some(o) = &origin {
+        if !origin_allowed(o, host.as_deref(), config) {
+            return error_response(
+                StatusCode::FORBIDDEN,
+                "FORBIDDEN",
+                format!("cross-origin request from {o} refused"),
+                &format!("a web page may call this server only from its own origin or one allowed with --allow-origin (start it with --allow-origin {o} to allow this one)"),
+            );
+        }
+        if req.method() == Method::OPTIONS {
+            let mut r = StatusCode::NO_CONTENT.into_response();
+            let h = r.headers_mut();
+            if let Ok(v) = HeaderValue::from_str(o) {
+                h.insert(header::ACCESS_CONTROL_ALLOW_ORIGIN, v);
+            }
+            h.insert(
+                header::ACCESS_CONTROL_ALLOW_METHODS,
+                HeaderValue::from_static("GET, POST, DELETE, OPTIONS"),
+            );
+            h.insert(
+                header::ACCESS_CONTROL_ALLOW_HEADERS,
+                HeaderValue::from_static(CORS_HEADERS),
+            );
+            h.insert(
+                header::ACCESS_CONTROL_MAX_AGE,
+                HeaderValue::from_static("600"),
+            );
+            h.insert(header::VARY, HeaderValue::from_static("Origin"));
+            return r;
+        }
+    }
+    if req.method() == Method::POST && req.uri().path() == "/kip" {
+        let json = req
+            .headers()
+            .get(header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.split(';').next())
+            .is_some_and(|m| m.trim().eq_ignore_ascii_case("application/json"));
+        if !json {
+            return error_response(
+                StatusCode::UNSUPPORTED_MEDIA_TYPE,
+                "UNSUPPORTED_MEDIA_TYPE",
+                "POST /kip takes a JSON body with Content-Type: application/json",
+                "send the header Content-Type: application/json",
+            );
+        }
+    }
+    let mut resp = next.run(req).await;
+    if let Some(o) = origin {
+        let h = resp.headers_mut();
+        if let Ok(v) = HeaderValue::from_str(&o) {
+            h.insert(header::ACCESS_CONTROL_ALLOW_ORIGIN, v);
+        }
+        h.insert(
+            header::ACCESS_CONTROL_EXPOSE_HEADERS,
+            HeaderValue::from_static("mcp-session-id"),
+        );
+        h.append(header::VARY, HeaderValue::from_static("Origin"));
+    }
+    resp
+}
+
+/// Every error answer gets a JSON body: responses of status 4xx/5xx whose body is not
+/// JSON (the body limit's 413, a 404, a 405, the transport's own errors) are rewritten
+/// as `{"error": {"code", "message", "hint"}}`, keeping the status and other headers.
+async fn json_errors(resp: Response) -> Response {
+    let status = resp.status();
+    if !(status.is_client_error() || status.is_server_error()) {
+        return resp;
+    }
+    let is_json = resp
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("application/json"));
+    if is_json {
+        return resp;
+    }
+    let (mut parts, body) = resp.into_parts();
+    let text = axum::body::to_bytes(body, 16 * 1024)
+        .await
+        .map(|b| String::from_utf8_lossy(&b).trim().to_string())
+        .unwrap_or_default();
+    let reason = status.canonical_reason().unwrap_or("error");
+    let message = if text.is_empty() {
+        reason.to_string()
+    } else {
+        format!("{reason}: {text}")
+    };
+    let (code, hint) = match status {
+        StatusCode::PAYLOAD_TOO_LARGE => (
+            "KIP_4002".to_string(),
+            "the request body is larger than the server accepts (--max-body-bytes): split the batch or load large capsules with `kip import`",
+        ),
+        StatusCode::NOT_FOUND => ("NOT_FOUND".to_string(), "the routes are POST /kip, /mcp (MCP streamable HTTP) and GET /health"),
+        StatusCode::METHOD_NOT_ALLOWED => ("METHOD_NOT_ALLOWED".to_string(), "POST /kip; GET /health; /mcp takes POST, GET and DELETE"),
+        StatusCode::REQUEST_TIMEOUT => ("REQUEST_TIMEOUT".to_string(), "send the whole request promptly"),
+        _ => (format!("HTTP_{}", status.as_u16()), "check the request against the API description in the README"),
+    };
+    parts.headers.remove(header::CONTENT_LENGTH);
+    parts.headers.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    let body = axum::body::Body::from(error_body(&code, message, hint).to_string());
+    Response::from_parts(parts, body)
 }
 
 fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
@@ -144,24 +363,13 @@ async fn kip(State(state): State<AppState>, body: Bytes) -> Response {
     if state.config.read_only {
         access = Access::ReadOnly;
     }
-    let nexus = state.nexus.clone();
-    let work = tokio::task::spawn_blocking(move || nexus.execute_json(&args, access).to_json());
-    let response = match tokio::time::timeout(state.config.request_timeout, work).await {
-        Ok(Ok(v)) => v,
-        Ok(Err(e)) => error_body(
-            "KIP_4003",
-            format!("the request failed inside the server: {e}"),
-            "retry; report the error if it persists",
-        ),
-        Err(_) => error_body(
-            "KIP_4001",
-            format!(
-                "the request took longer than {:?}",
-                state.config.request_timeout
-            ),
-            "optimize the query or lower LIMIT",
-        ),
-    };
+    let response = crate::run_budgeted(
+        state.nexus.clone(),
+        args,
+        access,
+        state.config.request_timeout,
+    )
+    .await;
     Json(wrap(is_rpc, rpc_id, response)).into_response()
 }
 
@@ -178,13 +386,14 @@ pub fn router(nexus: Arc<Nexus>, config: HttpConfig) -> Router {
     let mut tools = config.tools;
     tools.read_only |= config.read_only;
     let mcp_nexus = nexus.clone();
+    let mcp_timeout = config.request_timeout;
     let mut mcp_config =
         StreamableHttpServerConfig::default().with_max_request_body_bytes(config.max_body_bytes);
     if !config.loopback_hosts_only {
         mcp_config = mcp_config.disable_allowed_hosts();
     }
     let mcp = StreamableHttpService::new(
-        move || Ok(KipMcp::new(mcp_nexus.clone(), tools)),
+        move || Ok(KipMcp::new(mcp_nexus.clone(), tools).with_timeout(mcp_timeout)),
         Arc::new(LocalSessionManager::default()),
         mcp_config,
     );
@@ -197,7 +406,12 @@ pub fn router(nexus: Arc<Nexus>, config: HttpConfig) -> Router {
         .route("/kip", post(kip))
         .nest_service("/mcp", mcp)
         .layer(DefaultBodyLimit::max(config.max_body_bytes))
+        .layer(tower_http::timeout::RequestBodyTimeoutLayer::new(
+            config.body_read_timeout,
+        ))
         .layer(middleware::from_fn_with_state(state.clone(), auth))
+        .layer(middleware::from_fn_with_state(state.clone(), guard))
+        .layer(middleware::map_response(json_errors))
         .layer(tower_http::trace::TraceLayer::new_for_http())
         .with_state(state)
 }
@@ -225,9 +439,73 @@ pub async fn serve_listener(
     listener: tokio::net::TcpListener,
     config: HttpConfig,
 ) -> std::io::Result<()> {
-    axum::serve(listener, router(nexus, config))
-        .with_graceful_shutdown(async {
-            let _ = tokio::signal::ctrl_c().await;
-        })
-        .await
+    serve_until(nexus, listener, config, async {
+        let _ = tokio::signal::ctrl_c().await;
+    })
+    .await
+}
+
+/// Serves on `listener` until `shutdown` completes, then lets open requests finish
+/// (at most 10 s). At most [`HttpConfig::max_connections`] connections are served at
+/// once (the next ones wait in the kernel's listen queue, so a flood of idle clients
+/// cannot exhaust the process's file descriptors); each must send its request headers
+/// within [`HttpConfig::header_read_timeout`], which also closes idle keep-alive
+/// connections.
+pub async fn serve_until(
+    nexus: Arc<Nexus>,
+    listener: tokio::net::TcpListener,
+    config: HttpConfig,
+    shutdown: impl std::future::Future<Output = ()>,
+) -> std::io::Result<()> {
+    let permits = Arc::new(tokio::sync::Semaphore::new(config.max_connections.max(1)));
+    let mut http = hyper::server::conn::http1::Builder::new();
+    http.timer(hyper_util::rt::TokioTimer::new())
+        .header_read_timeout(config.header_read_timeout)
+        .keep_alive(true);
+    let app = router(nexus, config);
+    let graceful = hyper_util::server::graceful::GracefulShutdown::new();
+    let mut shutdown = std::pin::pin!(shutdown);
+    let mut last_accept_warning: Option<std::time::Instant> = None;
+    loop {
+        let permit = tokio::select! {
+            p = permits.clone().acquire_owned() => match p {
+                Ok(p) => p,
+                Err(_) => break,
+            },
+            _ = &mut shutdown => break,
+        };
+        let (stream, peer) = tokio::select! {
+            r = listener.accept() => match r {
+                Ok(c) => c,
+                Err(e) => {
+                    // Out of descriptors or a transient network error: wait a little
+                    // instead of spinning, and say so at most once a minute.
+                    if last_accept_warning.is_none_or(|t| t.elapsed() > Duration::from_secs(60)) {
+                        tracing::warn!(error = %e, "cannot accept a connection");
+                        last_accept_warning = Some(std::time::Instant::now());
+                    }
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                    continue;
+                }
+            },
+            _ = &mut shutdown => break,
+        };
+        let service = hyper_util::service::TowerToHyperService::new(app.clone());
+        let conn = http.serve_connection(hyper_util::rt::TokioIo::new(stream), service);
+        let conn = graceful.watch(conn);
+        tokio::spawn(async move {
+            if let Err(e) = conn.await {
+                tracing::debug!(%peer, error = %e, "connection ended with an error");
+            }
+            drop(permit);
+        });
+    }
+    drop(listener);
+    tokio::select! {
+        _ = graceful.shutdown() => {}
+        _ = tokio::time::sleep(Duration::from_secs(10)) => {
+            tracing::warn!("requests still running 10 s after shutdown began; stopping anyway");
+        }
+    }
+    Ok(())
 }

@@ -12,18 +12,88 @@ pub mod docs;
 pub mod http;
 pub mod mcp;
 
-use kip_engine::Nexus;
+use kip_engine::{Access, Nexus};
 use rmcp::ServiceExt;
+use serde_json::Value;
 use std::sync::Arc;
+use std::time::Duration;
+
+/// Time budget of a request when the server is not told otherwise (`--timeout-secs`).
+pub const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// Serves MCP over stdin/stdout until the client disconnects.
 pub async fn serve_stdio(
     nexus: Arc<Nexus>,
     tools: mcp::ToolSets,
 ) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+    serve_stdio_with(nexus, tools, DEFAULT_REQUEST_TIMEOUT).await
+}
+
+/// [`serve_stdio`] with a time budget per tool call.
+pub async fn serve_stdio_with(
+    nexus: Arc<Nexus>,
+    tools: mcp::ToolSets,
+    request_timeout: Duration,
+) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
     let service = mcp::KipMcp::new(nexus, tools)
+        .with_timeout(request_timeout)
         .serve(rmcp::transport::stdio())
         .await?;
     service.waiting().await?;
     Ok(())
+}
+
+/// Cancels a request's engine work when dropped unless disarmed: a client that goes
+/// away (its connection closed, the handler's future dropped) stops the work too.
+pub(crate) struct CancelOnDrop(Option<kip_engine::Interrupt>);
+
+impl CancelOnDrop {
+    pub(crate) fn disarm(mut self) {
+        self.0 = None;
+    }
+}
+
+impl Drop for CancelOnDrop {
+    fn drop(&mut self) {
+        if let Some(i) = self.0.take() {
+            i.cancel();
+        }
+    }
+}
+
+/// Runs an `execute_kip` request (arguments object) on the blocking pool within
+/// `timeout`, for every interface (HTTP `/kip`, MCP tools). The engine
+/// stops at the deadline by itself (cooperative cancellation), and the answer always
+/// waits for the work to end, so it says exactly what was applied: a write is never
+/// reported as failed and then committed.
+pub async fn run_budgeted(
+    nexus: Arc<Nexus>,
+    args: Value,
+    access: Access,
+    timeout: Duration,
+) -> Value {
+    let budget = kip_engine::Budget::with_timeout(timeout);
+    let guard = CancelOnDrop(budget.interrupt.clone());
+    let interrupt = budget.interrupt.clone();
+    let mut work = tokio::task::spawn_blocking(move || {
+        nexus.execute_json_with(&args, access, &budget).to_json()
+    });
+    // Past the deadline (plus a grace period for a check to come round), raise the
+    // flag in case some step has not looked at the clock; keep waiting for the truth.
+    let result = match tokio::time::timeout(timeout + Duration::from_secs(1), &mut work).await {
+        Ok(r) => r,
+        Err(_) => {
+            if let Some(i) = &interrupt {
+                i.cancel();
+            }
+            work.await
+        }
+    };
+    guard.disarm();
+    match result {
+        Ok(v) => v,
+        Err(e) => {
+            serde_json::json!({"error": {"code": "KIP_4003", "message": format!("the request failed inside the server: {e}"), "hint": "retry; report the error if it persists"}})
+        }
+    }
 }

@@ -65,6 +65,7 @@ pub fn memory_tools(read_only: bool) -> Vec<Tool> {
 pub struct KipMcp {
     nexus: Arc<Nexus>,
     tools: ToolSets,
+    timeout: std::time::Duration,
 }
 
 fn definition(text: &str) -> (String, String, Map<String, Value>) {
@@ -106,7 +107,17 @@ pub fn kip_tools(read_only: bool) -> Vec<Tool> {
 impl KipMcp {
     /// A handler serving `tools` over `nexus`.
     pub fn new(nexus: Arc<Nexus>, tools: ToolSets) -> Self {
-        KipMcp { nexus, tools }
+        KipMcp {
+            nexus,
+            tools,
+            timeout: crate::DEFAULT_REQUEST_TIMEOUT,
+        }
+    }
+
+    /// The time budget of one KIP tool call (the engine stops the work when it is up).
+    pub fn with_timeout(mut self, timeout: std::time::Duration) -> Self {
+        self.timeout = timeout;
+        self
     }
 
     fn tool_list(&self) -> Vec<Tool> {
@@ -139,15 +150,20 @@ impl KipMcp {
         }
     }
 
-    /// Runs a KIP tool; the response object becomes text and structured content.
-    async fn call_kip(&self, access: Access, args: Value) -> CallToolResult {
-        let nexus = self.nexus.clone();
-        let response =
-            tokio::task::spawn_blocking(move || nexus.execute_json(&args, access).to_json()).await;
-        let response = match response {
-            Ok(v) => v,
-            Err(e) => {
-                json!({"error": {"code": "KIP_4003", "message": format!("the request failed inside the server: {e}"), "hint": "retry; report the error if it persists"}})
+    /// Runs a KIP tool; the response object becomes text and structured content. The
+    /// call has the server's time budget, and a client's cancellation
+    /// (`notifications/cancelled`, or the session closing) stops the engine's work.
+    async fn call_kip(
+        &self,
+        access: Access,
+        args: Value,
+        context: &RequestContext<RoleServer>,
+    ) -> CallToolResult {
+        let work = crate::run_budgeted(self.nexus.clone(), args, access, self.timeout);
+        let response = tokio::select! {
+            v = work => v,
+            _ = context.ct.cancelled() => {
+                json!({"error": {"code": "KIP_4001", "message": "the call was cancelled by the client; commands not yet started were not run", "hint": "a write that had started was either committed whole or not at all: check with FIND before sending it again"}})
             }
         };
         if response.get("error").is_some() {
@@ -185,7 +201,7 @@ impl ServerHandler for KipMcp {
     async fn call_tool(
         &self,
         request: CallToolRequestParams,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
         let args = Value::Object(request.arguments.unwrap_or_default());
         let known = self.tool_list().iter().any(|t| t.name == request.name);
@@ -196,8 +212,8 @@ impl ServerHandler for KipMcp {
             ));
         }
         let result = match request.name.as_ref() {
-            "execute_kip" => self.call_kip(Access::ReadWrite, args).await,
-            "execute_kip_readonly" => self.call_kip(Access::ReadOnly, args).await,
+            "execute_kip" => self.call_kip(Access::ReadWrite, args, &context).await,
+            "execute_kip_readonly" => self.call_kip(Access::ReadOnly, args, &context).await,
             name if kip_engine::memory::TOOLS.contains(&name) => {
                 self.call_memory(name.to_string(), args).await
             }

@@ -86,6 +86,7 @@ async fn kip_accepts_the_envelope_and_the_method_params_form() {
             Request::builder()
                 .method("POST")
                 .uri("/kip")
+                .header("content-type", "application/json")
                 .body(Body::from("{nope"))
                 .expect("req"),
         )
@@ -120,7 +121,7 @@ async fn every_route_requires_the_key_when_one_is_set() {
         )
         .await;
         assert_eq!(s, StatusCode::UNAUTHORIZED, "{m} {p}");
-        let (s, _) = call(
+        let (s, v) = call(
             &app,
             m,
             p,
@@ -129,6 +130,9 @@ async fn every_route_requires_the_key_when_one_is_set() {
         )
         .await;
         assert_eq!(s, StatusCode::UNAUTHORIZED, "{m} {p}");
+        // Its own code, not a KIP error code (it is not ImmutableTarget).
+        assert_eq!(v["error"]["code"], "UNAUTHORIZED", "{m} {p}: {v}");
+        assert_eq!(v["error"]["message"], "wrong API key");
     }
     let (s, v) = call(&app, "GET", "/health", None, Some("s3cret")).await;
     assert_eq!(s, StatusCode::OK);
@@ -176,8 +180,11 @@ async fn oversized_bodies_are_refused() {
         },
     );
     let big = json!({"command": format!("SEARCH CONCEPT \"{}\"", "x".repeat(4096))});
-    let (s, _) = call(&app, "POST", "/kip", Some(big), None).await;
+    let (s, v) = call(&app, "POST", "/kip", Some(big), None).await;
     assert_eq!(s, StatusCode::PAYLOAD_TOO_LARGE);
+    // Every error body is JSON, this one included.
+    assert_eq!(v["error"]["code"], "KIP_4002", "{v}");
+    assert!(v["error"]["hint"].as_str().is_some_and(|h| !h.is_empty()));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -247,4 +254,221 @@ async fn mcp_refuses_foreign_host_headers_on_a_loopback_server() {
         "{}",
         rebinding.status()
     );
+}
+
+async fn send(
+    app: &axum::Router,
+    req: Request<Body>,
+) -> (StatusCode, axum::http::HeaderMap, Value) {
+    let resp = app.clone().oneshot(req).await.expect("response");
+    let status = resp.status();
+    let headers = resp.headers().clone();
+    let bytes = to_bytes(resp.into_body(), usize::MAX).await.expect("body");
+    (
+        status,
+        headers,
+        serde_json::from_slice(&bytes).unwrap_or(Value::Null),
+    )
+}
+
+fn upsert_person(name: &str) -> String {
+    json!({"command": format!("UPSERT {{ CONCEPT ?p {{ {{type: \"Person\", name: \"{name}\"}} }} }}")}).to_string()
+}
+
+async fn count_named(app: &axum::Router, name: &str) -> Value {
+    let (_, v) = call(
+        app,
+        "POST",
+        "/kip",
+        Some(json!({"command": format!("FIND(COUNT(?p)) WHERE {{ ?p {{type: \"Person\", name: \"{name}\"}} }}")})),
+        None,
+    )
+    .await;
+    v["result"].clone()
+}
+
+/// A web page on another site cannot write (or read) through the user's browser: a
+/// cross-site `text/plain` POST (a "simple request" browsers send without preflight)
+/// with a foreign Origin is refused and changes nothing; a foreign Host (DNS rebinding)
+/// is refused on every route; `/kip` takes JSON only.
+#[tokio::test]
+async fn cross_site_requests_are_refused_on_every_route() {
+    let app = router(nexus(), HttpConfig::default());
+    let forged = Request::builder()
+        .method("POST")
+        .uri("/kip")
+        .header("host", "127.0.0.1:8080")
+        .header("origin", "https://evil.example")
+        .header("content-type", "text/plain")
+        .body(Body::from(upsert_person("Mallory")))
+        .expect("req");
+    let (s, _, v) = send(&app, forged).await;
+    assert_eq!(s, StatusCode::FORBIDDEN);
+    assert_eq!(v["error"]["code"], "FORBIDDEN", "{v}");
+    assert!(v["error"]["hint"]
+        .as_str()
+        .unwrap_or("")
+        .contains("--allow-origin"));
+    // Without an Origin, text/plain is still refused: JSON only.
+    let plain = Request::builder()
+        .method("POST")
+        .uri("/kip")
+        .header("content-type", "text/plain")
+        .body(Body::from(upsert_person("Mallory")))
+        .expect("req");
+    let (s, _, v) = send(&app, plain).await;
+    assert_eq!(s, StatusCode::UNSUPPORTED_MEDIA_TYPE);
+    assert_eq!(v["error"]["code"], "UNSUPPORTED_MEDIA_TYPE");
+    assert_eq!(count_named(&app, "Mallory").await, 0);
+    // A foreign Host is refused on every route, /health included.
+    for (m, p) in [("GET", "/health"), ("POST", "/kip"), ("POST", "/mcp")] {
+        let req = Request::builder()
+            .method(m)
+            .uri(p)
+            .header("host", "rebound.evil.example:8080")
+            .header("content-type", "application/json")
+            .body(Body::from(upsert_person("Mallory")))
+            .expect("req");
+        let (s, _, v) = send(&app, req).await;
+        assert_eq!(s, StatusCode::FORBIDDEN, "{m} {p}");
+        assert_eq!(v["error"]["code"], "FORBIDDEN");
+    }
+    // /mcp refuses a foreign Origin too.
+    let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}});
+    let req = Request::builder()
+        .method("POST")
+        .uri("/mcp")
+        .header("host", "localhost:8080")
+        .header("origin", "http://evil.example")
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .body(Body::from(init.to_string()))
+        .expect("req");
+    let (s, _, _) = send(&app, req).await;
+    assert_eq!(s, StatusCode::FORBIDDEN);
+    // The server's own origin (a page it serves) is allowed.
+    let same = Request::builder()
+        .method("POST")
+        .uri("/kip")
+        .header("host", "localhost:8080")
+        .header("origin", "http://localhost:8080")
+        .header("content-type", "application/json")
+        .body(Body::from(upsert_person("Alice")))
+        .expect("req");
+    let (s, _, v) = send(&app, same).await;
+    assert_eq!(s, StatusCode::OK, "{v}");
+    assert_eq!(count_named(&app, "Alice").await, 1);
+}
+
+/// `--allow-origin` lets a page from that origin call the server: preflights are
+/// answered with the CORS headers, responses carry Access-Control-Allow-Origin; a
+/// preflight from another origin is refused.
+#[tokio::test]
+async fn allowed_origins_get_cors() {
+    let app = router(
+        nexus(),
+        HttpConfig {
+            allowed_origins: vec!["http://localhost:5173".into()],
+            ..HttpConfig::default()
+        },
+    );
+    let pre = |origin: &str| {
+        Request::builder()
+            .method("OPTIONS")
+            .uri("/kip")
+            .header("origin", origin)
+            .header("access-control-request-method", "POST")
+            .header(
+                "access-control-request-headers",
+                "content-type, authorization",
+            )
+            .body(Body::empty())
+            .expect("req")
+    };
+    let (s, h, _) = send(&app, pre("http://localhost:5173")).await;
+    assert_eq!(s, StatusCode::NO_CONTENT);
+    assert_eq!(h["access-control-allow-origin"], "http://localhost:5173");
+    assert!(h["access-control-allow-methods"]
+        .to_str()
+        .unwrap_or("")
+        .contains("POST"));
+    assert!(h["access-control-allow-headers"]
+        .to_str()
+        .unwrap_or("")
+        .contains("authorization"));
+    let (s, h, _) = send(&app, pre("http://other.example")).await;
+    assert_eq!(s, StatusCode::FORBIDDEN);
+    assert!(h.get("access-control-allow-origin").is_none());
+    let req = Request::builder()
+        .method("POST")
+        .uri("/kip")
+        .header("origin", "http://localhost:5173")
+        .header("content-type", "application/json")
+        .body(Body::from(
+            json!({"command": "DESCRIBE DOMAINS"}).to_string(),
+        ))
+        .expect("req");
+    let (s, h, v) = send(&app, req).await;
+    assert_eq!(s, StatusCode::OK, "{v}");
+    assert_eq!(h["access-control-allow-origin"], "http://localhost:5173");
+}
+
+/// Unknown routes and methods answer JSON errors too.
+#[tokio::test]
+async fn every_error_body_is_json() {
+    let app = router(nexus(), HttpConfig::default());
+    let (s, v) = call(&app, "GET", "/nope", None, None).await;
+    assert_eq!(s, StatusCode::NOT_FOUND);
+    assert_eq!(v["error"]["code"], "NOT_FOUND");
+    let (s, v) = call(&app, "GET", "/kip", None, None).await;
+    assert_eq!(s, StatusCode::METHOD_NOT_ALLOWED);
+    assert_eq!(v["error"]["code"], "METHOD_NOT_ALLOWED");
+}
+
+/// A request that runs out of time is stopped, and the answer says exactly what was
+/// applied: the regression of a batch [slow FINDs, UPSERT] answered KIP_4001 whose
+/// UPSERT was committed seconds later.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_timed_out_request_stops_and_reports_what_it_applied() {
+    let n = nexus();
+    let mut capsule = String::from("UPSERT {");
+    for i in 0..400 {
+        capsule.push_str(&format!(
+            " CONCEPT ?p{i} {{ {{type: \"Person\", name: \"p{i}\"}} }}"
+        ));
+    }
+    capsule.push_str(" }");
+    n.load_capsule(&capsule).expect("people");
+    let app = router(
+        n.clone(),
+        HttpConfig {
+            request_timeout: std::time::Duration::from_millis(700),
+            ..HttpConfig::default()
+        },
+    );
+    let slow = "FIND(?a.name) WHERE { ?a {type: \"Person\"} ?b {type: \"Person\"} ?c {type: \"Person\"} FILTER(?a.name == ?b.name && ?b.name == ?c.name && ?a.name == \"none\") }";
+    let body = json!({"commands": [slow, slow, slow, slow, "UPSERT { CONCEPT ?p { {type: \"Person\", name: \"Late\"} } }"]});
+    let started = std::time::Instant::now();
+    let (s, v) = call(&app, "POST", "/kip", Some(body), None).await;
+    let took = started.elapsed();
+    assert_eq!(s, StatusCode::OK);
+    let results = v["result"].as_array().expect("batch");
+    assert_eq!(results[0]["error"]["code"], "KIP_4001", "{v}");
+    let last = results.last().expect("some");
+    assert_eq!(last["error"]["code"], "KIP_4001", "{v}");
+    assert!(
+        last["error"]["message"]
+            .as_str()
+            .unwrap_or("")
+            .contains("not run"),
+        "{v}"
+    );
+    assert!(results.len() < 5, "the UPSERT must not have run: {v}");
+    assert!(
+        took < std::time::Duration::from_secs(5),
+        "answered after {took:?}"
+    );
+    // Nothing is applied later either.
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    assert_eq!(count_named(&app, "Late").await, 0);
 }

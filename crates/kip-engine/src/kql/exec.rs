@@ -65,7 +65,8 @@ impl<'g> Ctx<'g> {
         }
     }
 
-    /// Counts one unit of work; errors when a limit is passed.
+    /// Counts one unit of work; errors when a limit is passed, the deadline is past or
+    /// the request was cancelled (checked every 1,024 units).
     pub fn tick(&self) -> Result<(), KipError> {
         let w = self.work.get() + 1;
         self.work.set(w);
@@ -76,7 +77,18 @@ impl<'g> Ctx<'g> {
             )
             .with_hint("make the patterns more selective (exact {type, name}, fewer hops) or split the query; use LIMIT and CURSOR to page"));
         }
-        if w.is_multiple_of(4096) && self.start.elapsed() > self.limits.timeout {
+        if w.is_multiple_of(1024) {
+            self.check_time()?;
+        }
+        Ok(())
+    }
+
+    /// `KIP_4001` when the query's deadline has passed or its request was cancelled.
+    pub fn check_time(&self) -> Result<(), KipError> {
+        if self.limits.interrupt.is_some() || self.limits.deadline.is_some() {
+            return self.limits.check_time();
+        }
+        if self.start.elapsed() > self.limits.timeout {
             return Err(KipError::new(
                 ErrorCode::ExecutionTimeout,
                 format!("the query ran longer than {:?}", self.limits.timeout),

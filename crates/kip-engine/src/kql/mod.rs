@@ -17,16 +17,17 @@ pub mod exec;
 pub mod plan;
 pub mod result;
 
+pub use crate::cancel::Interrupt;
 use crate::envelope::Outcome;
 use crate::store::GraphRead;
-use kip_lang::ast::FindQuery;
-use kip_lang::KipError;
-use std::time::Duration;
+use kip_lang::ast::{FindQuery, Slot};
+use kip_lang::{ErrorCode, KipError};
+use std::time::{Duration, Instant};
 
-/// Bounds on the work one query may do.
+/// Bounds on the work one query may do, and on what one request may ask for.
 #[derive(Debug, Clone)]
 pub struct QueryLimits {
-    /// Wall-clock budget per query (`KIP_4001` when exceeded).
+    /// Wall-clock budget per query, planning included (`KIP_4001` when exceeded).
     pub timeout: Duration,
     /// Maximum candidate rows examined while matching (`KIP_4002` beyond).
     pub max_work: u64,
@@ -34,8 +35,23 @@ pub struct QueryLimits {
     pub max_rows: usize,
     /// Page size when the query has no `LIMIT`.
     pub default_page: usize,
+    /// Largest `LIMIT` of a FIND or DESCRIBE page (`KIP_4002` beyond: page with
+    /// CURSOR instead).
+    pub max_page: usize,
     /// Maximum hops of a path pattern (`{m,}` stops here).
     pub max_hops: u32,
+    /// Maximum commands in one `commands` batch (`KIP_4002` beyond, nothing run).
+    pub max_batch: usize,
+    /// Maximum size of one response's JSON, in bytes: a read whose result would pass
+    /// it is `KIP_4002` and stops the batch.
+    pub max_response_bytes: usize,
+    /// The request's deadline, when it has one (set per request by
+    /// [`crate::Nexus::execute_with`]); each query then ends at the earlier of it and
+    /// its own `timeout`.
+    pub deadline: Option<Instant>,
+    /// The request's cancellation flag (set per request), checked inside the matching
+    /// loops: a cancelled query ends in `KIP_4001` within milliseconds.
+    pub interrupt: Option<Interrupt>,
 }
 
 impl Default for QueryLimits {
@@ -45,7 +61,73 @@ impl Default for QueryLimits {
             max_work: 20_000_000,
             max_rows: 1_000_000,
             default_page: 1000,
+            max_page: 10_000,
             max_hops: 16,
+            max_batch: 256,
+            max_response_bytes: 16 << 20,
+            deadline: None,
+            interrupt: None,
+        }
+    }
+}
+
+impl QueryLimits {
+    /// The limits of one command started now: its deadline is the earlier of the
+    /// request's and `now + timeout`.
+    pub fn for_command(&self) -> QueryLimits {
+        let own = Instant::now().checked_add(self.timeout);
+        let deadline = match (own, self.deadline) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        QueryLimits {
+            deadline,
+            ..self.clone()
+        }
+    }
+
+    /// `KIP_4001` when the request was cancelled or its deadline has passed.
+    pub fn check_time(&self) -> Result<(), KipError> {
+        if self.interrupt.as_ref().is_some_and(Interrupt::is_set) {
+            return Err(KipError::new(
+                ErrorCode::ExecutionTimeout,
+                "the request was cancelled (its time budget ran out or the client went away)",
+            )
+            .with_hint("optimize the query: bind exact {type, name} first, reduce UNION branches, hops and REGEX, lower LIMIT"));
+        }
+        if self.deadline.is_some_and(|d| Instant::now() > d) {
+            return Err(KipError::new(
+                ErrorCode::ExecutionTimeout,
+                format!("the query ran longer than its time budget ({:?})", self.timeout),
+            )
+            .with_hint("optimize the query: bind exact {type, name} first, reduce UNION branches, hops and REGEX, lower LIMIT"));
+        }
+        Ok(())
+    }
+
+    /// The page size a `LIMIT` asks for: the default without one, `KIP_4002` above
+    /// [`QueryLimits::max_page`].
+    pub fn page(&self, limit: Option<&Slot<u64>>) -> Result<usize, KipError> {
+        match limit {
+            None => Ok(self.default_page.max(1)),
+            Some(Slot::Param(p)) => Err(crate::kml::unbound(&p.name)),
+            Some(Slot::Literal(n, _)) => {
+                let n = usize::try_from(*n).unwrap_or(usize::MAX);
+                if n > self.max_page {
+                    return Err(KipError::new(
+                        ErrorCode::ResourceExhausted,
+                        format!(
+                            "LIMIT {n} is larger than this server's page limit of {} rows",
+                            self.max_page
+                        ),
+                    )
+                    .with_hint(format!(
+                        "use LIMIT {} or less and follow next_cursor (CURSOR \"...\") to read the next pages",
+                        self.max_page
+                    )));
+                }
+                Ok(n.max(1))
+            }
         }
     }
 }

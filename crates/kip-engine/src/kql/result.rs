@@ -321,12 +321,7 @@ pub fn run_find(
         Some(Slot::Param(p)) => return Err(crate::kml::unbound(&p.name)),
         None => 0,
     };
-    let page = match &q.limit {
-        Some(Slot::Literal(n, _)) => usize::try_from(*n).unwrap_or(usize::MAX),
-        Some(Slot::Param(p)) => return Err(crate::kml::unbound(&p.name)),
-        None => limits.default_page,
-    }
-    .max(1);
+    let page = limits.page(q.limit.as_ref())?;
     let has_agg = q
         .projections
         .iter()

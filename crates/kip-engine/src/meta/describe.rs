@@ -91,12 +91,7 @@ fn type_list(
         Some(c) => decode_cursor(text(c)?, fingerprint)?,
         None => 0,
     };
-    let page = match limit {
-        Some(Slot::Literal(n, _)) => usize::try_from(*n).unwrap_or(usize::MAX),
-        Some(Slot::Param(p)) => return Err(crate::kml::unbound(&p.name)),
-        None => limits.default_page,
-    }
-    .max(1);
+    let page = limits.page(limit.as_ref())?;
     let end = offset.saturating_add(page).min(names.len());
     let slice = if offset < names.len() {
         names[offset..end].to_vec()
