@@ -177,6 +177,14 @@ fn open_existing(data: &Path, what: &str) -> Result<kip_engine::Nexus> {
 
 /// `kip check`: the integrity checker.
 pub fn check(data: &Path) -> Result<ExitCode> {
+    if data.join(kip_engine::nexus::DB_FILE).exists() {
+        // A store that does not open (a corrupt log, a newer format) is a finding of
+        // the check, reported like the others.
+        if let Err(e) = kip_engine::Nexus::open(data) {
+            print_json(&json!({"result": {"ok": false, "problems": [e.message], "hint": e.hint}}));
+            return Ok(ExitCode::from(1));
+        }
+    }
     let nexus = open_existing(data, "check")?;
     let problems = nexus
         .check_integrity()
@@ -239,4 +247,32 @@ pub fn export_memory(data: &Path, file: &str) -> Result<ExitCode> {
         std::fs::write(file, text).with_context(|| format!("writing {file}"))?;
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// `kip recover --salvage-wal`: opens a nexus whose write-ahead log is corrupt as of
+/// the last good record, after keeping a copy of the log.
+pub fn salvage_wal(data: &Path) -> Result<ExitCode> {
+    if !data.join(kip_engine::nexus::DB_FILE).exists() {
+        anyhow::bail!(
+            "no kip-nexus database at {}: there is nothing to salvage into (restore nexus.redb from a backup first)",
+            data.display()
+        );
+    }
+    let nexus = kip_engine::Nexus::open_with(data, kip_engine::nexus::OpenMode::SalvageWal)
+        .map_err(|e| anyhow::anyhow!("{}", crate::error_text(&e)))?;
+    let problems = nexus
+        .check_integrity()
+        .map_err(|e| anyhow::anyhow!("{}", e.message))?;
+    let (concepts, propositions) = nexus
+        .totals()
+        .map_err(|e| anyhow::anyhow!("{}", e.message))?;
+    print_json(
+        &json!({"result": {"salvaged": true, "concepts": concepts, "propositions": propositions, "problems": problems}}),
+    );
+    eprintln!("kip: the damaged log was kept next to the database as nexus.wal.damaged-<time>; the writes logged after the damage are not in the nexus");
+    Ok(if problems.is_empty() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
 }

@@ -108,6 +108,14 @@ enum Cmd {
         /// The FIND query text.
         query: String,
     },
+    /// Repair a data directory, on explicit request.
+    Recover {
+        /// The write-ahead log is corrupt (a damaged record followed by newer ones):
+        /// keep a copy of it as nexus.wal.damaged-<time>, then open the nexus as of
+        /// the last good record. The writes logged after the damage are lost.
+        #[arg(long, required = true)]
+        salvage_wal: bool,
+    },
     /// Check KIP text: prints {"result":"ok"} or the error object.
     Parse {
         /// A file of KIP commands (a capsule may hold several), or `-` for stdin.
@@ -138,9 +146,18 @@ fn data_dir(cli: &Cli) -> PathBuf {
     })
 }
 
-/// Opens the nexus, as a usage-level error when it cannot be opened.
+/// Opens the nexus, as a usage-level error when it cannot be opened (with its hint:
+/// what to do about a damaged or incomplete data directory).
 pub fn open_nexus(data: &Path) -> Result<Nexus> {
-    Nexus::open(data).map_err(|e| anyhow::anyhow!("{}", e.message))
+    Nexus::open(data).map_err(|e| anyhow::anyhow!("{}", error_text(&e)))
+}
+
+/// A KIP error as text for the terminal: the message, then the hint.
+pub fn error_text(e: &kip_lang::KipError) -> String {
+    match &e.hint {
+        Some(h) => format!("{}\nhint: {h}", e.message),
+        None => e.message.clone(),
+    }
 }
 
 /// Prints a JSON value on one line.
@@ -194,6 +211,7 @@ fn run_command(cli: Cli) -> ExitCode {
         Cmd::Explain { query } => admin::explain(&data, &query),
         Cmd::Reindex => admin::reindex(&data, quiet),
         Cmd::Check => admin::check(&data),
+        Cmd::Recover { .. } => admin::salvage_wal(&data),
         Cmd::Parse { file } => admin::parse(&file),
     };
     match result {

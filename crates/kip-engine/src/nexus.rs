@@ -155,24 +155,137 @@ impl Budget {
     }
 }
 
+/// How [`Nexus::open_with`] treats a damaged write-ahead log.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OpenMode {
+    /// Refuse to open a directory whose log is corrupt.
+    Normal,
+    /// Keep a copy of the log as `nexus.wal.damaged-<seconds>`, then open as of the
+    /// last good record (the records after the damage are lost) and empty the log.
+    /// What `kip recover --salvage-wal` does, on the user's explicit request.
+    SalvageWal,
+}
+
+/// What the open found in the log, and whether to accept damage.
+struct LogCheck {
+    damage: crate::store::wal::Damage,
+    salvage: bool,
+}
+
+fn corrupt_log(d: &crate::store::wal::Damage, kept: u64, newest: u64) -> KipError {
+    KipError::new(
+        kip_lang::ErrorCode::InternalError,
+        format!(
+            "the write-ahead log {WAL_FILE} is corrupt: the record at byte {} cannot be read, but valid records up to number {newest} follow it (the last readable one before it is {kept}); the nexus was not opened and nothing was changed",
+            d.offset
+        ),
+    )
+    .with_hint(format!("this is damage (a flipped byte, a bad sector), not a torn last write. Restore the data directory from a backup, or run `kip recover --salvage-wal` to open it as of record {kept}: a copy of the log is kept as nexus.wal.damaged-<time> and the writes after the damage are lost"))
+}
+
+fn missing_database(dir: &Path, records: usize) -> KipError {
+    KipError::internal(format!(
+        "the data directory {} has a write-ahead log ({WAL_FILE}, {records} records) but no database ({DB_FILE}); nothing was opened or changed",
+        dir.display()
+    ))
+    .with_hint("restore nexus.redb from a backup (its log records are then replayed on top of it). The log alone holds only the writes since the last checkpoint, which refer to elements it does not contain, so it cannot rebuild a memory: to start an empty nexus instead, move nexus.wal out of the directory")
+}
+
+/// Creates `dir` (and missing parents) readable by its owner only.
+fn create_private_dir(dir: &Path) -> std::io::Result<()> {
+    let mut b = std::fs::DirBuilder::new();
+    b.recursive(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::DirBuilderExt;
+        b.mode(0o700);
+    }
+    b.create(dir)
+}
+
+/// Creates an empty `file` readable and writable by its owner only, unless it exists
+/// (redb then initializes the empty file as a new database).
+fn create_private_file(file: &Path) -> std::io::Result<()> {
+    if file.exists() {
+        return Ok(());
+    }
+    let mut o = std::fs::OpenOptions::new();
+    o.write(true).create_new(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        o.mode(0o600);
+    }
+    match o.open(file) {
+        Ok(_) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
+        Err(e) => Err(e),
+    }
+}
+
 fn open_error(dir: &Path, e: impl std::fmt::Display) -> KipError {
     KipError::internal(format!("cannot open the nexus at {}: {e}", dir.display()))
         .with_hint("check that the directory is writable and not opened by another kip process")
 }
 
 impl Nexus {
-    /// Opens the nexus in `dir` (created on first use, then bootstrapped).
+    /// Opens the nexus in `dir` (created on first use, then bootstrapped). A new
+    /// directory is created readable by its owner only (0700), and so are the files in
+    /// it (0600). Refuses, changing nothing on disk, when the write-ahead log holds
+    /// records but the database file is missing, or when the log is corrupt (a damaged
+    /// record followed by newer valid ones).
     pub fn open(dir: impl AsRef<Path>) -> Result<Nexus, KipError> {
+        Nexus::open_with(dir, OpenMode::Normal)
+    }
+
+    /// [`Nexus::open`] in a given [`OpenMode`].
+    pub fn open_with(dir: impl AsRef<Path>, mode: OpenMode) -> Result<Nexus, KipError> {
         let dir = dir.as_ref();
-        std::fs::create_dir_all(dir).map_err(|e| open_error(dir, e))?;
         let file = dir.join(DB_FILE);
+        let wal_path = dir.join(WAL_FILE);
+        if !file.exists() && wal_path.exists() {
+            // Decided before anything is created: a refusal leaves the directory as
+            // it was, so a supervisor's restart cannot turn it into an empty store.
+            let (records, _) = Wal::read(&wal_path).map_err(|e| open_error(dir, e))?;
+            if !records.is_empty() {
+                return Err(missing_database(dir, records.len()));
+            }
+        }
+        create_private_dir(dir).map_err(|e| open_error(dir, e))?;
+        create_private_file(&file).map_err(|e| open_error(dir, e))?;
         let db = Database::builder()
             .set_cache_size(CACHE_BYTES)
             .create(&file)
             .map_err(|e| open_error(dir, e))?;
         // Opened after the database, whose file lock keeps a second process out.
-        let (wal, records) = Wal::open(&dir.join(WAL_FILE)).map_err(|e| open_error(dir, e))?;
-        Nexus::init(db, Some(dir.to_path_buf()), Some(wal), records)
+        let (wal, records) = Wal::open(&wal_path).map_err(|e| open_error(dir, e))?;
+        if mode == OpenMode::SalvageWal {
+            let kept = dir.join(format!(
+                "{WAL_FILE}.damaged-{}",
+                std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map(|d| d.as_secs())
+                    .unwrap_or(0)
+            ));
+            std::fs::copy(&wal_path, &kept).map_err(|e| {
+                open_error(
+                    dir,
+                    format!("cannot keep a copy of the log as {}: {e}", kept.display()),
+                )
+            })?;
+            tracing::warn!(copy = %kept.display(), "salvaging the write-ahead log: a copy of it is kept");
+        }
+        let damage = wal.damage().clone();
+        Nexus::init(
+            db,
+            Some(dir.to_path_buf()),
+            Some(wal),
+            records,
+            Some(LogCheck {
+                damage,
+                salvage: mode == OpenMode::SalvageWal,
+            }),
+        )
     }
 
     /// A nexus in memory (same engine, nothing on disk): for tests and experiments.
@@ -180,7 +293,7 @@ impl Nexus {
         let db = Database::builder()
             .create_with_backend(redb::backends::InMemoryBackend::new())
             .map_err(storage_error)?;
-        Nexus::init(db, None, None, Vec::new())
+        Nexus::init(db, None, None, Vec::new(), None)
     }
 
     fn init(
@@ -188,12 +301,15 @@ impl Nexus {
         path: Option<PathBuf>,
         wal: Option<Wal>,
         records: Vec<crate::store::wal::Record>,
+        log: Option<LogCheck>,
     ) -> Result<Nexus, KipError> {
-        let nexus = Nexus {
+        // The log joins the nexus only once the open has succeeded: a nexus dropped on
+        // a failed open must not checkpoint and empty a log it has not replayed.
+        let mut nexus = Nexus {
             db,
             path,
             limits: QueryLimits::default(),
-            wal: wal.map(Mutex::new),
+            wal: None,
             overlay: Arc::new(Overlay::default()),
             gate: Mutex::new(()),
             combiner: Combiner::default(),
@@ -239,6 +355,19 @@ impl Nexus {
                     &FORMAT_VERSION.to_le_bytes(),
                 )?,
             }
+            if let Some(log) = &log {
+                let durable = meta_u64(&w, WAL_SEQ)?.unwrap_or(0);
+                let kept = records.last().map_or(0, |r| r.seq).max(durable);
+                if let Some(newest) = log.damage.newest().filter(|n| *n > kept) {
+                    if !log.salvage {
+                        return Err(corrupt_log(&log.damage, kept, newest));
+                    }
+                    tracing::warn!(
+                        "salvage: opening as of write-ahead log record {kept}; records up to {newest} after the damage at byte {} are dropped",
+                        log.damage.offset
+                    );
+                }
+            }
             replay(&mut w, &records)?;
             if meta_u64(&w, TEXT_INDEX_KEY)? != Some(crate::meta::text::TEXT_INDEX_VERSION) {
                 // A new store, or one indexed by another analysis version: (re)build.
@@ -275,10 +404,14 @@ impl Nexus {
         txn.commit().map_err(storage_error)?;
         nexus.overlay.keys().committed();
         // Everything replayed is durable now.
-        if let Some(wal) = &nexus.wal {
-            if let Err(e) = lock(wal).reset() {
+        if let Some(mut wal) = wal {
+            if log.as_ref().is_some_and(|l| l.salvage) {
+                // The records past the damage must never be read again.
+                wal.wipe()?;
+            } else if let Err(e) = wal.reset() {
                 tracing::warn!("cannot empty the write-ahead log: {}", e.message);
             }
+            nexus.wal = Some(Mutex::new(wal));
         }
         Ok(nexus)
     }
@@ -815,6 +948,45 @@ impl Nexus {
     /// Checks the store's invariants: every index entry matches its record, every link's
     /// subject and object exist, statistics match the data. Returns the problems found.
     pub fn check_integrity(&self) -> Result<Vec<String>, KipError> {
+        let mut problems = self.check_log()?;
+        problems.extend(self.check_graph()?);
+        Ok(problems)
+    }
+
+    /// The write-ahead log on disk against what this nexus has written to it: every
+    /// record since the last checkpoint must read back whole, and no damaged record
+    /// may hide newer ones.
+    pub fn check_log(&self) -> Result<Vec<String>, KipError> {
+        let (Some(dir), Some(wal)) = (&self.path, &self.wal) else {
+            return Ok(Vec::new());
+        };
+        // The gate keeps writers (and checkpoints) out while the file is read.
+        let _gate = lock(&self.gate);
+        let written = lock(wal).len();
+        let (records, damage) = Wal::read(&dir.join(WAL_FILE)).map_err(|e| {
+            KipError::internal(format!("cannot read the write-ahead log: {}", e.message))
+        })?;
+        let mut problems = Vec::new();
+        if damage.offset < written {
+            problems.push(format!(
+                "write-ahead log: the record at byte {} does not read back ({} records readable, {written} bytes written since the last checkpoint)",
+                damage.offset,
+                records.len()
+            ));
+        }
+        let last = records.last().map_or(0, |r| r.seq);
+        if let Some(newest) = damage
+            .newest()
+            .filter(|n| *n > last && damage.offset < written)
+        {
+            problems.push(format!(
+                "write-ahead log: valid records up to number {newest} lie after the damage"
+            ));
+        }
+        Ok(problems)
+    }
+
+    fn check_graph(&self) -> Result<Vec<String>, KipError> {
         use crate::store::ElemRef;
         self.read(|r| {
             let mut problems = Vec::new();

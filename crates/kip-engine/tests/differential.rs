@@ -565,7 +565,7 @@ proptest! {
         }
         let vars: Vec<String> = vars.into_iter().collect();
         let find = format!(
-            "FIND({}) WHERE {{\n{body}\n}} LIMIT 100000",
+            "FIND({}) WHERE {{\n{body}\n}} LIMIT 10000",
             vars.iter().map(|v| format!("?{v}")).collect::<Vec<_>>().join(", ")
         );
         let dump = n.dump().expect("dump");

@@ -175,7 +175,10 @@ fn responses_batches_and_pages_are_bounded() {
     assert!(out.len() < 200, "the batch must stop");
     let last = out.last().expect("some");
     assert_eq!(last["error"]["code"], "KIP_4002", "{last}");
-    assert!(last["error"]["message"].as_str().unwrap_or("").contains("bytes"));
+    assert!(last["error"]["message"]
+        .as_str()
+        .unwrap_or("")
+        .contains("bytes"));
     let size = r.to_string().len();
     assert!(size < 400 * 1024, "response of {size} bytes");
     // Writes are never replaced by the size error: a committed write is reported.
@@ -188,7 +191,10 @@ fn responses_batches_and_pages_are_bounded() {
         assert_eq!(out.last().expect("some")["error"]["code"], "KIP_4002");
         // stopped before the UPSERT: it was not run
         assert_eq!(
-            ok(&n, "FIND(COUNT(?p)) WHERE { ?p {type: \"Person\", name: \"Zed\"} }"),
+            ok(
+                &n,
+                "FIND(COUNT(?p)) WHERE { ?p {type: \"Person\", name: \"Zed\"} }"
+            ),
             json!(0)
         );
     }
@@ -200,7 +206,10 @@ fn responses_batches_and_pages_are_bounded() {
         .to_json();
     assert_eq!(code(&r).as_deref(), Some("KIP_4002"), "{r}");
     assert_eq!(
-        ok(&n, "FIND(COUNT(?p)) WHERE { ?p {type: \"Person\", name: \"Many\"} }"),
+        ok(
+            &n,
+            "FIND(COUNT(?p)) WHERE { ?p {type: \"Person\", name: \"Many\"} }"
+        ),
         json!(0)
     );
 
@@ -214,7 +223,10 @@ fn responses_batches_and_pages_are_bounded() {
         assert_eq!(code(&r).as_deref(), Some("KIP_4002"), "{cmd}: {r}");
         assert!(r["error"]["hint"].as_str().unwrap_or("").contains("CURSOR"));
     }
-    let r = run(&n, "FIND(?p.name) WHERE { ?p {type: \"Person\"} } LIMIT 10000");
+    let r = run(
+        &n,
+        "FIND(?p.name) WHERE { ?p {type: \"Person\"} } LIMIT 10000",
+    );
     assert!(r.get("error").is_none(), "{r}");
 }
 
@@ -237,7 +249,10 @@ fn an_interrupted_request_runs_nothing_more() {
         .to_json();
     assert_eq!(r["result"][0]["error"]["code"], "KIP_4001", "{r}");
     assert_eq!(
-        ok(&n, "FIND(COUNT(?p)) WHERE { ?p {type: \"Person\", name: \"Never\"} }"),
+        ok(
+            &n,
+            "FIND(COUNT(?p)) WHERE { ?p {type: \"Person\", name: \"Never\"} }"
+        ),
         json!(0)
     );
     // A deadline already past: the same.
@@ -247,7 +262,11 @@ fn an_interrupted_request_runs_nothing_more() {
     };
     std::thread::sleep(std::time::Duration::from_millis(2));
     let r = n
-        .execute_json_with(&json!({"command": "DESCRIBE PRIMER"}), Access::ReadWrite, &late)
+        .execute_json_with(
+            &json!({"command": "DESCRIBE PRIMER"}),
+            Access::ReadWrite,
+            &late,
+        )
         .to_json();
     assert_eq!(code(&r).as_deref(), Some("KIP_4001"), "{r}");
 }

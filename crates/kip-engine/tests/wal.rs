@@ -255,3 +255,181 @@ mod damaged {
         );
     }
 }
+
+/// Files of a data directory as (name, length, crc32), to show that a refusal changed
+/// nothing.
+fn files(dir: &Path) -> Vec<(String, usize, u32)> {
+    let mut out: Vec<(String, usize, u32)> = std::fs::read_dir(dir)
+        .expect("read dir")
+        .map(|e| {
+            let e = e.expect("entry");
+            let bytes = std::fs::read(e.path()).expect("read");
+            (
+                e.file_name().to_string_lossy().into_owned(),
+                bytes.len(),
+                crc32fast::hash(&bytes),
+            )
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+/// A crashed directory (database as of its last checkpoint, log with every write since).
+fn crashed_copy(tmp: &Path) -> (std::path::PathBuf, serde_json::Value) {
+    let live = tmp.join("live");
+    let crashed = tmp.join("crashed");
+    let n = Nexus::open(&live).expect("open");
+    for w in WRITES {
+        ok(&n, w);
+    }
+    let expected = graph(&n);
+    snapshot(&live, &crashed, &[DB_FILE, WAL_FILE]);
+    drop(n);
+    (crashed, expected)
+}
+
+/// The regression of a supervisor's restarts discarding 10,371 acknowledged writes: a
+/// directory whose log holds records but whose database file is missing is refused, as
+/// often as it is started, and nothing on disk changes.
+#[test]
+fn a_log_without_its_database_is_refused_and_left_untouched() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let (crashed, _) = crashed_copy(tmp.path());
+    std::fs::remove_file(crashed.join(DB_FILE)).expect("rm db");
+    let before = files(&crashed);
+    for _ in 0..3 {
+        let e = Nexus::open(&crashed).expect_err("must refuse");
+        assert!(e.message.contains("no database"), "{}", e.message);
+        assert!(e.hint.as_deref().unwrap_or("").contains("backup"), "{e:?}");
+        assert_eq!(files(&crashed), before, "a refusal changes nothing");
+    }
+    assert_eq!(logged(&crashed).len(), WRITES.len());
+}
+
+/// The regression of one flipped byte mid-log silently dropping every later record: a
+/// damaged record followed by newer valid ones is corruption; the open is refused with
+/// the offset, nothing changes; `kip recover --salvage-wal`'s mode opens it as of the
+/// last good record after keeping a copy, and a torn last record is still a clean end.
+#[test]
+fn a_damaged_record_mid_log_is_corruption_not_a_torn_tail() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let (crashed, expected) = crashed_copy(tmp.path());
+    let wal = crashed.join(WAL_FILE);
+    let (records, _) = Wal::read(&wal).expect("read");
+    assert_eq!(records.len(), WRITES.len());
+    // Flip one byte inside the payload of the third record.
+    let mut bytes = std::fs::read(&wal).expect("read");
+    let mut offset = 0usize;
+    for r in &records[..2] {
+        offset += 20 + r.payload.len();
+    }
+    bytes[offset + 20 + records[2].payload.len() / 2] ^= 0x40;
+    std::fs::write(&wal, &bytes).expect("write");
+    for _ in 0..2 {
+        let e = Nexus::open(&crashed).expect_err("corrupt log");
+        assert_eq!(e.code.as_str(), "KIP_4003");
+        assert!(
+            e.message.contains(&format!("byte {offset}")),
+            "{}",
+            e.message
+        );
+        assert!(
+            e.hint.as_deref().unwrap_or("").contains("--salvage-wal"),
+            "{e:?}"
+        );
+        assert_eq!(
+            std::fs::read(&wal).expect("log"),
+            bytes,
+            "the log is left as it was"
+        );
+    }
+
+    // Salvage: explicit, keeps a copy, opens as of record 2.
+    let n = Nexus::open_with(&crashed, kip_engine::nexus::OpenMode::SalvageWal).expect("salvage");
+    assert_eq!(n.check_integrity().expect("check"), Vec::<String>::new());
+    let people = ok(
+        &n,
+        r#"FIND(?p.name) WHERE { ?p {type: "Person"} FILTER(?p.name == "Ada" || ?p.name == "Charles") }"#,
+    );
+    assert_eq!(
+        people,
+        serde_json::json!(["Ada"]),
+        "records 1-2 kept, 3-6 lost"
+    );
+    drop(n);
+    let copies: Vec<_> = std::fs::read_dir(&crashed)
+        .expect("dir")
+        .filter_map(|e| e.ok())
+        .filter(|e| {
+            e.file_name()
+                .to_string_lossy()
+                .starts_with("nexus.wal.damaged-")
+        })
+        .collect();
+    assert_eq!(copies.len(), 1);
+    assert_eq!(std::fs::read(copies[0].path()).expect("copy"), bytes);
+    // After the salvage the nexus opens normally (the log was emptied).
+    let n = Nexus::open(&crashed).expect("opens after salvage");
+    assert_ne!(graph(&n), expected);
+    drop(n);
+
+    // A torn last record (a crash mid-append) is a clean end: no error, no loss of
+    // anything before it.
+    let tmp2 = tempfile::tempdir().expect("tempdir");
+    let (torn, _) = crashed_copy(tmp2.path());
+    let wal = torn.join(WAL_FILE);
+    let (records, _) = Wal::read(&wal).expect("read");
+    let total: usize = records.iter().map(|r| 20 + r.payload.len()).sum();
+    let mut bytes = std::fs::read(&wal).expect("read");
+    let last = records.last().expect("records");
+    bytes[total - last.payload.len() / 2] ^= 0x01;
+    std::fs::write(&wal, &bytes).expect("write");
+    let n = Nexus::open(&torn).expect("a torn tail opens");
+    assert_eq!(n.check_integrity().expect("check"), Vec::<String>::new());
+}
+
+/// New data directories and their files are private to their owner.
+#[cfg(unix)]
+#[test]
+fn data_files_are_private_whatever_the_umask() {
+    use std::os::unix::fs::PermissionsExt;
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let dir = tmp.path().join("a").join("nexus");
+    let n = Nexus::open(&dir).expect("open");
+    ok(
+        &n,
+        r#"UPSERT { CONCEPT ?a { {type: "Person", name: "Ada"} } }"#,
+    );
+    let mode = |p: &Path| std::fs::metadata(p).expect("meta").permissions().mode() & 0o777;
+    assert_eq!(mode(&dir), 0o700);
+    assert_eq!(mode(&dir.join(DB_FILE)), 0o600);
+    assert_eq!(mode(&dir.join(WAL_FILE)), 0o600);
+    drop(n);
+}
+
+/// `kip check` verifies the log too: a record damaged on disk behind a running nexus is
+/// reported.
+#[test]
+fn the_integrity_check_reads_the_log_back() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let n = Nexus::open(tmp.path()).expect("open");
+    for w in WRITES {
+        ok(&n, w);
+    }
+    assert_eq!(n.check_integrity().expect("check"), Vec::<String>::new());
+    let wal = tmp.path().join(WAL_FILE);
+    let (records, _) = Wal::read(&wal).expect("read");
+    let mut bytes = std::fs::read(&wal).expect("read");
+    let at = 20 + records[0].payload.len() + 20 + 3;
+    bytes[at] ^= 0xff;
+    std::fs::write(&wal, &bytes).expect("write");
+    let problems = n.check_integrity().expect("check");
+    assert!(
+        problems.iter().any(|p| p.contains("write-ahead log")),
+        "{problems:?}"
+    );
+    // Put it back, so the close's checkpoint is clean.
+    bytes[at] ^= 0xff;
+    std::fs::write(&wal, &bytes).expect("write");
+}
