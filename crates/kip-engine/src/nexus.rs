@@ -492,6 +492,9 @@ impl Nexus {
             deadline: budget.deadline,
             interrupt: budget.interrupt.clone(),
         };
+        if req.dry_run && req.batch {
+            return self.validate_batch(req, access, &batch, &limits);
+        }
         envelope::run_with(req, access, &batch, |cmd, dry_run| {
             self.execute_command_within(cmd, dry_run, &limits.for_command())
         })
@@ -532,28 +535,40 @@ impl Nexus {
     /// would, and `effect` shows the result the command would have had. KQL is compiled
     /// (schema and id checks) without being run.
     fn validate(&self, cmd: &Command, limits: &QueryLimits) -> Result<Value, KipError> {
-        let kind = match cmd.kind() {
-            kip_lang::CommandKind::Kql => "KQL",
-            kip_lang::CommandKind::Kml => "KML",
-            kip_lang::CommandKind::Meta => "META",
-        };
-        let mut out = serde_json::json!({"dry_run": true, "valid": true, "kind": kind});
         match cmd {
-            Command::Upsert(u) => {
-                let effect =
-                    self.write(|w| upsert::upsert(w, u, upsert::Privilege::Agent), true)?;
-                out["effect"] = effect;
+            Command::Upsert(_) | Command::Delete(_) => {
+                self.write(|w| validate_in(w, cmd, limits), true)
             }
-            Command::Delete(d) => {
-                let effect = self.write(|w| delete::delete(w, d, limits), true)?;
-                out["effect"] = effect;
-            }
-            Command::Find(q) => {
-                self.read(|r| kql::validate(r, q, limits))?;
-            }
-            Command::Describe(_) | Command::Search(_) => {}
+            _ => self.read(|r| validate_in_read(r, cmd, limits)),
         }
-        Ok(out)
+    }
+
+    /// A `dry_run` batch holding writes is validated cumulatively: every command runs in
+    /// one write transaction that is aborted at the end, so a command sees the effects
+    /// of the earlier ones (a concept created by command 1 can be linked by command 2)
+    /// exactly as when the batch runs for real; nothing is written.
+    fn validate_batch(
+        &self,
+        req: &ExecuteRequest,
+        access: Access,
+        batch: &envelope::BatchLimits,
+        limits: &QueryLimits,
+    ) -> Response {
+        let out = self.write(
+            |w| {
+                Ok(envelope::run_with(
+                    req,
+                    access,
+                    batch,
+                    |cmd, _| match validate_in(w, cmd, &limits.for_command()) {
+                        Ok(v) => Outcome::ok(v),
+                        Err(e) => Outcome::Err(e),
+                    },
+                ))
+            },
+            true,
+        );
+        out.unwrap_or_else(envelope::envelope_failure)
     }
 
     /// Runs `f` in a write transaction: commits on `Ok` (unless `dry_run`), aborts on
@@ -898,7 +913,9 @@ impl Nexus {
                     )?;
                     let bound = kip_lang::bind_owned(cmd, &serde_json::Map::new())?;
                     match &bound {
-                        Command::Upsert(u) => each(upsert::upsert(w, u, upsert::Privilege::Agent)?),
+                        Command::Upsert(u) => {
+                            each(upsert::upsert(w, u, upsert::Privilege::Capsule)?)
+                        }
                         Command::Delete(d) => each(delete::delete(w, d, &self.limits)?),
                         _ => {
                             return Err(KipError::new(
@@ -1183,6 +1200,45 @@ impl Drop for Nexus {
 /// the log is cut back on every failed append).
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+fn validation_shape(cmd: &Command) -> Value {
+    let kind = match cmd.kind() {
+        kip_lang::CommandKind::Kql => "KQL",
+        kip_lang::CommandKind::Kml => "KML",
+        kip_lang::CommandKind::Meta => "META",
+    };
+    serde_json::json!({"dry_run": true, "valid": true, "kind": kind})
+}
+
+/// `dry_run` of one command inside a write transaction (aborted by the caller): KML
+/// runs for real there, so schema, reference and protection errors surface exactly as
+/// they would, and `effect` shows the result; KQL is compiled against the
+/// transaction's view.
+fn validate_in(
+    w: &mut WriteTables<'_>,
+    cmd: &Command,
+    limits: &QueryLimits,
+) -> Result<Value, KipError> {
+    let mut out = validation_shape(cmd);
+    match cmd {
+        Command::Upsert(u) => out["effect"] = upsert::upsert(w, u, upsert::Privilege::Agent)?,
+        Command::Delete(d) => out["effect"] = delete::delete(w, d, limits)?,
+        _ => return validate_in_read(&*w, cmd, limits),
+    }
+    Ok(out)
+}
+
+/// `dry_run` of a read: FIND is compiled (schema and id checks) without being run.
+fn validate_in_read(
+    r: &dyn crate::store::GraphRead,
+    cmd: &Command,
+    limits: &QueryLimits,
+) -> Result<Value, KipError> {
+    if let Command::Find(q) = cmd {
+        kql::validate(r, q, limits)?;
+    }
+    Ok(validation_shape(cmd))
 }
 
 /// Applies the write-ahead log records after the last checkpoint, in order.

@@ -161,6 +161,126 @@ pub fn check_type_definition(
     Ok(())
 }
 
+/// The naming rules of KIP §2.8 for a concept an agent creates: concept type names
+/// are UpperCamelCase identifiers, predicates snake_case identifiers, names starting
+/// with `$` are reserved for the system's meta-types and actors, and no concept has an
+/// empty name. `KIP_1002` (`KIP_2002` for an empty name) with the corrected spelling
+/// as a hint. Only new concepts are checked: a store that already holds other names
+/// keeps reading, updating and deleting them.
+pub fn check_new_name(concept_type: &str, name: &str) -> Result<(), KipError> {
+    if name.trim().is_empty() {
+        return Err(KipError::new(
+            ErrorCode::ConstraintViolation,
+            format!("a {concept_type} concept needs a non-empty name"),
+        )
+        .with_hint("give the concept a name: {type: \"...\", name: \"a short, unique, human-readable name\"}"));
+    }
+    let (rule, ok, suggestion) = match concept_type {
+        CONCEPT_TYPE => (
+            "concept type names are UpperCamelCase identifiers (letters and digits, starting with an uppercase letter)",
+            name.starts_with(|c: char| c.is_ascii_uppercase())
+                && name.chars().all(|c| c.is_ascii_alphanumeric()),
+            upper_camel(name),
+        ),
+        PROPOSITION_TYPE => (
+            "predicate names are snake_case identifiers (lowercase letters, digits and underscores, starting with a letter)",
+            name.starts_with(|c: char| c.is_ascii_lowercase())
+                && name
+                    .chars()
+                    .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_'),
+            snake(name),
+        ),
+        _ => {
+            if name.starts_with('$') {
+                return Err(KipError::new(
+                    ErrorCode::InvalidIdentifier,
+                    format!("the name '{name}' is reserved: names starting with $ belong to the system"),
+                )
+                .with_hint(format!("name it '{}'", name.trim_start_matches('$'))));
+            }
+            return Ok(());
+        }
+    };
+    if name.starts_with('$') {
+        return Err(KipError::new(
+            ErrorCode::InvalidIdentifier,
+            format!("'{name}': names starting with $ are reserved for the system's meta-types"),
+        )
+        .with_hint(format!("{rule}; register it as '{suggestion}'")));
+    }
+    if ok {
+        return Ok(());
+    }
+    let hint = if suggestion.is_empty() {
+        rule.to_string()
+    } else {
+        format!("{rule}: did you mean '{suggestion}'?")
+    };
+    Err(KipError::new(
+        ErrorCode::InvalidIdentifier,
+        format!(
+            "'{name}' is not a valid {} name",
+            if concept_type == CONCEPT_TYPE {
+                "concept type"
+            } else {
+                "predicate"
+            }
+        ),
+    )
+    .with_hint(hint))
+}
+
+/// The words of a name (split at non-alphanumerics and lower-to-upper case changes).
+fn words(name: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut cur = String::new();
+    let mut prev_lower = false;
+    for c in name.chars() {
+        if !c.is_ascii_alphanumeric() {
+            if !cur.is_empty() {
+                out.push(std::mem::take(&mut cur));
+            }
+            prev_lower = false;
+            continue;
+        }
+        if c.is_ascii_uppercase() && prev_lower && !cur.is_empty() {
+            out.push(std::mem::take(&mut cur));
+        }
+        prev_lower = c.is_ascii_lowercase() || c.is_ascii_digit();
+        cur.push(c);
+    }
+    if !cur.is_empty() {
+        out.push(cur);
+    }
+    out
+}
+
+fn upper_camel(name: &str) -> String {
+    let s: String = words(name)
+        .iter()
+        .map(|w| {
+            let lower = w.to_ascii_lowercase();
+            let mut cs = lower.chars();
+            match cs.next() {
+                Some(f) => f.to_ascii_uppercase().to_string() + cs.as_str(),
+                None => String::new(),
+            }
+        })
+        .collect();
+    s.trim_start_matches(|c: char| c.is_ascii_digit())
+        .to_string()
+}
+
+fn snake(name: &str) -> String {
+    let s = words(name)
+        .iter()
+        .map(|w| w.to_ascii_lowercase())
+        .collect::<Vec<_>>()
+        .join("_");
+    s.trim_start_matches(|c: char| c.is_ascii_digit() || c == '_')
+        .to_string()
+}
+
 /// Protected concepts: `(type, name)` pairs of DECISIONS.md item 7.
 const PROTECTED: [(&str, &str); 9] = [
     (CONCEPT_TYPE, CONCEPT_TYPE),
@@ -196,6 +316,46 @@ pub fn immutable(what: impl Into<String>) -> KipError {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn new_names_follow_the_naming_rules() {
+        for ok in ["Drug", "MedicalDevice", "HTTPServer", "Type2"] {
+            check_new_name(CONCEPT_TYPE, ok).expect(ok);
+        }
+        for ok in ["treats", "has_side_effect", "is_part_of_2"] {
+            check_new_name(PROPOSITION_TYPE, ok).expect(ok);
+        }
+        check_new_name("Person", "Ada Lovelace").expect("any text names an instance");
+        let cases = [
+            (CONCEPT_TYPE, "bad type!", "KIP_1002", "BadType"),
+            (CONCEPT_TYPE, "drug", "KIP_1002", "Drug"),
+            (CONCEPT_TYPE, "medical_device", "KIP_1002", "MedicalDevice"),
+            (CONCEPT_TYPE, "$Foo", "KIP_1002", "Foo"),
+            (
+                PROPOSITION_TYPE,
+                "HasSideEffect",
+                "KIP_1002",
+                "has_side_effect",
+            ),
+            (
+                PROPOSITION_TYPE,
+                "has side-effect",
+                "KIP_1002",
+                "has_side_effect",
+            ),
+            ("Person", "$root", "KIP_1002", "root"),
+            ("Person", "", "KIP_2002", "name"),
+            (CONCEPT_TYPE, "  ", "KIP_2002", "name"),
+        ];
+        for (t, n, code, hint) in cases {
+            let e = check_new_name(t, n).expect_err(n);
+            assert_eq!(e.code.as_str(), code, "{t} {n}");
+            assert!(
+                e.hint.as_deref().unwrap_or("").contains(hint),
+                "{t} {n}: {e:?}"
+            );
+        }
+    }
 
     #[test]
     fn did_you_mean_prefers_case_then_small_edits() {

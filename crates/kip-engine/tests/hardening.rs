@@ -270,3 +270,81 @@ fn an_interrupted_request_runs_nothing_more() {
         .to_json();
     assert_eq!(code(&r).as_deref(), Some("KIP_4001"), "{r}");
 }
+
+/// A dry-run batch is validated cumulatively: a command that depends on an earlier one
+/// (a type it registers, a concept it creates) is valid, as it would be for real, and
+/// nothing is written.
+#[test]
+fn dry_run_batches_see_their_earlier_commands() {
+    let n = nexus();
+    let batch = json!({
+        "dry_run": true,
+        "commands": [
+            "UPSERT { CONCEPT ?t { {type: \"$ConceptType\", name: \"Gadget\"} SET ATTRIBUTES { description: \"a gadget\" } } }",
+            "UPSERT { CONCEPT ?g { {type: \"Gadget\", name: \"Widget\"} SET PROPOSITIONS { (\"belongs_to_domain\", {type: \"Domain\", name: \"Unsorted\"}) } } }",
+            "FIND(?g.name) WHERE { ?g {type: \"Gadget\"} }",
+            "DELETE CONCEPT ?g DETACH WHERE { ?g {type: \"Gadget\", name: \"Widget\"} }"
+        ]
+    });
+    let r = n.execute_json(&batch, Access::ReadWrite).to_json();
+    let out = r["result"].as_array().expect("batch");
+    assert_eq!(out.len(), 4, "{r}");
+    for o in out {
+        assert!(o.get("error").is_none(), "{r}");
+        assert_eq!(o["result"]["valid"], true);
+    }
+    assert_eq!(
+        out[3]["result"]["effect"]["deleted_concepts"],
+        json!(1),
+        "{r}"
+    );
+    // Nothing was written.
+    let r = run(
+        &n,
+        "FIND(?t.name) WHERE { ?t {type: \"$ConceptType\", name: \"Gadget\"} }",
+    );
+    assert_eq!(r["result"], json!([]), "{r}");
+    // And a real error is still found, at its command, stopping the batch.
+    let bad = json!({"dry_run": true, "commands": [
+        "UPSERT { CONCEPT ?g { {type: \"Gadget\", name: \"Widget\"} } }",
+        "DESCRIBE PRIMER"
+    ]});
+    let r = n.execute_json(&bad, Access::ReadWrite).to_json();
+    assert_eq!(r["result"][0]["error"]["code"], "KIP_2001", "{r}");
+    assert_eq!(r["result"].as_array().map(Vec::len), Some(1));
+}
+
+/// New type and predicate names follow the naming rules (KIP_1002 with the corrected
+/// spelling); names already in a store stay usable; a capsule restoring them loads.
+#[test]
+fn new_schema_names_follow_the_naming_rules() {
+    let n = nexus();
+    for (cmd, want, hint) in [
+        ("UPSERT { CONCEPT ?t { {type: \"$ConceptType\", name: \"bad type!\"} SET ATTRIBUTES { description: \"x\" } } }", "KIP_1002", "BadType"),
+        ("UPSERT { CONCEPT ?t { {type: \"$ConceptType\", name: \"$Foo\"} SET ATTRIBUTES { description: \"x\" } } }", "KIP_1002", "Foo"),
+        ("UPSERT { CONCEPT ?t { {type: \"$PropositionType\", name: \"RelatesTo\"} SET ATTRIBUTES { description: \"x\", subject_types: [\"*\"], object_types: [\"*\"] } } }", "KIP_1002", "relates_to"),
+        ("UPSERT { CONCEPT ?p { {type: \"Person\", name: \"\"} } }", "KIP_2002", "name"),
+    ] {
+        let r = run(&n, cmd);
+        assert_eq!(code(&r).as_deref(), Some(want), "{cmd}: {r}");
+        assert!(r["error"]["hint"].as_str().unwrap_or("").contains(hint), "{r}");
+    }
+    // A store that already holds such a name (here restored from a capsule, as from an
+    // older build's export) keeps using it.
+    n.load_capsule("UPSERT { CONCEPT ?t { {type: \"$ConceptType\", name: \"legacy type\"} SET ATTRIBUTES { description: \"from an old store\" } } }")
+        .expect("a capsule restores legacy names");
+    ok(
+        &n,
+        "UPSERT { CONCEPT ?x { {type: \"legacy type\", name: \"old\"} SET ATTRIBUTES { k: 1 } } }",
+    );
+    ok(&n, "UPSERT { CONCEPT ?t { {type: \"$ConceptType\", name: \"legacy type\"} SET ATTRIBUTES { description: \"still here\" } } }");
+    let r = ok(
+        &n,
+        "FIND(?x.attributes.k) WHERE { ?x {type: \"legacy type\"} }",
+    );
+    assert_eq!(r, json!([1]));
+    ok(
+        &n,
+        "DELETE CONCEPT ?x DETACH WHERE { ?x {type: \"legacy type\", name: \"old\"} }",
+    );
+}

@@ -22,8 +22,13 @@ use std::collections::{HashMap, HashSet};
 /// (it may write the protected core).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Privilege {
-    /// An agent command.
+    /// An agent command: every check, and new type and predicate names must follow
+    /// the naming rules.
     Agent,
+    /// A capsule loaded by the user (`kip capsule load`, `kip import`): an agent's
+    /// checks, except that names already accepted by an older store (a backup being
+    /// restored) are not refused.
+    Capsule,
     /// The bootstrap / system loader.
     System,
 }
@@ -243,7 +248,7 @@ impl Ctx<'_> {
             }
         };
 
-        if self.privilege == Privilege::Agent {
+        if self.privilege != Privilege::System {
             if let Some(rec) = &existing {
                 if schema::is_system_actor(rec) {
                     if let Some(new) = set_attrs.get("core_directives") {
@@ -273,6 +278,9 @@ impl Ctx<'_> {
         let touches_required = ["description", "subject_types", "object_types"]
             .iter()
             .any(|k| set_attrs.contains_key(*k));
+        if existing.is_none() && self.privilege == Privilege::Agent {
+            schema::check_new_name(&ty, &name)?;
+        }
         if existing.is_none() || touches_required {
             schema::check_type_definition(&ty, &name, &rec.attributes)?;
         }
