@@ -195,7 +195,7 @@ fn export_import_export_is_identical() {
     let summary: serde_json::Value = serde_json::from_str(summary.trim()).expect("json");
     // Counts, not ids: one per block of the export.
     let concepts = first.matches("\n  CONCEPT {").count() as u64;
-    let links = first.matches("\n  PROPOSITION {").count() as u64;
+    let links = first.matches("\n  PROPOSITION ").count() as u64;
     assert!(links >= 3);
     assert_eq!(
         summary["result"],

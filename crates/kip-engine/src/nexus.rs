@@ -901,7 +901,7 @@ impl Nexus {
         // Syntax first (one command at a time, nothing kept), so a capsule with a typo
         // near its end fails at once rather than after loading everything before it.
         for r in &ranges {
-            kip_lang::parse_script_part(text, r.clone(), kip_lang::ParseOptions::default())?;
+            kip_lang::parse_script_part(text, r.clone(), kip_lang::ParseOptions::capsule())?;
         }
         self.write(
             |w| {
@@ -909,7 +909,7 @@ impl Nexus {
                     let cmd = kip_lang::parse_script_part(
                         text,
                         r.clone(),
-                        kip_lang::ParseOptions::default(),
+                        kip_lang::ParseOptions::capsule(),
                     )?;
                     let bound = kip_lang::bind_owned(cmd, &serde_json::Map::new())?;
                     match &bound {

@@ -47,6 +47,19 @@ impl Default for ParseOptions {
     }
 }
 
+impl ParseOptions {
+    /// The limits for capsules loaded by the user (`kip import`, `kip capsule load`):
+    /// deeper nesting, so that every value the engine accepts re-imports from an
+    /// export (a JSON parameter may nest 128 levels, serde_json's own limit, and the
+    /// statement around it adds a few).
+    pub fn capsule() -> ParseOptions {
+        ParseOptions {
+            max_depth: 192,
+            ..ParseOptions::default()
+        }
+    }
+}
+
 /// Parses exactly one KIP command (a trailing `;` is allowed).
 pub fn parse_command(src: &str) -> KipResult<Command> {
     parse_command_with(src, ParseOptions::default())
