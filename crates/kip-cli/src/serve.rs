@@ -85,6 +85,7 @@ pub fn run(data: &Path, args: ServeArgs) -> Result<ExitCode> {
         memory: args.tools.contains(&ToolSet::Memory),
         read_only: args.read_only,
     };
+    let nexus_for_close = nexus.clone();
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .thread_stack_size(kip_engine::WORKER_STACK_BYTES)
@@ -117,6 +118,16 @@ pub fn run(data: &Path, args: ServeArgs) -> Result<ExitCode> {
             .map_err(|e| anyhow::anyhow!("MCP stdio server: {e}")),
         }
     })?;
+    // The final checkpoint, said out loud: a failure (a full disk) loses nothing (the
+    // write-ahead log holds every acknowledged write and is replayed at the next start)
+    // but must not look like a clean stop.
+    if let Err(e) = nexus_for_close.checkpoint() {
+        eprintln!(
+            "kip: the final checkpoint failed: {}. Nothing acknowledged is lost: the write-ahead log is replayed at the next start.",
+            e.message.trim_end_matches('.')
+        );
+        return Ok(ExitCode::from(1));
+    }
     Ok(ExitCode::SUCCESS)
 }
 

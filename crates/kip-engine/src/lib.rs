@@ -19,6 +19,7 @@ pub mod meta;
 pub mod nexus;
 pub mod schema;
 pub mod store;
+pub mod throttle;
 
 /// Stack size of every thread that runs engine calls (the server's async workers and
 /// blocking pool, the CLI's command thread). The engine's recursive walks are bounded

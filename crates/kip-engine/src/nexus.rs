@@ -24,6 +24,7 @@ use crate::store::{
     meta_u64, storage_error, Finished, GraphRead, Overlay, ReadTables, Sealed, WriteTables,
     FORMAT_VERSION, WAL_SEQ,
 };
+use crate::throttle::Throttle;
 use kip_lang::{Command, ErrorCode, KipError};
 use redb::{Database, Durability, ReadableDatabase, WriteTransaction};
 use serde_json::Value;
@@ -191,6 +192,25 @@ fn missing_database(dir: &Path, records: usize) -> KipError {
     .with_hint("restore nexus.redb from a backup (its log records are then replayed on top of it). The log alone holds only the writes since the last checkpoint, which refer to elements it does not contain, so it cannot rebuild a memory: to start an empty nexus instead, move nexus.wal out of the directory")
 }
 
+/// An open that failed for lack of disk space says how much to free: opening replays
+/// the write-ahead log into the database and checkpoints it (the database grows by up
+/// to about the log's size, pages being rewritten copy-on-write) and keeps the log's
+/// preallocated space.
+fn explain_no_space(dir: &Path, e: KipError) -> KipError {
+    let text = format!("{} {}", e.message, e.hint.as_deref().unwrap_or(""));
+    if !(text.contains("No space left on device") || text.contains("os error 28")) {
+        return e;
+    }
+    let wal = std::fs::metadata(dir.join(WAL_FILE)).map_or(0, |m| m.len());
+    let needed = (2 * wal + (16 << 20)).div_ceil(1 << 20);
+    KipError::internal(format!(
+        "no space left on device in {}: opening needs about {needed} MiB free (the write-ahead log of {} MiB is replayed into the database and checkpointed, and the log keeps 4 MiB preallocated); nothing was lost",
+        dir.display(),
+        wal.div_ceil(1 << 20)
+    ))
+    .with_hint(format!("free at least {needed} MiB on that file system (df -h {}), then start again", dir.display()))
+}
+
 /// Creates `dir` (and missing parents) readable by its owner only.
 fn create_private_dir(dir: &Path) -> std::io::Result<()> {
     let mut b = std::fs::DirBuilder::new();
@@ -241,6 +261,10 @@ impl Nexus {
     /// [`Nexus::open`] in a given [`OpenMode`].
     pub fn open_with(dir: impl AsRef<Path>, mode: OpenMode) -> Result<Nexus, KipError> {
         let dir = dir.as_ref();
+        Nexus::open_inner(dir, mode).map_err(|e| explain_no_space(dir, e))
+    }
+
+    fn open_inner(dir: &Path, mode: OpenMode) -> Result<Nexus, KipError> {
         let file = dir.join(DB_FILE);
         let wal_path = dir.join(WAL_FILE);
         if !file.exists() && wal_path.exists() {
@@ -621,7 +645,14 @@ impl Nexus {
             })?;
             if self.overlay.unfolded() >= OVERLAY_LIMIT {
                 if let Err(e) = self.checkpoint_gated() {
-                    tracing::warn!("folding the overlay failed ({}); retried later", e.message);
+                    static WARN: Throttle = Throttle::new(std::time::Duration::from_secs(30));
+                    if let Some(suppressed) = WARN.allow() {
+                        tracing::warn!(
+                            suppressed,
+                            "folding the overlay failed ({}); retried later",
+                            e.message
+                        );
+                    }
                 }
             }
             return Ok(());
@@ -679,7 +710,14 @@ impl Nexus {
                 // The write is durable (logged) and committed whatever the checkpoint does.
                 if full {
                     if let Err(e) = self.checkpoint_gated() {
-                        tracing::warn!("checkpoint failed ({}); retried later", e.message);
+                        static WARN: Throttle = Throttle::new(std::time::Duration::from_secs(30));
+                        if let Some(suppressed) = WARN.allow() {
+                            tracing::warn!(
+                                suppressed,
+                                "checkpoint failed ({}); writes still go to the write-ahead log and the checkpoint is retried at later writes (repeats of this warning are counted, logged at most every 30 s)",
+                                e.message
+                            );
+                        }
                     }
                 }
                 Ok(())
@@ -1387,4 +1425,31 @@ fn check_doc(
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_open_that_runs_out_of_space_says_how_much_to_free() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        std::fs::write(dir.path().join(WAL_FILE), vec![0u8; 10 << 20]).expect("log");
+        let e = explain_no_space(
+            dir.path(),
+            KipError::internal("storage error: I/O error: No space left on device (os error 28)"),
+        );
+        assert!(
+            e.message.contains("needs about 36 MiB free"),
+            "{}",
+            e.message
+        );
+        assert!(e
+            .hint
+            .as_deref()
+            .unwrap_or("")
+            .contains("free at least 36 MiB"));
+        let other = explain_no_space(dir.path(), KipError::internal("permission denied"));
+        assert_eq!(other.message, "permission denied");
+    }
 }

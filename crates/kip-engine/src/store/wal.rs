@@ -316,10 +316,15 @@ impl Wal {
                 if self.size - self.len < GROW / 2 {
                     // Not the write's failure: the record is on disk already.
                     if let Err(e) = self.grow() {
-                        tracing::warn!(
-                            "write-ahead log {}: cannot preallocate: {e}",
-                            self.path.display()
-                        );
+                        static WARN: crate::throttle::Throttle =
+                            crate::throttle::Throttle::new(std::time::Duration::from_secs(30));
+                        if let Some(suppressed) = WARN.allow() {
+                            tracing::warn!(
+                                suppressed,
+                                "write-ahead log {}: cannot preallocate: {e} (logged at most every 30 s)",
+                                self.path.display()
+                            );
+                        }
                     }
                 }
                 Ok(())
