@@ -271,3 +271,23 @@ fn exec_file_with_several_commands_runs_a_batch() {
     let v: Value = serde_json::from_str(out.trim()).expect("json");
     assert_eq!(v["result"][1]["result"], json!(["Archived"]));
 }
+
+/// `kip exec` runs commands on the engine's worker stack: the flat shapes that used
+/// to overflow the stack (3,000 `||`, thousands of patterns) end in KIP_4002.
+#[test]
+fn exec_refuses_flat_shapes_instead_of_crashing() {
+    let terms: Vec<String> = (0..3000).map(|i| format!("?a.name == \"x{i}\"")).collect();
+    let chain = format!(
+        "FIND(?a) WHERE {{ ?a {{type: \"Domain\"}} FILTER({}) }}",
+        terms.join(" || ")
+    );
+    let patterns: Vec<String> = (0..3000)
+        .map(|i| format!("(?a{i}, \"belongs_to_domain\", ?a{})", i + 1))
+        .collect();
+    let chained = format!("FIND(?a0) WHERE {{ {} }}", patterns.join(" "));
+    for cmd in [chain, chained] {
+        let (code, v) = kip(&["exec", "--format", "json", "--file", "-"], cmd.as_bytes());
+        assert_eq!(code, 1, "{v}");
+        assert_eq!(v["error"]["code"], "KIP_4002", "{v}");
+    }
+}

@@ -230,3 +230,31 @@ fn memory_file_path_is_imported_once_by_serve() {
         .collect();
     assert_eq!(names, vec!["Z"]);
 }
+
+/// A read-only server writes nothing, ever: not even the first import of
+/// MEMORY_FILE_PATH.
+#[test]
+fn a_read_only_server_does_not_import_the_memory_file() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let file = dir.path().join("memory.jsonl");
+    std::fs::write(
+        &file,
+        "{\"type\":\"entity\",\"name\":\"Z\",\"entityType\":\"thing\",\"observations\":[\"z\"]}\n",
+    )
+    .expect("write");
+    let data = dir.path().join("nexus");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_kip"))
+        .arg("--data")
+        .arg(&data)
+        .args(["serve", "--read-only"])
+        .env("MEMORY_FILE_PATH", &file)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("serve");
+    drop(child.stdin.take());
+    child.wait().expect("wait");
+    let (_, exported) = kip(&data, &["export", "--memory-jsonl", "-"], &[]);
+    assert_eq!(exported.trim(), "", "nothing was imported");
+}
