@@ -171,6 +171,18 @@ pub fn run_group(
     Ok(true)
 }
 
+/// Runs `steps[i..]` for one input row (no UNION branches): the rest of a group once
+/// its first steps are bound by the caller.
+pub fn run_from(
+    ctx: &Ctx,
+    steps: &[Step],
+    i: usize,
+    row: &Row,
+    emit: &mut dyn FnMut(&Row) -> Result<More, KipError>,
+) -> Result<More, KipError> {
+    run_steps(ctx, steps, i, row, emit)
+}
+
 fn run_steps(
     ctx: &Ctx,
     steps: &[Step],
@@ -251,8 +263,25 @@ fn scan_matcher(
     m: &ConceptMatch,
     f: &mut dyn FnMut(u64) -> Result<More, KipError>,
 ) -> Result<More, KipError> {
+    scan_matcher_from(ctx, m, 0, f)
+}
+
+/// [`scan_matcher`] from concept number `start` on: the concepts come in ascending
+/// number (the type, name and record tables are keyed by it), and those below `start`
+/// are passed over without reading their records (a keyset cursor resuming a page).
+pub fn scan_matcher_from(
+    ctx: &Ctx,
+    m: &ConceptMatch,
+    start: u64,
+    f: &mut dyn FnMut(u64) -> Result<More, KipError>,
+) -> Result<More, KipError> {
     let mut more = true;
     let mut check = |n: u64| -> Result<More, KipError> {
+        // Passing over an index entry below the cursor is not counted as work: a page
+        // deep in a result costs what the first one does.
+        if n < start {
+            return Ok(true);
+        }
         ctx.tick()?;
         if concept_ok(ctx, m, n)? {
             more = f(n)?;

@@ -22,6 +22,11 @@ pub struct Vars {
 }
 
 impl Vars {
+    /// The name of a slot.
+    pub fn name(&self, slot: usize) -> Option<&str> {
+        self.names.get(slot).map(String::as_str)
+    }
+
     /// The slot of `name`, allocating one if new.
     pub fn slot(&mut self, name: &str) -> usize {
         if let Some(&i) = self.index.get(name) {

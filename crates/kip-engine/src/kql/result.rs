@@ -114,25 +114,86 @@ pub fn query_fingerprint(q: &FindQuery) -> u64 {
     fnv1a(&Command::Find(q).to_string())
 }
 
-/// Encodes a cursor: the offset of the next row and the query's fingerprint.
-pub fn encode_cursor(offset: usize, fingerprint: u64) -> String {
-    format!("kc1_{offset:x}_{fingerprint:016x}")
+/// Where the next page starts: just after the last row of the previous one, in the
+/// page order (a keyset cursor). A row deleted or added between pages therefore never
+/// shifts the rows after it: no surviving row is skipped or repeated.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Anchor {
+    /// Pages in the order of the first matched concept (ascending number), then of the
+    /// rows' hash: after row `hash` of concept `id`.
+    Root {
+        /// The concept number of the last row.
+        id: u64,
+        /// The hash of its projected values.
+        hash: u64,
+    },
+    /// Pages sorted by the ORDER BY keys, then by the rows' hash: after this row.
+    Sorted {
+        /// The ORDER BY values of the last row (a DESCRIBE list: its name).
+        keys: Vec<Value>,
+        /// The hash of its projected values.
+        hash: u64,
+    },
+}
+
+/// The hash that orders rows with equal keys (and rows of one concept): FNV-1a of the
+/// row's projected values as JSON.
+pub fn row_hash(proj: &[Value]) -> u64 {
+    fnv1a(&serde_json::to_string(proj).unwrap_or_default())
+}
+
+/// Encodes a cursor: the anchor and the query's fingerprint, as
+/// `kc2_<hex of the anchor as JSON>_<fingerprint>`.
+pub fn encode_cursor(anchor: &Anchor, fingerprint: u64) -> String {
+    let v = match anchor {
+        Anchor::Root { id, hash } => json!(["r", id, hash]),
+        Anchor::Sorted { keys, hash } => json!(["s", keys, hash]),
+    };
+    let text = v.to_string();
+    let mut hex = String::with_capacity(text.len() * 2);
+    for b in text.bytes() {
+        hex.push_str(&format!("{b:02x}"));
+    }
+    format!("kc2_{hex}_{fingerprint:016x}")
 }
 
 /// Decodes a cursor made for the query with `fingerprint`.
-pub fn decode_cursor(token: &str, fingerprint: u64) -> Result<usize, KipError> {
+pub fn decode_cursor(token: &str, fingerprint: u64) -> Result<Anchor, KipError> {
     let bad = || {
-        KipError::syntax(format!("invalid CURSOR token {token:?}: it was not issued for this query"))
+        KipError::syntax(format!("invalid CURSOR token {:?}: it was not issued for this query", token.chars().take(80).collect::<String>()))
             .with_hint("pass the next_cursor of the previous response to the same query unchanged, or re-run the query without CURSOR")
     };
-    let rest = token.strip_prefix("kc1_").ok_or_else(bad)?;
-    let (off, fp) = rest.split_once('_').ok_or_else(bad)?;
-    let offset = usize::from_str_radix(off, 16).map_err(|_| bad())?;
-    let fp = u64::from_str_radix(fp, 16).map_err(|_| bad())?;
-    if fp != fingerprint {
+    let rest = token.strip_prefix("kc2_").ok_or_else(bad)?;
+    let (hex, fp) = rest.rsplit_once('_').ok_or_else(bad)?;
+    if u64::from_str_radix(fp, 16).map_err(|_| bad())? != fingerprint || hex.len() % 2 != 0 {
         return Err(bad());
     }
-    Ok(offset)
+    let bytes = (0..hex.len())
+        .step_by(2)
+        .map(|i| {
+            hex.get(i..i + 2)
+                .and_then(|h| u8::from_str_radix(h, 16).ok())
+        })
+        .collect::<Option<Vec<u8>>>()
+        .ok_or_else(bad)?;
+    let v: Value = serde_json::from_slice(&bytes).map_err(|_| bad())?;
+    let hash = v.get(2).and_then(Value::as_u64).ok_or_else(bad)?;
+    match (v.get(0).and_then(Value::as_str), v.get(1)) {
+        (Some("r"), Some(id)) => Ok(Anchor::Root {
+            id: id.as_u64().ok_or_else(bad)?,
+            hash,
+        }),
+        (Some("s"), Some(Value::Array(keys))) => Ok(Anchor::Sorted {
+            keys: keys.clone(),
+            hash,
+        }),
+        _ => Err(bad()),
+    }
+}
+
+fn stale_cursor() -> KipError {
+    KipError::syntax("this CURSOR no longer applies: the data changed how the query is planned")
+        .with_hint("re-run the query without CURSOR")
 }
 
 fn project(ctx: &Ctx, p: &DotPath, row: &Row) -> Result<Value, KipError> {
@@ -316,10 +377,10 @@ pub fn run_find(
     let plan = compile_find(g, q, limits)?;
     let ctx = Ctx::new(g, limits, &plan.vars);
     let fingerprint = query_fingerprint(q);
-    let offset = match &q.cursor {
-        Some(Slot::Literal(t, _)) => decode_cursor(t, fingerprint)?,
+    let anchor = match &q.cursor {
+        Some(Slot::Literal(t, _)) => Some(decode_cursor(t, fingerprint)?),
         Some(Slot::Param(p)) => return Err(crate::kml::unbound(&p.name)),
-        None => 0,
+        None => None,
     };
     let page = limits.page(q.limit.as_ref())?;
     let has_agg = q
@@ -330,7 +391,7 @@ pub fn run_find(
     let empty: Row = vec![None; plan.vars.len()];
 
     if !has_agg {
-        return plain(&ctx, &plan, q, &empty, offset, page, fingerprint);
+        return plain(&ctx, &plan, q, &empty, anchor, page, fingerprint);
     }
 
     // Implicit GROUP BY: the non-aggregate projections form the key.
@@ -446,25 +507,115 @@ pub fn run_find(
         return Ok(Outcome::ok(result));
     }
     let dirs: Vec<Direction> = q.order_by.iter().map(|k| k.direction).collect();
-    rows.sort_by(|a, b| cmp_keys(&a.1, &b.1, &dirs));
-    let projected: Vec<Vec<Value>> = rows.into_iter().map(|r| r.0).collect();
-    Ok(paged(q, projected, offset, page, fingerprint))
+    let mut keyed: Vec<(Vec<Value>, u64, Vec<Value>)> = rows
+        .into_iter()
+        .map(|(proj, keys)| (keys, row_hash(&proj), proj))
+        .collect();
+    keyed.sort_by(|a, b| cmp_keys(&a.0, &b.0, &dirs).then(a.1.cmp(&b.1)));
+    let (mut keep, after) = match anchor {
+        None => (keyed, None),
+        Some(Anchor::Sorted { keys, hash }) => (keyed, Some((keys, hash))),
+        Some(Anchor::Root { .. }) => return Err(stale_cursor()),
+    };
+    if let Some((k, h)) = &after {
+        keep.retain(|r| cmp_keys(&r.0, k, &dirs).then(r.1.cmp(h)) == Ordering::Greater);
+    }
+    Ok(sorted_page(q, keep, page, fingerprint))
 }
 
-/// Non-aggregate queries: dedupe on the projection, order, page. Without ORDER BY the
-/// rows stream and matching stops once the page (plus one row, to know whether more
-/// exist) is filled.
+/// The first matched concept of a plan whose rows it determines: the plan starts with
+/// a concept pattern `?x {...}` (no UNION at the top) and the projection holds `?x`
+/// itself, `?x.id`, or `?x.name` with the type fixed (names are unique per type). Rows
+/// of different concepts then always differ, so pages can follow the concepts in
+/// ascending number and resume at the last one: linear paging with early stop.
+fn root_concept<'p>(plan: &'p Plan, q: &FindQuery) -> Option<&'p super::plan::ConceptStep> {
+    if !plan.root.unions.is_empty() || !q.order_by.is_empty() {
+        return None;
+    }
+    let Some(super::plan::Step::Concept(c)) = plan.root.steps.first() else {
+        return None;
+    };
+    let name = plan.vars.name(c.var)?;
+    let determines = q.projections.iter().any(|p| match p {
+        Projection::Path(d) if d.var.name == name => match d.path.as_slice() {
+            [] => true,
+            [k] if k == "id" => true,
+            [k] if k == "name" => c.matcher.concept_type.is_some(),
+            _ => false,
+        },
+        _ => false,
+    });
+    determines.then_some(c)
+}
+
+/// Non-aggregate queries: dedupe on the projection, order, page with a keyset cursor.
+/// With a determining first concept and no ORDER BY the rows stream and matching stops
+/// once the page (plus one row, to know whether more exist) is filled; otherwise every
+/// solution is read and the best page after the cursor kept (memory bounded by the
+/// page, not by the position).
 fn plain(
     ctx: &Ctx,
     plan: &Plan,
     q: &FindQuery,
     empty: &Row,
-    offset: usize,
+    anchor: Option<Anchor>,
     page: usize,
     fingerprint: u64,
 ) -> Result<Outcome, KipError> {
     let limits = ctx.limits;
     let paths = path_projections(q);
+    if let Some(root) = root_concept(plan, q) {
+        let (start, after) = match anchor {
+            None => (0, None),
+            Some(Anchor::Root { id, hash }) => (id, Some((id, hash))),
+            Some(Anchor::Sorted { .. }) => return Err(stale_cursor()),
+        };
+        let mut out: Vec<Vec<Value>> = Vec::new();
+        let mut last: Option<(u64, u64)> = None;
+        let mut more = false;
+        super::exec::scan_matcher_from(ctx, &root.matcher, start, &mut |n| {
+            let mut row = empty.clone();
+            row[root.var] = Some(Val::Elem(crate::store::ElemRef::Concept(n)));
+            // This concept's rows, distinct, in hash order.
+            let mut rows: Vec<(u64, String, Vec<Value>)> = Vec::new();
+            let mut seen = HashSet::new();
+            super::exec::run_from(ctx, &plan.root.steps, 1, &row, &mut |r| {
+                let proj = project_all(ctx, &paths, r)?;
+                let text = serde_json::to_string(&proj).unwrap_or_default();
+                if seen.insert(text.clone()) {
+                    if rows.len() >= limits.max_rows {
+                        return Err(too_many(limits));
+                    }
+                    rows.push((fnv1a(&text), text, proj));
+                }
+                Ok(true)
+            })?;
+            rows.sort_by(|a, b| (a.0, &a.1).cmp(&(b.0, &b.1)));
+            for (h, _, proj) in rows {
+                if after.is_some_and(|(id, ah)| n == id && h <= ah) {
+                    continue;
+                }
+                if out.len() >= page {
+                    more = true;
+                    return Ok(false);
+                }
+                out.push(proj);
+                last = Some((n, h));
+            }
+            Ok(true)
+        })?;
+        let next = if more {
+            last.map(|(id, hash)| encode_cursor(&Anchor::Root { id, hash }, fingerprint))
+        } else {
+            None
+        };
+        return Ok(columns(q, out, next));
+    }
+    let after = match anchor {
+        None => None,
+        Some(Anchor::Sorted { keys, hash }) => Some((keys, hash)),
+        Some(Anchor::Root { .. }) => return Err(stale_cursor()),
+    };
     let order_paths: Vec<&DotPath> = q
         .order_by
         .iter()
@@ -473,90 +624,99 @@ fn plain(
             _ => None,
         })
         .collect();
-    let stop_at = offset.saturating_add(page).saturating_add(1);
-    let mut out: Vec<Vec<Value>> = Vec::new();
-    let mut seen = HashSet::new();
-    if q.order_by.is_empty() {
-        // Stream: project, dedupe, stop once the page and one more row are known.
-        run_group(ctx, &plan.root, empty, &mut |r| {
-            let proj = project_all(ctx, &paths, r)?;
-            if seen.insert(serde_json::to_string(&proj).unwrap_or_default()) {
-                out.push(proj);
-                if out.len() > limits.max_rows {
-                    return Err(too_many(limits));
-                }
-            }
-            Ok(out.len() < stop_at)
-        })?;
+    // Without ORDER BY the rows are ordered by their projected values (an element by
+    // its id), ascending: a natural order that a cursor can hold in a few bytes.
+    let by_values = q.order_by.is_empty();
+    let dirs: Vec<Direction> = if by_values {
+        vec![Direction::Asc; q.projections.len()]
     } else {
-        // Top-k: keep the best `stop_at` distinct solutions seen so far (by keys, ties in
-        // solution order). The buffer is cut back whenever it doubles, so memory and
-        // sorting stay proportional to the page, not to the number of solutions.
-        let dirs: Vec<Direction> = q.order_by.iter().map(|k| k.direction).collect();
-        let mut rows: Vec<(Vec<Value>, u64, Row)> = Vec::new();
-        let mut seq = 0u64;
-        let mut solutions = 0usize;
-        let cut = |rows: &mut Vec<(Vec<Value>, u64, Row)>| -> Result<(), KipError> {
-            rows.sort_by(|a, b| cmp_keys(&a.0, &b.0, &dirs).then(a.1.cmp(&b.1)));
-            let mut distinct = HashSet::new();
-            let mut kept = Vec::with_capacity(stop_at);
-            for entry in rows.drain(..) {
-                if kept.len() >= stop_at {
-                    break;
-                }
-                let proj = project_all(ctx, &paths, &entry.2)?;
-                if distinct.insert(serde_json::to_string(&proj).unwrap_or_default()) {
-                    kept.push(entry);
-                }
-            }
-            *rows = kept;
-            Ok(())
+        q.order_by.iter().map(|k| k.direction).collect()
+    };
+    let cmp = |a: &(Vec<Value>, u64, Vec<Value>), b: &(Vec<Value>, u64, Vec<Value>)| {
+        cmp_keys(&a.0, &b.0, &dirs).then(a.1.cmp(&b.1))
+    };
+    // Top-k: the best `page + 1` distinct rows after the anchor seen so far. The buffer
+    // is cut back whenever it doubles, so memory and sorting stay proportional to the
+    // page, whatever the position.
+    let keep = page.saturating_add(1);
+    let mut rows: Vec<(Vec<Value>, u64, Vec<Value>)> = Vec::new();
+    let mut solutions = 0usize;
+    // Sorted, each distinct row at its first place in the order (set semantics), cut
+    // to `keep` rows.
+    let cut = |rows: &mut Vec<(Vec<Value>, u64, Vec<Value>)>| {
+        rows.sort_by(cmp);
+        let mut seen = HashSet::new();
+        rows.retain(|r| seen.insert(serde_json::to_string(&r.2).unwrap_or_default()));
+        rows.truncate(keep);
+    };
+    run_group(ctx, &plan.root, empty, &mut |r| {
+        solutions += 1;
+        if solutions > limits.max_rows {
+            return Err(too_many(limits));
+        }
+        let proj = project_all(ctx, &paths, r)?;
+        let keys = if by_values {
+            proj.iter().map(value_key).collect()
+        } else {
+            project_all(ctx, &order_paths, r)?
         };
-        run_group(ctx, &plan.root, empty, &mut |r| {
-            let keys = project_all(ctx, &order_paths, r)?;
-            rows.push((keys, seq, r.clone()));
-            seq += 1;
-            solutions += 1;
-            if solutions > limits.max_rows {
-                return Err(too_many(limits));
-            }
-            if rows.len() >= stop_at.saturating_mul(2).max(1024) {
-                cut(&mut rows)?;
-            }
-            Ok(true)
-        })?;
-        rows.sort_by(|a, b| cmp_keys(&a.0, &b.0, &dirs).then(a.1.cmp(&b.1)));
-        for (_, _, r) in &rows {
-            let proj = project_all(ctx, &paths, r)?;
-            if seen.insert(serde_json::to_string(&proj).unwrap_or_default()) {
-                out.push(proj);
-                if out.len() >= stop_at {
-                    break;
-                }
+        let entry = (keys, row_hash(&proj), proj);
+        if let Some((k, h)) = &after {
+            if cmp_keys(&entry.0, k, &dirs).then(entry.1.cmp(h)) != Ordering::Greater {
+                return Ok(true);
             }
         }
-    }
-    Ok(paged(q, out, offset, page, fingerprint))
+        rows.push(entry);
+        if rows.len() >= keep.saturating_mul(2).max(1024) {
+            cut(&mut rows);
+        }
+        Ok(true)
+    })?;
+    cut(&mut rows);
+    Ok(sorted_page(q, rows, page, fingerprint))
 }
 
-fn paged(
+/// The sort key of a projected value: a whole element by its id, anything else as is.
+fn value_key(v: &Value) -> Value {
+    match v {
+        Value::Object(m) if m.contains_key("subject") || m.contains_key("type") => {
+            m.get("id").cloned().unwrap_or(Value::Null)
+        }
+        other => other.clone(),
+    }
+}
+
+/// A page of sorted rows `(keys, hash, projection)` after the anchor (at most one more
+/// than the page): the page and, when more rows follow, the cursor after its last row.
+fn sorted_page(
     q: &FindQuery,
-    rows: Vec<Vec<Value>>,
-    offset: usize,
+    mut rows: Vec<(Vec<Value>, u64, Vec<Value>)>,
     page: usize,
     fingerprint: u64,
 ) -> Outcome {
-    let total = rows.len();
-    let end = offset.saturating_add(page).min(total);
-    let slice: Vec<Vec<Value>> = if offset < total {
-        rows[offset..end].to_vec()
+    let more = rows.len() > page;
+    rows.truncate(page);
+    let next = if more {
+        rows.last().map(|(keys, hash, _)| {
+            encode_cursor(
+                &Anchor::Sorted {
+                    keys: keys.clone(),
+                    hash: *hash,
+                },
+                fingerprint,
+            )
+        })
     } else {
-        Vec::new()
+        None
     };
-    let next_cursor = (end < total).then(|| encode_cursor(end, fingerprint));
+    columns(q, rows.into_iter().map(|r| r.2).collect(), next)
+}
+
+/// The columnar result of a page of rows.
+fn columns(q: &FindQuery, rows: Vec<Vec<Value>>, next_cursor: Option<String>) -> Outcome {
     let ncols = q.projections.len();
-    let mut cols: Vec<Vec<Value>> = vec![Vec::with_capacity(slice.len()); ncols];
-    for row in slice {
+    let mut cols: Vec<Vec<Value>> = vec![Vec::with_capacity(rows.len()); ncols];
+    for row in rows {
         for (i, v) in row.into_iter().enumerate() {
             if let Some(c) = cols.get_mut(i) {
                 c.push(v);

@@ -11,7 +11,7 @@
 
 use crate::envelope::Outcome;
 use crate::kml::text;
-use crate::kql::result::{decode_cursor, encode_cursor, fnv1a};
+use crate::kql::result::{decode_cursor, encode_cursor, fnv1a, Anchor};
 use crate::kql::QueryLimits;
 use crate::schema::{self, CONCEPT_TYPE, PROPOSITION_TYPE};
 use crate::store::{domain_stat_key, ElemRef, GraphRead, DOMAIN_PREDICATE};
@@ -87,20 +87,48 @@ fn type_list(
     let mut names = schema::registered_names(g, meta)?;
     names.sort();
     let fingerprint = fnv1a(meta);
-    let offset = match cursor {
-        Some(c) => decode_cursor(text(c)?, fingerprint)?,
+    // A keyset cursor: the next page starts after the last name of the previous one,
+    // so a type added or removed in between shifts nothing.
+    let start = match cursor {
+        Some(c) => match decode_cursor(text(c)?, fingerprint)? {
+            Anchor::Sorted { keys, .. } => {
+                let last = keys
+                    .first()
+                    .and_then(Value::as_str)
+                    .unwrap_or_default()
+                    .to_string();
+                names.partition_point(|n| n.as_str() <= last.as_str())
+            }
+            Anchor::Root { .. } => {
+                return Err(KipError::syntax(
+                    "invalid CURSOR token: it was not issued for this DESCRIBE",
+                )
+                .with_hint("re-run the DESCRIBE without CURSOR"))
+            }
+        },
         None => 0,
     };
     let page = limits.page(limit.as_ref())?;
-    let end = offset.saturating_add(page).min(names.len());
-    let slice = if offset < names.len() {
-        names[offset..end].to_vec()
-    } else {
-        Vec::new()
-    };
+    let end = start.saturating_add(page).min(names.len());
+    let slice = names
+        .get(start..end)
+        .map(<[String]>::to_vec)
+        .unwrap_or_default();
+    let next_cursor = (end < names.len())
+        .then(|| slice.last())
+        .flatten()
+        .map(|last| {
+            encode_cursor(
+                &Anchor::Sorted {
+                    keys: vec![json!(last)],
+                    hash: 0,
+                },
+                fingerprint,
+            )
+        });
     Ok(Outcome::Ok {
         result: json!(slice),
-        next_cursor: (end < names.len()).then(|| encode_cursor(end, fingerprint)),
+        next_cursor,
     })
 }
 
