@@ -55,6 +55,14 @@ pub fn capsule_load(data: &Path, file: &str, quiet: bool) -> Result<ExitCode> {
 /// creates millions).
 pub fn import_capsule(data: &Path, file: &str, quiet: bool) -> Result<ExitCode> {
     let bytes = read_input(file)?;
+    if looks_like_memory_jsonl(&bytes) {
+        print_json(&json!({"error": {
+            "code": "KIP_1001",
+            "message": format!("{file} is a Knowledge Graph Memory Server JSONL file, not a KIP capsule; nothing was imported"),
+            "hint": format!("import it with: kip import --memory-jsonl {file}"),
+        }}));
+        return Ok(ExitCode::from(1));
+    }
     let nexus = open_nexus(data)?;
     let bar = spinner(quiet, "importing capsule");
     let (mut statements, mut blocks, mut concepts, mut propositions) = (0u64, 0u64, 0u64, 0u64);
@@ -215,17 +223,55 @@ pub fn explain(data: &Path, query: &str) -> Result<ExitCode> {
     }
 }
 
-/// `kip import --memory-jsonl`.
-pub fn import_memory(data: &Path, file: &str, skip_bad_lines: bool) -> Result<ExitCode> {
+/// `kip import --memory-jsonl`: with a progress bar; prints what was imported, the
+/// placeholder entities created for relation ends the file does not define, and every
+/// malformed line left out (with `--skip-bad-lines`) with its number.
+pub fn import_memory(
+    data: &Path,
+    file: &str,
+    skip_bad_lines: bool,
+    quiet: bool,
+) -> Result<ExitCode> {
     let bytes = read_input(file)?;
     let nexus = open_nexus(data)?;
-    let outcome =
-        kip_lang::utf8(&bytes).and_then(|text| nexus.import_memory_jsonl(text, skip_bad_lines));
+    let bar = if quiet {
+        indicatif::ProgressBar::hidden()
+    } else {
+        let b = indicatif::ProgressBar::new(0);
+        b.set_style(
+            indicatif::ProgressStyle::with_template(
+                "importing {bar:40} {pos}/{len} lines ({per_sec})",
+            )
+            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+        );
+        b
+    };
+    let outcome = kip_lang::utf8(&bytes).and_then(|text| {
+        nexus.import_memory_jsonl_with(text, skip_bad_lines, &mut |done, total| {
+            bar.set_length(total as u64);
+            bar.set_position(done as u64);
+        })
+    });
+    bar.finish_and_clear();
     match outcome {
-        Ok((entities, relations, skipped)) => {
-            print_json(
-                &json!({"result": {"entities": entities, "relations": relations, "skipped_lines": skipped}}),
-            );
+        Ok((report, bad)) => {
+            for (line, why) in &bad {
+                eprintln!("kip: line {line} left out: {why}");
+            }
+            print_json(&json!({"result": {
+                "entities": report.entities,
+                "relations": report.relations,
+                "placeholder_entities": report.placeholders,
+                "already_present": report.already_present,
+                "skipped_lines": bad.iter().map(|(l, _)| l).collect::<Vec<_>>(),
+            }}));
+            if !report.placeholders.is_empty() {
+                eprintln!(
+                    "kip: {} relation end(s) were not defined in the file; they were created as placeholder entities (entityType \"unknown\", metadata placeholder: true): {}",
+                    report.placeholders.len(),
+                    report.placeholders.iter().take(10).cloned().collect::<Vec<_>>().join(", ")
+                );
+            }
             Ok(ExitCode::SUCCESS)
         }
         Err(e) => {
@@ -233,6 +279,22 @@ pub fn import_memory(data: &Path, file: &str, skip_bad_lines: bool) -> Result<Ex
             Ok(ExitCode::from(1))
         }
     }
+}
+
+/// Whether `bytes` look like a Knowledge Graph Memory Server JSONL file: the first
+/// non-empty line is a JSON object with `"type": "entity"` or `"relation"`.
+pub fn looks_like_memory_jsonl(bytes: &[u8]) -> bool {
+    let text = String::from_utf8_lossy(&bytes[..bytes.len().min(1 << 16)]);
+    text.lines()
+        .map(str::trim)
+        .find(|l| !l.is_empty())
+        .and_then(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .is_some_and(|v| {
+            matches!(
+                v.get("type").and_then(|t| t.as_str()),
+                Some("entity" | "relation")
+            )
+        })
 }
 
 /// `kip export --memory-jsonl`.

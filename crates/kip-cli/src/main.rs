@@ -199,7 +199,7 @@ fn run_command(cli: Cli) -> ExitCode {
             memory_jsonl: Some(file),
             skip_bad_lines,
             ..
-        } => admin::import_memory(&data, &file, skip_bad_lines),
+        } => admin::import_memory(&data, &file, skip_bad_lines, quiet),
         Cmd::Import { file, .. } => {
             admin::import_capsule(&data, file.as_deref().unwrap_or("-"), quiet)
         }

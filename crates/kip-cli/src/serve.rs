@@ -69,7 +69,7 @@ pub fn run(data: &Path, args: ServeArgs) -> Result<ExitCode> {
             tracing::info!("MEMORY_FILE_PATH is ignored by a --read-only server (it would write the import); import it with `kip import --memory-jsonl FILE`");
         }
     } else {
-        import_memory_file(&nexus);
+        import_memory_file(&nexus)?;
     }
     if !args.no_prewarm {
         let n = nexus.clone();
@@ -132,52 +132,57 @@ pub fn run(data: &Path, args: ServeArgs) -> Result<ExitCode> {
 }
 
 /// `MEMORY_FILE_PATH`: when it names an existing `.jsonl` file that this nexus has not
-/// imported yet, import it once (entities and relations; a file with malformed lines is
-/// not imported and the problem is logged). The import is recorded in the store under
-/// the file's canonical path, so later starts (and later edits of that file) are
-/// ignored: from then on the nexus is the memory.
-fn import_memory_file(nexus: &kip_engine::Nexus) {
+/// imported yet, import it once (entities and relations, lossless: relation ends the
+/// file does not define become placeholder entities). The import is recorded in the
+/// store under the file's canonical path, so later starts (and later edits of that
+/// file) are ignored: from then on the nexus is the memory. A file that cannot be
+/// imported (malformed lines, unreadable) stops the server with the reason: serving an
+/// empty memory instead would look like the user's memory was lost.
+fn import_memory_file(nexus: &kip_engine::Nexus) -> Result<()> {
     let Some(path) = std::env::var_os("MEMORY_FILE_PATH") else {
-        return;
+        return Ok(());
     };
     let path = std::path::PathBuf::from(path);
     if path.extension().and_then(|e| e.to_str()) != Some("jsonl") || !path.is_file() {
         tracing::info!(path = %path.display(), "MEMORY_FILE_PATH is not an existing .jsonl file; nothing to import");
-        return;
+        return Ok(());
     }
     let canonical = path.canonicalize().unwrap_or(path.clone());
     let key = format!("memory_import:{}", canonical.display());
-    match nexus.read(|r| kip_engine::store::GraphRead::meta(r, &key)) {
-        Ok(Some(_)) => {
-            tracing::info!(path = %canonical.display(), "memory file already imported");
-            return;
-        }
-        Ok(None) => {}
-        Err(e) => {
-            tracing::error!(error = %e, "cannot check the memory import record");
-            return;
-        }
+    let done = nexus
+        .read(|r| kip_engine::store::GraphRead::meta(r, &key))
+        .map_err(|e| anyhow::anyhow!("cannot check the memory import record: {}", e.message))?;
+    if done.is_some() {
+        tracing::info!(path = %canonical.display(), "memory file already imported");
+        return Ok(());
     }
-    let text = match std::fs::read_to_string(&canonical) {
-        Ok(t) => t,
-        Err(e) => {
-            tracing::error!(path = %canonical.display(), error = %e, "cannot read the memory file");
-            return;
-        }
-    };
-    match nexus.import_memory_jsonl(&text, false) {
-        Ok((entities, relations, _)) => {
-            let record = serde_json::json!({"imported_at": kip_engine::memory::now(), "entities": entities, "relations": relations}).to_string();
-            if let Err(e) = nexus.write(
-                |w| kip_engine::store::GraphWrite::set_meta(w, &key, record.as_bytes()),
-                false,
-            ) {
-                tracing::error!(error = %e, "cannot record the memory import");
-            }
-            tracing::info!(path = %canonical.display(), entities, relations, "imported the memory file");
-        }
-        Err(e) => {
-            tracing::error!(path = %canonical.display(), error = %e, "the memory file was not imported")
-        }
-    }
+    let text = std::fs::read_to_string(&canonical).with_context(|| {
+        format!(
+            "reading the memory file {} (MEMORY_FILE_PATH)",
+            canonical.display()
+        )
+    })?;
+    let (report, _) = nexus.import_memory_jsonl(&text, false).map_err(|e| {
+        anyhow::anyhow!(
+            "the memory file {} (MEMORY_FILE_PATH) was not imported: {}\nhint: fix it, or import it by hand with `kip import --memory-jsonl {} --skip-bad-lines` (which reports each line it leaves out), then start the server again",
+            canonical.display(),
+            e.message,
+            canonical.display()
+        )
+    })?;
+    let record = serde_json::json!({"imported_at": kip_engine::memory::now(), "entities": report.entities, "relations": report.relations, "placeholders": report.placeholders}).to_string();
+    nexus
+        .write(
+            |w| kip_engine::store::GraphWrite::set_meta(w, &key, record.as_bytes()),
+            false,
+        )
+        .map_err(|e| anyhow::anyhow!("cannot record the memory import: {}", e.message))?;
+    tracing::info!(
+        path = %canonical.display(),
+        entities = report.entities,
+        relations = report.relations,
+        placeholders = report.placeholders.len(),
+        "imported the memory file"
+    );
+    Ok(())
 }

@@ -134,7 +134,7 @@ fn jsonl_import_and_export_round_trip_at_10k_entities_30k_relations() {
     let v: Value = serde_json::from_str(out.trim()).expect("json");
     assert_eq!(
         v["result"],
-        json!({"entities": 10_000, "relations": 30_000, "skipped_lines": 0})
+        json!({"entities": 10_000, "relations": 30_000, "placeholder_entities": [], "already_present": 0, "skipped_lines": []})
     );
     let (code, exported) = kip(&data, &["export", "--memory-jsonl", "-"], &[]);
     assert_eq!(code, 0);
@@ -257,4 +257,138 @@ fn a_read_only_server_does_not_import_the_memory_file() {
     child.wait().expect("wait");
     let (_, exported) = kip(&data, &["export", "--memory-jsonl", "-"], &[]);
     assert_eq!(exported.trim(), "", "nothing was imported");
+}
+
+/// Strips the fields the official server does not write, so lines compare by content.
+fn without_stamps(text: &str) -> BTreeSet<String> {
+    text.lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| {
+            let mut v: Value = serde_json::from_str(l).expect("json line");
+            if let Some(o) = v.as_object_mut() {
+                o.remove("createdAt");
+                o.remove("version");
+            }
+            v.to_string()
+        })
+        .collect()
+}
+
+/// A user's file as the official server writes it, relations to entities that were
+/// never created included, moves over whole: every line is in the nexus (the missing
+/// ends as placeholder entities, reported), and exporting gives the file back. The
+/// same file through MEMORY_FILE_PATH is imported by `kip serve`.
+#[test]
+fn a_file_written_by_the_official_server_moves_over_whole() {
+    let (Some(py), Some(official)) = (python(), official_server()) else {
+        return;
+    };
+    let dir = tempfile::tempdir().expect("tempdir");
+    let file = dir.path().join("memory.jsonl");
+    let out = Command::new(&py)
+        .arg(repo().join("tests/mcp/official_jsonl.py"))
+        .arg("node")
+        .arg(&official)
+        .arg(&file)
+        .output()
+        .expect("run the official server");
+    assert!(
+        String::from_utf8_lossy(&out.stdout)
+            .trim_end()
+            .ends_with("ok"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let original = std::fs::read_to_string(&file).expect("the official file");
+    assert!(original.contains("\"Ghost\""), "{original}");
+    let file_s = file.to_str().expect("path");
+
+    // Without the flag: recognised, and the right command suggested.
+    let data = dir.path().join("a");
+    let (code, text) = kip(&data, &["import", file_s], &[]);
+    assert_eq!(code, 1);
+    let v: Value = serde_json::from_str(text.trim()).expect("json");
+    assert!(
+        v["error"]["hint"]
+            .as_str()
+            .unwrap_or("")
+            .contains("--memory-jsonl"),
+        "{v}"
+    );
+
+    let (code, text) = kip(&data, &["import", "--memory-jsonl", file_s], &[]);
+    assert_eq!(code, 0, "{text}");
+    let v: Value = serde_json::from_str(text.trim()).expect("json");
+    assert_eq!(v["result"]["relations"], 5, "{v}");
+    assert_eq!(
+        v["result"]["placeholder_entities"],
+        json!(["Ghost", "Phantom"]),
+        "{v}"
+    );
+    let (_, exported) = kip(&data, &["export", "--memory-jsonl", "-"], &[]);
+    assert_eq!(without_stamps(&exported), without_stamps(&original));
+
+    // MEMORY_FILE_PATH: the server imports it whole.
+    let served = dir.path().join("b");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_kip"))
+        .arg("--data")
+        .arg(&served)
+        .arg("serve")
+        .env("MEMORY_FILE_PATH", &file)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("serve");
+    drop(child.stdin.take());
+    child.wait().expect("wait");
+    let (_, exported) = kip(&served, &["export", "--memory-jsonl", "-"], &[]);
+    assert_eq!(without_stamps(&exported), without_stamps(&original));
+}
+
+/// A MEMORY_FILE_PATH that cannot be imported stops the server with the reason
+/// (line numbers included) instead of serving an empty memory; `--skip-bad-lines`
+/// reports each line it leaves out.
+#[test]
+fn a_bad_memory_file_stops_the_server_and_bad_lines_are_reported() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let file = dir.path().join("memory.jsonl");
+    std::fs::write(
+        &file,
+        "{\"type\":\"entity\",\"name\":\"A\",\"entityType\":\"thing\",\"observations\":[]}\nnot json\n{\"type\":\"entity\",\"name\":\"B\",\"entityType\":\"thing\",\"observations\":[]}\n{\"type\":\"widget\"}\n",
+    )
+    .expect("write");
+    let data = dir.path().join("nexus");
+    let out = Command::new(env!("CARGO_BIN_EXE_kip"))
+        .arg("--data")
+        .arg(&data)
+        .arg("serve")
+        .env("MEMORY_FILE_PATH", &file)
+        .stdin(Stdio::null())
+        .output()
+        .expect("serve");
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("was not imported") && err.contains("line 2"),
+        "{err}"
+    );
+    assert!(err.contains("lines 2, 4"), "{err}");
+    let out = Command::new(env!("CARGO_BIN_EXE_kip"))
+        .arg("--data")
+        .arg(&data)
+        .args(["--quiet", "import", "--memory-jsonl"])
+        .arg(&file)
+        .arg("--skip-bad-lines")
+        .output()
+        .expect("import");
+    assert!(out.status.success());
+    let v: Value = serde_json::from_slice(&out.stdout).expect("json");
+    assert_eq!(v["result"]["entities"], 2);
+    assert_eq!(v["result"]["skipped_lines"], json!([2, 4]));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("line 2 left out") && err.contains("line 4 left out"),
+        "{err}"
+    );
 }

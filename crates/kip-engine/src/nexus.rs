@@ -189,7 +189,7 @@ fn missing_database(dir: &Path, records: usize) -> KipError {
         "the data directory {} has a write-ahead log ({WAL_FILE}, {records} records) but no database ({DB_FILE}); nothing was opened or changed",
         dir.display()
     ))
-    .with_hint("restore nexus.redb from a backup (its log records are then replayed on top of it). The log alone holds only the writes since the last checkpoint, which refer to elements it does not contain, so it cannot rebuild a memory: to start an empty nexus instead, move nexus.wal out of the directory")
+    .with_hint("put nexus.redb back if it was moved, or restore the whole data directory (both files) from a backup or a `kip export`. The log alone holds only the writes since the last checkpoint, which refer to elements it does not contain, so it cannot rebuild a memory; keep it until you are sure. To start an empty nexus instead, move nexus.wal out of the directory")
 }
 
 /// An open that failed for lack of disk space says how much to free: opening replays
@@ -1198,17 +1198,44 @@ impl Nexus {
         &self,
         text: &str,
         skip_bad_lines: bool,
-    ) -> Result<(usize, usize, usize), KipError> {
+    ) -> Result<(crate::memory::ImportReport, Vec<(usize, String)>), KipError> {
+        self.import_memory_jsonl_with(text, skip_bad_lines, &mut |_, _| {})
+    }
+
+    /// [`Nexus::import_memory_jsonl`] telling `progress` (items done, items in all) as
+    /// it goes. Returns what was imported and the malformed lines left out (line
+    /// number, reason; only with `skip_bad_lines`, else the first one is the error).
+    pub fn import_memory_jsonl_with(
+        &self,
+        text: &str,
+        skip_bad_lines: bool,
+        progress: &mut dyn FnMut(usize, usize),
+    ) -> Result<(crate::memory::ImportReport, Vec<(usize, String)>), KipError> {
         let (items, bad) = crate::memory::parse_jsonl(text);
         if let Some((line, why)) = bad.first() {
             if !skip_bad_lines {
-                return Err(KipError::new(ErrorCode::InvalidSyntax, format!("line {line}: {why}"))
-                    .with_hint("fix the line, or import with --skip-bad-lines to leave malformed lines out"));
+                return Err(KipError::new(
+                    ErrorCode::InvalidSyntax,
+                    format!(
+                        "line {line}: {why} ({} malformed line(s) in all{}); nothing was imported",
+                        bad.len(),
+                        if bad.len() > 1 {
+                            format!(", lines {}", line_list(&bad))
+                        } else {
+                            String::new()
+                        }
+                    ),
+                )
+                .with_hint("fix the lines, or import with --skip-bad-lines to leave malformed lines out (each is reported)"));
             }
         }
         let now = crate::memory::now();
-        let (e, r) = self.write(|w| crate::memory::import_items(w, &items, &now), false)?;
-        Ok((e, r, bad.len()))
+        let total = items.len();
+        let report = self.write(
+            |w| crate::memory::import_items(w, &items, &now, &mut |done| progress(done, total)),
+            false,
+        )?;
+        Ok((report, bad))
     }
 
     /// The memory graph as JSONL (entities, then relations; with createdAt/version).
@@ -1238,6 +1265,20 @@ impl Drop for Nexus {
 /// the log is cut back on every failed append).
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// `3, 7, 12, ...` (at most 20 line numbers).
+fn line_list(bad: &[(usize, String)]) -> String {
+    let mut s = bad
+        .iter()
+        .take(20)
+        .map(|(l, _)| l.to_string())
+        .collect::<Vec<_>>()
+        .join(", ");
+    if bad.len() > 20 {
+        s.push_str(", ...");
+    }
+    s
 }
 
 fn validation_shape(cmd: &Command) -> Value {
