@@ -11,6 +11,15 @@ cd "$(dirname "$0")/.."
 VENV="target/test-venv"
 MCP_VERSION="2.3.0"
 
+missing=()
+command -v python3 >/dev/null 2>&1 || missing+=("python3 (with the venv module)")
+command -v node >/dev/null 2>&1 || missing+=("node")
+command -v npm >/dev/null 2>&1 || missing+=("npm")
+if [ "${#missing[@]}" -gt 0 ]; then
+  echo "setup-test-env.sh: the end-to-end tests need ${missing[*]}: install them (Debian: apt install python3-venv nodejs npm) and run again" >&2
+  exit 1
+fi
+
 if [ ! -x "$VENV/bin/python" ]; then
   python3 -m venv "$VENV"
 fi
