@@ -212,7 +212,7 @@ pub fn explain(data: &Path, query: &str) -> Result<ExitCode> {
     match nexus.explain(query) {
         Ok(lines) => {
             for l in lines {
-                println!("{l}");
+                crate::out(&l);
             }
             Ok(ExitCode::SUCCESS)
         }
@@ -304,7 +304,9 @@ pub fn export_memory(data: &Path, file: &str) -> Result<ExitCode> {
         .export_memory_jsonl()
         .map_err(|e| anyhow::anyhow!("{}", e.message))?;
     if file == "-" {
-        print!("{text}");
+        if !text.is_empty() {
+            crate::out(text.trim_end_matches('\n'));
+        }
     } else {
         std::fs::write(file, text).with_context(|| format!("writing {file}"))?;
     }

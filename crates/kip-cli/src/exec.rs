@@ -113,15 +113,15 @@ pub fn run(data: &Path, args: ExecArgs) -> Result<ExitCode> {
     match args.format {
         Format::Json => print_json(&response.to_json()),
         Format::Table => match &response {
-            Response::Single(o) => println!("{}", render::render(&texts[0], &o.to_json())),
+            Response::Single(o) => crate::out(&render::render(&texts[0], &o.to_json())),
             Response::Batch(outs) => {
                 for (i, o) in outs.iter().enumerate() {
-                    println!(
+                    crate::out(&format!(
                         "-- [{}] {}",
                         i + 1,
                         texts[i].lines().next().unwrap_or("").trim()
-                    );
-                    println!("{}", render::render(&texts[i], &o.to_json()));
+                    ));
+                    crate::out(&render::render(&texts[i], &o.to_json()));
                 }
             }
         },
@@ -157,7 +157,7 @@ fn execute(data: &Path, args_json: &Value, args: &ExecArgs) -> Result<Response> 
 
 /// One request per input line; empty lines are skipped.
 fn lines(data: &Path, file: &str, readonly: bool, dry_run: bool) -> Result<ExitCode> {
-    use std::io::{BufRead, Write};
+    use std::io::BufRead;
     let nexus = open_nexus(data)?;
     let input: Box<dyn BufRead> = if file == "-" {
         Box::new(std::io::BufReader::new(std::io::stdin()))
@@ -166,7 +166,6 @@ fn lines(data: &Path, file: &str, readonly: bool, dry_run: bool) -> Result<ExitC
             std::fs::File::open(file).with_context(|| format!("opening {file}"))?,
         ))
     };
-    let mut out = std::io::stdout().lock();
     let mut any_error = false;
     for line in input.lines() {
         let line = line.context("reading a request line")?;
@@ -187,12 +186,7 @@ fn lines(data: &Path, file: &str, readonly: bool, dry_run: bool) -> Result<ExitC
             ),
         };
         any_error |= response.has_error();
-        writeln!(
-            out,
-            "{}",
-            serde_json::to_string(&response.to_json()).unwrap_or_else(|_| "{}".into())
-        )?;
-        out.flush()?;
+        crate::out(&serde_json::to_string(&response.to_json()).unwrap_or_else(|_| "{}".into()));
     }
     Ok(if any_error {
         ExitCode::from(1)

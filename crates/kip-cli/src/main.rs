@@ -162,10 +162,24 @@ pub fn error_text(e: &kip_lang::KipError) -> String {
 
 /// Prints a JSON value on one line.
 pub fn print_json(v: &Value) {
-    println!(
-        "{}",
-        serde_json::to_string(v).unwrap_or_else(|_| "{}".into())
-    );
+    out(&serde_json::to_string(v).unwrap_or_else(|_| "{}".into()));
+}
+
+/// Prints a line on stdout. When the reader has gone away (`kip exec ... | head`), the
+/// process ends quietly with status 0, as other Unix tools do, instead of panicking:
+/// whatever was being written is no longer wanted, and every write already committed
+/// is durable.
+pub fn out(text: &str) {
+    use std::io::Write;
+    let mut stdout = std::io::stdout().lock();
+    let written = writeln!(stdout, "{text}").and_then(|()| stdout.flush());
+    if let Err(e) = written {
+        if e.kind() == std::io::ErrorKind::BrokenPipe {
+            std::process::exit(0);
+        }
+        eprintln!("kip: cannot write to standard output: {e}");
+        std::process::exit(2);
+    }
 }
 
 fn main() -> ExitCode {

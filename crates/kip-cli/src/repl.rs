@@ -9,21 +9,51 @@ use serde_json::json;
 use std::path::Path;
 use std::process::ExitCode;
 
+const REPL_HELP: &str = "KIP commands: type them and end with ';' or an empty line (FIND, SEARCH, DESCRIBE, UPSERT, DELETE).
+Shell commands (on a line of their own):
+  .help     this help
+  .primer   DESCRIBE PRIMER, as JSON
+  .table    show FIND results as tables (default)
+  .json     show responses as JSON
+  .quit     leave (also .exit and ctrl-d)
+ctrl-c drops the command being typed.";
+
 /// Runs the shell until end of input (ctrl-d) or `.quit`.
-pub fn run(data: &Path, format: Format) -> Result<ExitCode> {
+pub fn run(data: &Path, mut format: Format) -> Result<ExitCode> {
     let nexus = open_nexus(data)?;
     let mut rl = rustyline::DefaultEditor::new()?;
     let history = data.join("repl_history");
     let _ = rl.load_history(&history);
-    eprintln!("kip-nexus repl: end a command with ';' or an empty line; .quit to leave.");
+    eprintln!(
+        "kip-nexus repl: end a command with ';' or an empty line; .help for help, .quit to leave."
+    );
     let mut buf = String::new();
     loop {
         let prompt = if buf.is_empty() { "kip> " } else { "...> " };
         match rl.readline(prompt) {
             Ok(line) => {
                 let trimmed = line.trim();
-                if buf.is_empty() && (trimmed == ".quit" || trimmed == ".exit") {
-                    break;
+                if buf.is_empty() && trimmed.starts_with('.') {
+                    // Dot-commands are the shell's own, never sent as KIP.
+                    match trimmed {
+                        ".quit" | ".exit" => break,
+                        ".help" => eprintln!("{REPL_HELP}"),
+                        ".primer" => {
+                            let response = nexus
+                                .execute_json(
+                                    &json!({"command": "DESCRIBE PRIMER"}),
+                                    Access::ReadWrite,
+                                )
+                                .to_json();
+                            print_json(&response);
+                        }
+                        ".json" => format = Format::Json,
+                        ".table" => format = Format::Table,
+                        other => {
+                            eprintln!("unknown command {other}: .help lists the shell's commands")
+                        }
+                    }
+                    continue;
                 }
                 if buf.is_empty() && trimmed.is_empty() {
                     continue;
@@ -39,7 +69,7 @@ pub fn run(data: &Path, format: Format) -> Result<ExitCode> {
                         .to_json();
                     match format {
                         Format::Json => print_json(&response),
-                        Format::Table => println!("{}", render::render(&text, &response)),
+                        Format::Table => crate::out(&render::render(&text, &response)),
                     }
                 }
             }

@@ -57,7 +57,13 @@ pub fn run(data: &Path, args: ServeArgs) -> Result<ExitCode> {
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_env("KIP_LOG")
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+                // Our own progress at info; the libraries' (rmcp logs each peer's
+                // whole info on every connection) only from warnings on.
+                .unwrap_or_else(|_| {
+                    tracing_subscriber::EnvFilter::new(
+                        "warn,kip=info,kip_server=info,kip_engine=info",
+                    )
+                }),
         )
         .with_writer(std::io::stderr)
         .with_ansi(false)

@@ -291,3 +291,151 @@ fn exec_refuses_flat_shapes_instead_of_crashing() {
         assert_eq!(v["error"]["code"], "KIP_4002", "{v}");
     }
 }
+
+/// `kip exec ... | head`: the reader going away ends kip quietly (status 0), without a
+/// panic message.
+#[test]
+fn a_closed_pipe_ends_exec_quietly() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut capsule = String::from("UPSERT {");
+    for i in 0..3000 {
+        capsule.push_str(&format!(
+            " CONCEPT ?p{i} {{ {{type: \"Person\", name: \"person number {i}\"}} }}"
+        ));
+    }
+    capsule.push('}');
+    let (code, _) = kip_in(dir.path(), &["capsule", "load", "-"], capsule.as_bytes());
+    assert_eq!(code, 0);
+    for format in ["table", "json"] {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_kip"))
+            .arg("--data")
+            .arg(dir.path())
+            .args([
+                "exec",
+                "--format",
+                format,
+                "FIND(?p, ?p.name) WHERE { ?p {type: \"Person\"} } LIMIT 5000",
+            ])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn");
+        let mut first = [0u8; 16];
+        let mut stdout = child.stdout.take().expect("stdout");
+        std::io::Read::read_exact(&mut stdout, &mut first).expect("some output");
+        drop(stdout);
+        let out = child.wait_with_output().expect("wait");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!err.contains("panicked"), "{err}");
+        assert_eq!(out.status.code(), Some(0), "{format}: {err}");
+    }
+}
+
+/// REPL dot-commands belong to the shell: `.help` prints help, an unknown one says so;
+/// neither is sent as KIP.
+#[test]
+fn repl_dot_commands_are_not_kip() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let out = Command::new(env!("CARGO_BIN_EXE_kip"))
+        .arg("--data")
+        .arg(dir.path())
+        .arg("repl")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .and_then(|mut c| {
+            c.stdin
+                .take()
+                .expect("stdin")
+                .write_all(b".help\n.json\n.nope\nDESCRIBE DOMAINS;\n.quit\n")?;
+            c.wait_with_output()
+        })
+        .expect("repl");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains(".primer") && stderr.contains("unknown command .nope"),
+        "{stderr}"
+    );
+    assert!(!stdout.contains("KIP_1001"), "{stdout}");
+    // .json switched the output: the DESCRIBE answer is one JSON line.
+    let line = stdout
+        .lines()
+        .find(|l| l.starts_with('{'))
+        .expect("a JSON answer");
+    let v: Value = serde_json::from_str(line).expect("json");
+    assert!(v["result"].is_array(), "{v}");
+}
+
+/// Whole nodes in a table are readable (name, type, id, description), not JSON blobs,
+/// and tables fit the width in $COLUMNS.
+#[test]
+fn tables_render_nodes_readably_and_fit_the_width() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let out = Command::new(env!("CARGO_BIN_EXE_kip"))
+        .arg("--data")
+        .arg(dir.path())
+        .args(["exec", "FIND(?d, ?l) WHERE { ?d {type: \"$ConceptType\", name: \"Domain\"} ?l (?d, \"belongs_to_domain\", ?x) }"])
+        .env("COLUMNS", "60")
+        .output()
+        .expect("exec");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("Domain ($ConceptType, C:3)"), "{text}");
+    assert!(text.contains("-belongs_to_domain->"), "{text}");
+    assert!(!text.contains("\"attributes\""), "{text}");
+    for line in text.lines().filter(|l| l.starts_with('│')) {
+        assert!(line.chars().count() <= 60, "{line}");
+    }
+}
+
+/// The default log level keeps the libraries quiet: a client connecting does not print
+/// its whole peer info (rmcp logs it at info).
+#[test]
+fn serve_logs_quietly_by_default() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .expect("bind")
+        .local_addr()
+        .expect("addr")
+        .port();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_kip"))
+        .arg("--data")
+        .arg(dir.path())
+        .args([
+            "serve",
+            "--no-prewarm",
+            "--http",
+            &format!("127.0.0.1:{port}"),
+        ])
+        .env_remove("KIP_LOG")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("serve");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    let mut conn = loop {
+        if let Ok(c) = std::net::TcpStream::connect(("127.0.0.1", port)) {
+            break c;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the server did not start"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "quiet-test-client", "version": "1"}}}).to_string();
+    let req = format!("POST /mcp HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}", body.len());
+    conn.write_all(req.as_bytes()).expect("send");
+    let mut answer = String::new();
+    let _ = std::io::Read::read_to_string(&mut conn, &mut answer);
+    assert!(answer.contains("kip-nexus"), "{answer}");
+    let _ = child.kill();
+    let out = child.wait_with_output().expect("wait");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("serving MCP"),
+        "our own start message is kept: {err}"
+    );
+    assert!(!err.contains("quiet-test-client"), "{err}");
+}
