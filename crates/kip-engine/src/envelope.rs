@@ -380,6 +380,25 @@ where
             break;
         }
     }
+    // A batch that stopped early says which commands were not run.
+    let ran = outcomes.len();
+    if req.batch && ran < req.items.len() {
+        if let Some(Outcome::Err(e)) = outcomes.last_mut() {
+            let rest = if ran + 1 == req.items.len() {
+                format!("command {ran} was not run")
+            } else {
+                format!("commands {ran} to {} were not run", req.items.len() - 1)
+            };
+            let note = format!(
+                "The batch stopped at command {} (0-based): {rest}; send them again once this is fixed",
+                ran - 1
+            );
+            e.hint = Some(match e.hint.take() {
+                Some(h) => format!("{h}. {note}"),
+                None => note,
+            });
+        }
+    }
     if req.batch {
         Response::Batch(outcomes)
     } else {
@@ -476,6 +495,12 @@ mod tests {
             panic!("batch")
         };
         assert_eq!(out.len(), 4);
+        // The stopping error says which commands were not run.
+        let Outcome::Err(e) = &out[3] else { panic!() };
+        assert!(
+            e.hint.as_deref().unwrap_or("").contains("command 4 was not run"),
+            "{e:?}"
+        );
         assert!(out[0].is_err() && !out[1].is_err() && out[2].is_err() && out[3].is_err());
     }
 
@@ -486,7 +511,7 @@ mod tests {
         let resp = run(&r, Access::ReadOnly, echo);
         assert_eq!(
             resp.to_json()["result"][1],
-            json!({"error": {"code": "KIP_3004", "message": "read-only interface: UPSERT/DELETE are not allowed", "hint": "use execute_kip"}})
+            json!({"error": {"code": "KIP_3004", "message": "read-only interface: UPSERT/DELETE are not allowed", "hint": "use execute_kip. The batch stopped at command 1 (0-based): command 2 was not run; send them again once this is fixed"}})
         );
         let Response::Batch(out) = resp else { panic!() };
         assert_eq!(out.len(), 2);
