@@ -13,7 +13,6 @@ cargo clippy --workspace --all-targets --locked -- -D warnings
 echo "== test environment (Python MCP client)"
 KIP_TEST_PYTHON="$(scripts/setup-test-env.sh | tail -n 1)"
 export KIP_TEST_PYTHON
-export KIP_REQUIRE_MCP_CLIENT=1
 
-echo "== cargo test"
-cargo test --workspace --locked
+echo "== cargo test (the tests that need Python/Node are #[ignore]d in a plain cargo test; included here)"
+cargo test --workspace --locked -- --include-ignored

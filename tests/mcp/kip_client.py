@@ -53,10 +53,16 @@ async def exercise(session):
     schema = tools["execute_kip"].input_schema if hasattr(tools["execute_kip"], "input_schema") else tools["execute_kip"].inputSchema
     check("commands" in schema.get("properties", {}), f"execute_kip schema: {schema}")
 
+    for name in ("execute_kip", "execute_kip_readonly"):
+        check("COLUMNAR" in (tools[name].description or ""), f"{name} description does not say results are columnar")
+
     resources = [str(r.uri) for r in (await session.list_resources()).resources]
     check("kip://docs/syntax" in resources, f"resources: {resources}")
     doc = await session.read_resource("kip://docs/syntax")
     check("KQL" in doc.contents[0].text, "syntax reference text")
+    check("kip://docs/responses" in resources, f"resources: {resources}")
+    doc = await session.read_resource("kip://docs/responses")
+    check("FIND(?d.name, ?s.name)" in doc.contents[0].text, "the responses document shows a two-column example")
 
     prompts = [p.name for p in (await session.list_prompts()).prompts]
     check("kip_system_instructions" in prompts, f"prompts: {prompts}")

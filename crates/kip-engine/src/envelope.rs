@@ -498,7 +498,10 @@ mod tests {
         // The stopping error says which commands were not run.
         let Outcome::Err(e) = &out[3] else { panic!() };
         assert!(
-            e.hint.as_deref().unwrap_or("").contains("command 4 was not run"),
+            e.hint
+                .as_deref()
+                .unwrap_or("")
+                .contains("command 4 was not run"),
             "{e:?}"
         );
         assert!(out[0].is_err() && !out[1].is_err() && out[2].is_err() && out[3].is_err());

@@ -105,12 +105,18 @@ fn every_invalid_corpus_file_fails_with_the_expected_code() {
 fn later_rc_files_that_use_v1_syntax_parse() {
     // valid_rc9plus is informative; the files that only use syntax kip-nexus adopted
     // from DECISIONS.md (predicate variables, several ORDER BY keys) must parse.
-    for (name, src) in corpus("valid_rc9plus") {
+    let files = corpus("valid_rc9plus");
+    // The corpus must be there: a missing directory or file must fail, not pass.
+    assert!(files.len() >= 12, "valid_rc9plus has {} files", files.len());
+    let mut checked = 0;
+    for (name, src) in files {
         let v1 = ["rc9_001", "rc9_002", "rc9_011"]
             .iter()
             .any(|p| name.starts_with(p));
         if v1 {
             parse_command(&src).unwrap_or_else(|e| panic!("{name}: {e}"));
+            checked += 1;
         }
     }
+    assert_eq!(checked, 3, "the three v1-syntax files are in the corpus");
 }

@@ -1,7 +1,7 @@
 //! The protocol documents the server hands to agents (MCP resources and prompt).
 
 /// `(uri, name, description, text)` of every document resource.
-pub const DOCS: [(&str, &str, &str, &str); 4] = [
+pub const DOCS: [(&str, &str, &str, &str); 5] = [
     (
         "kip://docs/syntax",
         "KIP syntax reference",
@@ -26,7 +26,17 @@ pub const DOCS: [(&str, &str, &str, &str); 4] = [
         "Instructions for the agent's sleeping mind ($system) maintaining the nexus.",
         include_str!("../../../spec/SelfInstructions.md"),
     ),
+    (
+        "kip://docs/responses",
+        "Reading KIP responses",
+        "How to read what execute_kip answers: FIND results are columns (one array per FIND expression), not rows; batches, cursors, errors.",
+        include_str!("../assets/responses.md"),
+    ),
 ];
+
+/// Appended to the KIP tools' descriptions: the one thing about responses agents most
+/// often get wrong.
+pub const RESPONSE_NOTE: &str = "\n\nResponses: a FIND result is COLUMNAR, one array per FIND expression in FIND order, not a list of rows. FIND(?d.name, ?s.name) answers {\"result\": [[\"Aspirin\", \"Ibuprofen\"], [\"Headache\", \"Fever\"]]}: rows are (Aspirin, Headache) and (Ibuprofen, Fever). With one FIND expression the result is that column itself. Details: the resource kip://docs/responses.";
 
 /// The `execute_kip` tool definition shipped with the protocol.
 pub const FUNCTION_DEFINITION: &str = include_str!("../../../spec/FunctionDefinition.json");
@@ -38,4 +48,4 @@ pub const FUNCTION_DEFINITION_READONLY: &str =
 pub const SERVER_INSTRUCTIONS: &str = "This server is a KIP Cognitive Nexus: your persistent knowledge-graph memory. \
 Start every session with execute_kip_readonly {\"command\": \"DESCRIBE PRIMER\"} to learn who you are and what you know, \
 ground names with SEARCH and DESCRIBE before writing FIND or UPSERT, and attach provenance (source, author, confidence) \
-with WITH METADATA when you write. The syntax reference is the resource kip://docs/syntax; errors carry a code and a hint to fix and retry.";
+with WITH METADATA when you write. The syntax reference is the resource kip://docs/syntax; FIND results are columns (one array per FIND expression), see kip://docs/responses; errors carry a code and a hint to fix and retry.";

@@ -71,7 +71,11 @@ pub struct KipMcp {
 fn definition(text: &str) -> (String, String, Map<String, Value>) {
     let v: Value = serde_json::from_str(text).unwrap_or(Value::Null);
     let name = v["name"].as_str().unwrap_or_default().to_string();
-    let description = v["description"].as_str().unwrap_or_default().to_string();
+    let description = format!(
+        "{}{}",
+        v["description"].as_str().unwrap_or_default(),
+        crate::docs::RESPONSE_NOTE
+    );
     let schema = v["parameters"].as_object().cloned().unwrap_or_default();
     (name, description, schema)
 }
