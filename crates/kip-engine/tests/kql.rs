@@ -753,6 +753,18 @@ fn explain_shows_the_plan_independent_of_written_order() {
         a[0].contains("Headache"),
         "the selective pattern runs first: {a:?}"
     );
+    // Every pattern step shows the planner's estimates: rows per input row and rows
+    // after the step.
+    assert!(
+        a[0].contains("[est. ~1 per input row, ~1 rows after]"),
+        "{a:?}"
+    );
+    for line in a.iter().filter(|l| l.starts_with("match")) {
+        assert!(
+            line.contains("est. ~") || line.contains("check of a bound variable"),
+            "{line}"
+        );
+    }
 }
 
 #[test]

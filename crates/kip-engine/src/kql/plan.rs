@@ -132,6 +132,10 @@ pub enum Step {
 pub struct Group {
     /// Steps in execution order.
     pub steps: Vec<Step>,
+    /// The planner's estimate of the rows each pattern step yields per input row (from
+    /// the store's statistics; `None` for filters and blocks), index-aligned with
+    /// `steps`: what `kip explain` shows.
+    pub estimates: Vec<Option<u64>>,
     /// UNION branches.
     pub unions: Vec<Group>,
 }
@@ -494,22 +498,26 @@ impl Compiler<'_> {
         }
         let mut bound = outer.clone();
         let mut steps = Vec::new();
+        let mut estimates: Vec<Option<u64>> = Vec::new();
         let mut placed = vec![false; filters.len()];
-        let place_ready =
-            |bound: &BTreeSet<usize>, steps: &mut Vec<Step>, placed: &mut Vec<bool>| {
-                for (i, f) in filters.iter().enumerate() {
-                    if !placed[i] && filter_sets[i].is_subset(bound) {
-                        steps.push(Step::Filter((*f).clone()));
-                        placed[i] = true;
-                    }
+        let place_ready = |bound: &BTreeSet<usize>,
+                           steps: &mut Vec<Step>,
+                           estimates: &mut Vec<Option<u64>>,
+                           placed: &mut Vec<bool>| {
+            for (i, f) in filters.iter().enumerate() {
+                if !placed[i] && filter_sets[i].is_subset(bound) {
+                    steps.push(Step::Filter((*f).clone()));
+                    estimates.push(None);
+                    placed[i] = true;
                 }
-            };
-        place_ready(&bound, &mut steps, &mut placed);
+            }
+        };
+        place_ready(&bound, &mut steps, &mut estimates, &mut placed);
         while !patterns.is_empty() {
             // Cheapest first; ties go to links (an index step from a bound end) before
             // concept scans, then to a fixed textual order, so the written order of the
             // patterns never changes the plan.
-            let (best, _) = patterns
+            let (best, (cost, _, _)) = patterns
                 .iter()
                 .enumerate()
                 .map(|(i, s)| {
@@ -524,7 +532,8 @@ impl Compiler<'_> {
             let step = patterns.remove(best);
             Self::step_vars(&step, &mut bound);
             steps.push(step);
-            place_ready(&bound, &mut steps, &mut placed);
+            estimates.push(Some(cost));
+            place_ready(&bound, &mut steps, &mut estimates, &mut placed);
         }
         for gr in optionals {
             let sub = self.group(&gr.clauses, &bound, false)?;
@@ -534,15 +543,18 @@ impl Compiler<'_> {
                 bound.insert(self.vars.slot(&n));
             }
             steps.push(Step::Optional(sub));
+            estimates.push(None);
         }
         // Remaining filters read variables that only OPTIONAL binds (or none at all).
         for (i, f) in filters.iter().enumerate() {
             if !placed[i] {
                 steps.push(Step::Filter((*f).clone()));
+                estimates.push(None);
             }
         }
         for gr in nots {
             steps.push(Step::Not(self.group(&gr.clauses, &bound, false)?));
+            estimates.push(None);
         }
         let mut union_groups = Vec::new();
         for gr in unions {
@@ -550,6 +562,7 @@ impl Compiler<'_> {
         }
         Ok(Group {
             steps,
+            estimates,
             unions: union_groups,
         })
     }
@@ -635,29 +648,87 @@ fn step_text(s: &Step, vars: &Vars) -> String {
     }
 }
 
+/// An estimate for people: `~1,234`, or `unknown` for the planner's "no statistics".
+fn rows(n: u64) -> String {
+    if n >= u64::MAX / 8 {
+        return "unknown".into();
+    }
+    let digits = n.to_string();
+    let mut out = String::new();
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    format!("~{out}")
+}
+
+/// Explains a group: each step with the planner's estimate of the rows it yields per
+/// input row and of the rows after it (the running product; a filter or a NOT keeps
+/// at most as many, an OPTIONAL at least as many).
 fn explain_group(gr: &Group, vars: &Vars, depth: usize, out: &mut Vec<String>) {
+    explain_group_from(gr, vars, depth, 1, out);
+}
+
+fn explain_group_from(gr: &Group, vars: &Vars, depth: usize, input: u64, out: &mut Vec<String>) {
     let pad = "  ".repeat(depth);
-    for s in &gr.steps {
+    let mut flow = input;
+    for (i, s) in gr.steps.iter().enumerate() {
+        let est = gr.estimates.get(i).copied().flatten();
+        let cost = |per: u64, flow: &mut u64| -> String {
+            *flow = if per >= u64::MAX / 8 || *flow >= u64::MAX / 8 {
+                u64::MAX / 4
+            } else {
+                flow.saturating_mul(per.max(1))
+            };
+            if per == 0 {
+                // The variable is bound already: a check, not a lookup.
+                format!(
+                    "  [check of a bound variable, at most {} rows after]",
+                    rows(*flow)
+                )
+            } else {
+                format!(
+                    "  [est. {} per input row, {} rows after]",
+                    rows(per),
+                    rows(*flow)
+                )
+            }
+        };
         match s {
-            Step::Concept(c) => out.push(format!(
-                "{pad}match concept {} {{{}}}",
-                vname(vars, c.var),
-                explain_match(&c.matcher)
+            Step::Concept(c) => {
+                let note = est.map(|e| cost(e, &mut flow)).unwrap_or_default();
+                out.push(format!(
+                    "{pad}match concept {} {{{}}}{note}",
+                    vname(vars, c.var),
+                    explain_match(&c.matcher)
+                ))
+            }
+            Step::Prop(p) => {
+                let note = est.map(|e| cost(e, &mut flow)).unwrap_or_default();
+                out.push(format!("{pad}match link {}{note}", explain_prop(p, vars)))
+            }
+            Step::Filter(e) => out.push(format!(
+                "{pad}filter {}  [at most {} rows after]",
+                kip_lang::printer::expr(e),
+                rows(flow)
             )),
-            Step::Prop(p) => out.push(format!("{pad}match link {}", explain_prop(p, vars))),
-            Step::Filter(e) => out.push(format!("{pad}filter {}", kip_lang::printer::expr(e))),
             Step::Optional(g) => {
                 out.push(format!("{pad}optional (left join)"));
-                explain_group(g, vars, depth + 1, out);
+                explain_group_from(g, vars, depth + 1, flow, out);
             }
             Step::Not(g) => {
-                out.push(format!("{pad}not (anti join)"));
-                explain_group(g, vars, depth + 1, out);
+                out.push(format!(
+                    "{pad}not (anti join)  [at most {} rows after]",
+                    rows(flow)
+                ));
+                explain_group_from(g, vars, depth + 1, flow, out);
             }
         }
     }
     for u in &gr.unions {
         out.push(format!("{pad}union (independent branch)"));
-        explain_group(u, vars, depth + 1, out);
+        explain_group_from(u, vars, depth + 1, 1, out);
     }
 }
