@@ -243,11 +243,24 @@ fn ensure_predicate(w: &mut dyn GraphWrite, p: &str, original: &str) -> Result<(
     )
 }
 
+/// Whether the memory-server tools see a concept as an entity: every concept of the
+/// graph except the system's own structure (type and predicate definitions, domains,
+/// the `$`-named actors). Concepts written through KIP are entities too, so an agent
+/// using both tool sets sees one memory.
 fn is_entity(c: &ConceptRecord) -> bool {
-    matches!(c.attributes.get(OBSERVATIONS), Some(Value::Array(_)))
+    if matches!(c.attributes.get(OBSERVATIONS), Some(Value::Array(_))) {
+        return true;
+    }
+    !(c.concept_type == CONCEPT_TYPE
+        || c.concept_type == PROPOSITION_TYPE
+        || c.concept_type == "Domain"
+        || c.name.starts_with('$'))
 }
 
-/// The entity with this name.
+/// The entity with this name: the one concept the tools see with that name. Names are
+/// unique per type in KIP, so two concepts of different types may share one: the name
+/// is then ambiguous, and the tools say so (KIP_3003) instead of guessing or creating
+/// a third.
 pub fn find_entity(
     g: &dyn GraphRead,
     name: &str,
@@ -257,14 +270,27 @@ pub fn find_entity(
         ids.push(id);
         Ok(true)
     })?;
+    let mut found: Vec<(u64, ConceptRecord)> = Vec::new();
     for id in ids {
         if let Some(c) = g.concept(id)? {
             if is_entity(&c) {
-                return Ok(Some((id, c)));
+                found.push((id, c));
             }
         }
     }
-    Ok(None)
+    if found.len() > 1 {
+        let which = found
+            .iter()
+            .map(|(id, c)| format!("{} C:{id}", c.concept_type))
+            .collect::<Vec<_>>()
+            .join(", ");
+        return Err(KipError::new(
+            ErrorCode::DuplicateExists,
+            format!("the name {name} is ambiguous: {} concepts have it ({which})", found.len()),
+        )
+        .with_hint("address one of them with execute_kip and {type, name} (or its id), or rename one so that the memory tools can tell them apart"));
+    }
+    Ok(found.pop())
 }
 
 fn observations(c: &ConceptRecord) -> Vec<String> {

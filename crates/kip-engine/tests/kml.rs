@@ -809,7 +809,14 @@ fn a_version_4_text_index_is_rebuilt_into_blocks_when_opened() {
         assert_eq!(n.check_integrity().expect("check"), Vec::<String>::new());
     }
     let (version, tables) = meta_and_tables(&file, "text_index_version");
-    assert_eq!(version, Some(5u64.to_le_bytes().to_vec()));
+    assert_eq!(
+        version,
+        Some(
+            kip_engine::meta::text::TEXT_INDEX_VERSION
+                .to_le_bytes()
+                .to_vec()
+        )
+    );
     assert!(!tables.iter().any(|t| t == "text_postings2"), "{tables:?}");
     assert!(tables.iter().any(|t| t == "text_postings3"), "{tables:?}");
 }

@@ -238,3 +238,81 @@ fn bad_arguments_are_errors_not_panics() {
     assert!(call(&n, "search_nodes", json!({"query": []})).is_err());
     assert!(call(&n, "no_such_tool", json!({})).is_err());
 }
+
+/// One memory, one view (issue 20 item 4): the two tool sets agree about the graph.
+#[test]
+fn kip_concepts_are_entities_and_names_refer_to_them() {
+    let n = nexus();
+    ok(
+        &n,
+        r#"UPSERT {
+            CONCEPT ?t { {type: "$ConceptType", name: "Software"} SET ATTRIBUTES { description: "a program" } }
+            CONCEPT ?r { {type: "Software", name: "redb"} SET ATTRIBUTES { description: "an embedded key-value store" } }
+        }"#,
+    );
+    // Visible to the memory tools without any observations.
+    let g = call(&n, "read_graph", json!({})).expect("read");
+    assert_eq!(
+        g["entities"],
+        json!([{"name": "redb", "entityType": "Software", "observations": []}]),
+        "the system's own concepts stay hidden; KIP concepts are entities"
+    );
+    // A relation to it works, and creating an entity of that name refers to it instead
+    // of making a second one.
+    call(&n, "create_entities", json!({"entities": [{"name": "kip", "entityType": "software", "observations": ["a memory engine"]}]})).expect("create");
+    call(
+        &n,
+        "create_relations",
+        json!({"relations": [{"from": "kip", "to": "redb", "relationType": "uses"}]}),
+    )
+    .expect("relation to a KIP concept");
+    let created = call(
+        &n,
+        "create_entities",
+        json!({"entities": [{"name": "redb", "entityType": "database", "observations": ["x"]}]}),
+    )
+    .expect("create");
+    assert_eq!(created["entities"], json!([]), "{created}");
+    let count = ok(&n, r#"FIND(COUNT(?x)) WHERE { ?x {name: "redb"} }"#);
+    assert_eq!(count, json!(1));
+    call(
+        &n,
+        "add_observations",
+        json!({"observations": [{"entityName": "redb", "contents": ["written in Rust"]}]}),
+    )
+    .expect("observe");
+    // SEARCH finds what search_nodes finds (observations are indexed).
+    let hits = ok(&n, r#"SEARCH CONCEPT "rust""#);
+    assert_eq!(hits[0]["name"], "redb", "{hits}");
+    let nodes = call(&n, "search_nodes", json!({"query": "rust"})).expect("search");
+    assert_eq!(nodes["entities"][0]["name"], "redb");
+    // Two concepts of one name are ambiguous for the name-based tools: a clear error.
+    ok(
+        &n,
+        r#"UPSERT {
+            CONCEPT ?t { {type: "$ConceptType", name: "Database"} SET ATTRIBUTES { description: "a database" } }
+            CONCEPT ?r { {type: "Database", name: "redb"} }
+        }"#,
+    );
+    let e = call(
+        &n,
+        "add_observations",
+        json!({"observations": [{"entityName": "redb", "contents": ["y"]}]}),
+    )
+    .expect_err("ambiguous");
+    assert_eq!(e.code.as_str(), "KIP_3003");
+    assert!(
+        e.message.contains("ambiguous")
+            && e.message.contains("Software")
+            && e.message.contains("Database"),
+        "{}",
+        e.message
+    );
+    let e = call(
+        &n,
+        "create_entities",
+        json!({"entities": [{"name": "redb", "entityType": "thing", "observations": []}]}),
+    )
+    .expect_err("ambiguous");
+    assert_eq!(e.code.as_str(), "KIP_3003");
+}

@@ -17,14 +17,17 @@ use unicode_segmentation::UnicodeSegmentation;
 
 /// The version of the analysis and index layout; a store indexed with another version
 /// is re-indexed when opened.
-pub const TEXT_INDEX_VERSION: u64 = 5;
+pub const TEXT_INDEX_VERSION: u64 = 6;
 
 /// Weight of a name term relative to a description term.
 pub const NAME_WEIGHT: u32 = 3;
 
-/// Attributes whose string values (or arrays of strings) describe an element.
-pub const DESCRIPTIVE_ATTRIBUTES: [&str; 9] = [
+/// Attributes whose string values (or arrays of strings) describe an element. Version 6
+/// added `observations` (what the memory-server tools store), so SEARCH finds what
+/// `search_nodes` finds.
+pub const DESCRIPTIVE_ATTRIBUTES: [&str; 10] = [
     "description",
+    "observations",
     "aliases",
     "content_summary",
     "summary",
