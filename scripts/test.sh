@@ -16,3 +16,6 @@ export KIP_TEST_PYTHON
 
 echo "== cargo test (the tests that need Python/Node are #[ignore]d in a plain cargo test; included here)"
 cargo test --workspace --locked -- --include-ignored
+
+echo "== wheel: build it, pip install it into a fresh venv, MCP smoke test through the installed kip"
+scripts/wheel-smoke.sh

@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Builds the `kip-nexus` wheel (maturin, `bindings = "bin"`), installs it into a fresh
+# virtual environment and runs the MCP smoke test (tests/mcp/kip_client.py over stdio)
+# through the installed `kip`, so the packaging cannot rot. Called by scripts/test.sh.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+TOOLS="target/wheel-tools"
+MATURIN_VERSION="1.9.6"
+if [ ! -x "$TOOLS/bin/maturin" ]; then
+  python3 -m venv "$TOOLS"
+  "$TOOLS/bin/python" -m pip install --quiet --disable-pip-version-check "maturin==$MATURIN_VERSION"
+fi
+
+rm -rf target/wheels
+"$TOOLS/bin/maturin" build --release --locked --out target/wheels >&2
+WHEEL="$(ls target/wheels/kip_nexus-*.whl)"
+echo "built $WHEEL ($(du -h "$WHEEL" | cut -f1))" >&2
+
+VENV="target/wheel-venv"
+rm -rf "$VENV"
+python3 -m venv "$VENV"
+"$VENV/bin/python" -m pip install --quiet --disable-pip-version-check "$WHEEL"
+KIP="$VENV/bin/kip"
+"$KIP" --version >&2
+SIZE=$(stat -c %s "$KIP")
+if [ "$SIZE" -gt $((40 * 1024 * 1024)) ]; then
+  echo "the installed kip is $SIZE bytes: it should be stripped" >&2
+  exit 1
+fi
+
+# The MCP smoke test through the installed binary, with the test client's Python.
+PY="${KIP_TEST_PYTHON:-target/test-venv/bin/python}"
+DATA="$(mktemp -d)"
+trap 'rm -rf "$DATA"' EXIT
+"$PY" tests/mcp/kip_client.py stdio "$PWD/$KIP" "$DATA/nexus"
