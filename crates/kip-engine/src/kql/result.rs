@@ -641,38 +641,69 @@ fn plain(
     let keep = page.saturating_add(1);
     let mut rows: Vec<(Vec<Value>, u64, Vec<Value>)> = Vec::new();
     let mut solutions = 0usize;
+    // The sort keys of the worst row of a full page after the last cut: a solution with
+    // worse keys can never make the page, so it is dropped before it is projected.
+    let mut threshold: Option<Vec<Value>> = None;
     // Sorted, each distinct row at its first place in the order (set semantics), cut
     // to `keep` rows.
-    let cut = |rows: &mut Vec<(Vec<Value>, u64, Vec<Value>)>| {
+    let cut = |rows: &mut Vec<(Vec<Value>, u64, Vec<Value>)>,
+               threshold: &mut Option<Vec<Value>>| {
         rows.sort_by(cmp);
         let mut seen = HashSet::new();
         rows.retain(|r| seen.insert(serde_json::to_string(&r.2).unwrap_or_default()));
         rows.truncate(keep);
+        if rows.len() == keep {
+            *threshold = rows.last().map(|r| r.0.clone());
+        }
     };
     run_group(ctx, &plan.root, empty, &mut |r| {
         solutions += 1;
         if solutions > limits.max_rows {
             return Err(too_many(limits));
         }
-        let proj = project_all(ctx, &paths, r)?;
-        let keys = if by_values {
-            proj.iter().map(value_key).collect()
+        let (keys, mut proj) = if by_values {
+            let proj = project_all(ctx, &paths, r)?;
+            (proj.iter().map(value_key).collect(), Some(proj))
         } else {
-            project_all(ctx, &order_paths, r)?
+            (project_all(ctx, &order_paths, r)?, None)
         };
-        let entry = (keys, row_hash(&proj), proj);
+        if threshold
+            .as_ref()
+            .is_some_and(|t| cmp_keys(&keys, t, &dirs) == Ordering::Greater)
+        {
+            return Ok(true);
+        }
+        let mut hash = None;
         if let Some((k, h)) = &after {
-            if cmp_keys(&entry.0, k, &dirs).then(entry.1.cmp(h)) != Ordering::Greater {
-                return Ok(true);
+            match cmp_keys(&keys, k, &dirs) {
+                Ordering::Less => return Ok(true),
+                Ordering::Equal => {
+                    let p = match proj.take() {
+                        Some(p) => p,
+                        None => project_all(ctx, &paths, r)?,
+                    };
+                    let rh = row_hash(&p);
+                    if rh <= *h {
+                        return Ok(true);
+                    }
+                    hash = Some(rh);
+                    proj = Some(p);
+                }
+                Ordering::Greater => {}
             }
         }
-        rows.push(entry);
+        let proj = match proj {
+            Some(p) => p,
+            None => project_all(ctx, &paths, r)?,
+        };
+        let hash = hash.unwrap_or_else(|| row_hash(&proj));
+        rows.push((keys, hash, proj));
         if rows.len() >= keep.saturating_mul(2).max(1024) {
-            cut(&mut rows);
+            cut(&mut rows, &mut threshold);
         }
         Ok(true)
     })?;
-    cut(&mut rows);
+    cut(&mut rows, &mut threshold);
     Ok(sorted_page(q, rows, page, fingerprint))
 }
 
