@@ -630,8 +630,58 @@ pub fn update_relations(
     Ok(json!({ "relations": out }))
 }
 
-/// Every entity (concepts with observations), in creation order, with their ids.
+/// What a reading tool may answer: the JSON size of its result is counted (roughly,
+/// from the lengths of what goes in) as entities and relations are collected, and the
+/// call fails with `KIP_4002` once past the limit, before the whole answer is built
+/// (the official tools have no paging, and a memory of a million concepts would
+/// answer gigabytes).
+struct Budget {
+    left: usize,
+    limit: usize,
+    tool: &'static str,
+}
+
+impl Budget {
+    fn new(tool: &'static str, limit: usize) -> Budget {
+        Budget {
+            left: limit,
+            limit,
+            tool,
+        }
+    }
+
+    fn spend(&mut self, bytes: usize) -> Result<(), KipError> {
+        match self.left.checked_sub(bytes) {
+            Some(l) => {
+                self.left = l;
+                Ok(())
+            }
+            None => Err(KipError::new(
+                ErrorCode::ResourceExhausted,
+                format!(
+                    "{} would answer more than {} bytes: the memory holds more than this tool can return at once",
+                    self.tool, self.limit
+                ),
+            )
+            .with_hint("read a part of it with search_nodes or open_nodes, or page through it with execute_kip: FIND(?e) WHERE { ?e {type: \"...\"} } LIMIT 100, then CURSOR")),
+        }
+    }
+
+    fn entity(&mut self, c: &ConceptRecord) -> Result<(), KipError> {
+        let obs: usize = observations(c).iter().map(|o| o.len() + 3).sum();
+        self.spend(64 + c.name.len() + entity_type_of(c).len() + obs)
+    }
+}
+
+/// Every entity, in creation order, with their ids.
 fn all_entities(g: &dyn GraphRead) -> Result<Vec<(u64, ConceptRecord)>, KipError> {
+    all_entities_within(g, &mut Budget::new("export", usize::MAX))
+}
+
+fn all_entities_within(
+    g: &dyn GraphRead,
+    budget: &mut Budget,
+) -> Result<Vec<(u64, ConceptRecord)>, KipError> {
     let mut ids = Vec::new();
     g.scan_concepts(&mut |id| {
         ids.push(id);
@@ -641,6 +691,7 @@ fn all_entities(g: &dyn GraphRead) -> Result<Vec<(u64, ConceptRecord)>, KipError
     for id in ids {
         if let Some(c) = g.concept(id)? {
             if is_entity(&c) {
+                budget.entity(&c)?;
                 out.push((id, c));
             }
         }
@@ -653,6 +704,7 @@ fn relations_where(
     g: &dyn GraphRead,
     names: &HashMap<u64, String>,
     keep: &dyn Fn(u64, u64) -> bool,
+    budget: &mut Budget,
 ) -> Result<Vec<Value>, KipError> {
     let mut ids = Vec::new();
     g.scan_props(&mut |id| {
@@ -669,6 +721,7 @@ fn relations_where(
             continue;
         };
         if keep(s, o) {
+            budget.spend(96 + from.len() + to.len() + p.predicate.len())?;
             out.push(relation_json(from, to, &p));
         }
     }
@@ -677,12 +730,18 @@ fn relations_where(
 
 /// `read_graph`: every entity and every relation between entities.
 pub fn read_graph(g: &dyn GraphRead) -> Result<Value, KipError> {
-    let entities = all_entities(g)?;
+    read_graph_within(g, usize::MAX)
+}
+
+/// [`read_graph`] answering at most about `max_bytes` of JSON (`KIP_4002` beyond).
+pub fn read_graph_within(g: &dyn GraphRead, max_bytes: usize) -> Result<Value, KipError> {
+    let mut budget = Budget::new("read_graph", max_bytes);
+    let entities = all_entities_within(g, &mut budget)?;
     let names: HashMap<u64, String> = entities
         .iter()
         .map(|(id, c)| (*id, c.name.clone()))
         .collect();
-    let relations = relations_where(g, &names, &|_, _| true)?;
+    let relations = relations_where(g, &names, &|_, _| true, &mut budget)?;
     Ok(
         json!({"entities": entities.iter().map(|(_, c)| entity_json(c)).collect::<Vec<_>>(), "relations": relations}),
     )
@@ -690,7 +749,11 @@ pub fn read_graph(g: &dyn GraphRead) -> Result<Value, KipError> {
 
 /// The entities that satisfy `keep` and every relation touching one of them (in
 /// creation order), found through the selected entities' own links.
-fn subgraph(g: &dyn GraphRead, keep: &dyn Fn(&ConceptRecord) -> bool) -> Result<Value, KipError> {
+fn subgraph(
+    g: &dyn GraphRead,
+    keep: &dyn Fn(&ConceptRecord) -> bool,
+    budget: &mut Budget,
+) -> Result<Value, KipError> {
     let mut ids = Vec::new();
     g.scan_concepts(&mut |id| {
         ids.push(id);
@@ -700,6 +763,7 @@ fn subgraph(g: &dyn GraphRead, keep: &dyn Fn(&ConceptRecord) -> bool) -> Result<
     for id in ids {
         if let Some(c) = g.concept(id)? {
             if is_entity(&c) && keep(&c) {
+                budget.entity(&c)?;
                 selected.push((id, c));
             }
         }
@@ -739,6 +803,7 @@ fn subgraph(g: &dyn GraphRead, keep: &dyn Fn(&ConceptRecord) -> bool) -> Result<
         let (Some(from), Some(to)) = (name_of(s)?, name_of(o)?) else {
             continue;
         };
+        budget.spend(96 + from.len() + to.len() + p.predicate.len())?;
         relations.push(relation_json(&from, &to, &p));
     }
     Ok(json!({
@@ -757,24 +822,51 @@ fn entity_type_of(c: &ConceptRecord) -> &str {
 /// `search_nodes`: a case-insensitive substring match of the whole query on name,
 /// entityType and observations; relations touching a match.
 pub fn search_nodes(g: &dyn GraphRead, query: &str) -> Result<Value, KipError> {
+    search_nodes_within(g, query, usize::MAX)
+}
+
+/// [`search_nodes`] answering at most about `max_bytes` of JSON (`KIP_4002` beyond).
+pub fn search_nodes_within(
+    g: &dyn GraphRead,
+    query: &str,
+    max_bytes: usize,
+) -> Result<Value, KipError> {
     let q = query.to_lowercase();
-    subgraph(g, &|c| {
-        c.name.to_lowercase().contains(&q)
-            || entity_type_of(c).to_lowercase().contains(&q)
-            || c.attributes
-                .get(OBSERVATIONS)
-                .and_then(Value::as_array)
-                .is_some_and(|a| {
-                    a.iter()
-                        .any(|o| o.as_str().is_some_and(|o| o.to_lowercase().contains(&q)))
-                })
-    })
+    let mut budget = Budget::new("search_nodes", max_bytes);
+    subgraph(
+        g,
+        &|c| {
+            c.name.to_lowercase().contains(&q)
+                || entity_type_of(c).to_lowercase().contains(&q)
+                || c.attributes
+                    .get(OBSERVATIONS)
+                    .and_then(Value::as_array)
+                    .is_some_and(|a| {
+                        a.iter()
+                            .any(|o| o.as_str().is_some_and(|o| o.to_lowercase().contains(&q)))
+                    })
+        },
+        &mut budget,
+    )
 }
 
 /// `open_nodes`: the named entities and the relations touching them.
 pub fn open_nodes(g: &dyn GraphRead, names: &[String]) -> Result<Value, KipError> {
+    open_nodes_within(g, names, usize::MAX)
+}
+
+/// [`open_nodes`] answering at most about `max_bytes` of JSON (`KIP_4002` beyond).
+pub fn open_nodes_within(
+    g: &dyn GraphRead,
+    names: &[String],
+    max_bytes: usize,
+) -> Result<Value, KipError> {
     let set: HashSet<&str> = names.iter().map(String::as_str).collect();
-    subgraph(g, &|c| set.contains(c.name.as_str()))
+    subgraph(
+        g,
+        &|c| set.contains(c.name.as_str()),
+        &mut Budget::new("open_nodes", max_bytes),
+    )
 }
 
 /// One parsed line of a memory-server JSONL file.
@@ -1086,15 +1178,17 @@ struct ObservationItem {
 /// snapshot. Returns the structured result.
 pub fn call(nexus: &crate::Nexus, name: &str, args: &Value) -> Result<Value, KipError> {
     let now = now();
+    // The reading tools answer at most the response limit of a KIP request.
+    let max = nexus.limits().max_response_bytes;
     match name {
-        "read_graph" => nexus.read(|r| read_graph(r)),
+        "read_graph" => nexus.read(|r| read_graph_within(r, max)),
         "search_nodes" => {
             let q: String = arg(args, "query")?;
-            nexus.read(|r| search_nodes(r, &q))
+            nexus.read(|r| search_nodes_within(r, &q, max))
         }
         "open_nodes" => {
             let names: Vec<String> = arg(args, "names")?;
-            nexus.read(|r| open_nodes(r, &names))
+            nexus.read(|r| open_nodes_within(r, &names, max))
         }
         "create_entities" => {
             let v: Vec<EntityInput> = arg(args, "entities")?;

@@ -316,3 +316,33 @@ fn kip_concepts_are_entities_and_names_refer_to_them() {
     .expect_err("ambiguous");
     assert_eq!(e.code.as_str(), "KIP_3003");
 }
+
+/// The reading tools have no paging in the official API; on a large memory they answer
+/// KIP_4002 with a way out instead of building gigabytes of JSON.
+#[test]
+fn reading_tools_are_bounded_by_the_response_limit() {
+    let mut n = nexus();
+    let entities: Vec<Value> = (0..200)
+        .map(|i| json!({"name": format!("entity {i}"), "entityType": "thing", "observations": [format!("note {i} about the weather")]}))
+        .collect();
+    call(&n, "create_entities", json!({ "entities": entities })).expect("create");
+    n.set_limits(kip_engine::kql::QueryLimits {
+        max_response_bytes: 4_000,
+        ..kip_engine::kql::QueryLimits::default()
+    });
+    for (tool, args) in [
+        ("read_graph", json!({})),
+        ("search_nodes", json!({"query": "weather"})),
+    ] {
+        let e = call(&n, tool, args).expect_err("too big");
+        assert_eq!(e.code.as_str(), "KIP_4002", "{tool}: {e}");
+        assert!(e.hint.as_deref().unwrap_or("").contains("CURSOR"), "{e:?}");
+    }
+    // A narrow read still works, and an export is never bounded.
+    let one = call(&n, "open_nodes", json!({"names": ["entity 7"]})).expect("open");
+    assert_eq!(one["entities"][0]["name"], "entity 7");
+    assert_eq!(
+        n.export_memory_jsonl().expect("export").lines().count(),
+        200
+    );
+}
