@@ -474,3 +474,34 @@ fn a_delete_between_pages_skips_no_surviving_row() {
         assert_eq!(all.len(), 300, "every person once (the deleted ones on page 1): {cmd}");
     }
 }
+
+/// One page too large for the response limit fails while its rows are gathered, not
+/// after the whole page is built (both page orders).
+#[test]
+fn a_page_larger_than_the_response_limit_fails_early() {
+    let mut n = nexus();
+    people(&n, 300);
+    n.set_limits(QueryLimits {
+        max_response_bytes: 20_000,
+        ..QueryLimits::default()
+    });
+    for cmd in [
+        "FIND(?p) WHERE { ?p {type: \"Person\"} } LIMIT 1000",
+        "FIND(?p) WHERE { ?p {type: \"Person\"} } ORDER BY ?p.attributes.rank LIMIT 1000",
+    ] {
+        let r = run(&n, cmd);
+        assert_eq!(code(&r).as_deref(), Some("KIP_4002"), "{cmd}: {r}");
+        assert!(
+            r["error"]["message"]
+                .as_str()
+                .unwrap_or("")
+                .contains("page"),
+            "{r}"
+        );
+    }
+    let r = run(
+        &n,
+        "FIND(?p.name) WHERE { ?p {type: \"Person\"} } LIMIT 100",
+    );
+    assert!(r.get("error").is_none(), "{r}");
+}

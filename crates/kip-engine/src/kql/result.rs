@@ -571,6 +571,7 @@ fn plain(
             Some(Anchor::Sorted { .. }) => return Err(stale_cursor()),
         };
         let mut out: Vec<Vec<Value>> = Vec::new();
+        let mut bytes = 0usize;
         let mut last: Option<(u64, u64)> = None;
         let mut more = false;
         super::exec::scan_matcher_from(ctx, &root.matcher, start, &mut |n| {
@@ -598,6 +599,11 @@ fn plain(
                 if out.len() >= page {
                     more = true;
                     return Ok(false);
+                }
+                bytes = bytes
+                    .saturating_add(proj.iter().map(crate::envelope::json_size).sum::<usize>());
+                if bytes > limits.max_response_bytes {
+                    return Err(page_too_large(limits));
                 }
                 out.push(proj);
                 last = Some((n, h));
@@ -646,15 +652,31 @@ fn plain(
     let mut threshold: Option<Vec<Value>> = None;
     // Sorted, each distinct row at its first place in the order (set semantics), cut
     // to `keep` rows.
+    // A page whose rows alone pass the response limit fails at the cut, before more of
+    // them are gathered.
     let cut = |rows: &mut Vec<(Vec<Value>, u64, Vec<Value>)>,
-               threshold: &mut Option<Vec<Value>>| {
+               threshold: &mut Option<Vec<Value>>|
+     -> Result<(), KipError> {
         rows.sort_by(cmp);
         let mut seen = HashSet::new();
-        rows.retain(|r| seen.insert(serde_json::to_string(&r.2).unwrap_or_default()));
+        let mut bytes = 0usize;
+        rows.retain(|r| {
+            let text = serde_json::to_string(&r.2).unwrap_or_default();
+            let len = text.len();
+            let first = seen.insert(text);
+            if first && seen.len() <= keep {
+                bytes = bytes.saturating_add(len);
+            }
+            first
+        });
         rows.truncate(keep);
+        if bytes > limits.max_response_bytes {
+            return Err(page_too_large(limits));
+        }
         if rows.len() == keep {
             *threshold = rows.last().map(|r| r.0.clone());
         }
+        Ok(())
     };
     run_group(ctx, &plan.root, empty, &mut |r| {
         solutions += 1;
@@ -699,12 +721,23 @@ fn plain(
         let hash = hash.unwrap_or_else(|| row_hash(&proj));
         rows.push((keys, hash, proj));
         if rows.len() >= keep.saturating_mul(2).max(1024) {
-            cut(&mut rows, &mut threshold);
+            cut(&mut rows, &mut threshold)?;
         }
         Ok(true)
     })?;
-    cut(&mut rows, &mut threshold);
+    cut(&mut rows, &mut threshold)?;
     Ok(sorted_page(q, rows, page, fingerprint))
+}
+
+fn page_too_large(limits: &QueryLimits) -> KipError {
+    KipError::new(
+        ErrorCode::ResourceExhausted,
+        format!(
+            "this page of results is larger than the response limit of {} bytes",
+            limits.max_response_bytes
+        ),
+    )
+    .with_hint("lower LIMIT and page with CURSOR, or project fields (?x.name, ?x.attributes.k) instead of whole elements")
 }
 
 /// The sort key of a projected value: a whole element by its id, anything else as is.
