@@ -357,10 +357,19 @@ pub fn create_entities(
     entities: &[EntityInput],
     now: &str,
 ) -> Result<Value, KipError> {
+    // Every name is looked up before anything is written: a read of the name index
+    // after a write re-sorts the transaction's pending index changes, which made one
+    // call with many entities quadratic.
+    let mut existing = HashSet::new();
+    for e in entities {
+        if !existing.contains(&e.name) && find_entity(&*w, &e.name)?.is_some() {
+            existing.insert(e.name.clone());
+        }
+    }
     let mut seen = HashSet::new();
     let mut created = Vec::new();
     for e in entities {
-        if !seen.insert(e.name.clone()) || find_entity(&*w, &e.name)?.is_some() {
+        if !seen.insert(e.name.clone()) || existing.contains(&e.name) {
             continue;
         }
         let t = type_name(&e.entity_type);
@@ -440,9 +449,22 @@ pub fn add_observations(
     items: &[(String, Vec<String>)],
     now: &str,
 ) -> Result<Value, KipError> {
+    // Names resolved before anything is written (see create_entities); the records are
+    // read again by id, so a name given twice sees its first update.
+    let mut ids: HashMap<&str, u64> = HashMap::new();
+    for (name, _) in items {
+        if !ids.contains_key(name.as_str()) {
+            let (id, _) = find_entity(&*w, name)?.ok_or_else(|| not_found_entity(name))?;
+            ids.insert(name.as_str(), id);
+        }
+    }
     let mut results = Vec::new();
     for (name, contents) in items {
-        let (id, old) = find_entity(&*w, name)?.ok_or_else(|| not_found_entity(name))?;
+        let id = ids
+            .get(name.as_str())
+            .copied()
+            .ok_or_else(|| not_found_entity(name))?;
+        let old = w.concept(id)?.ok_or_else(|| not_found_entity(name))?;
         let mut obs = observations(&old);
         let added: Vec<String> = contents
             .iter()
