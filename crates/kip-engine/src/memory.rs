@@ -82,65 +82,7 @@ pub fn now() -> String {
     humantime::format_rfc3339_millis(std::time::SystemTime::now()).to_string()
 }
 
-fn words(s: &str) -> Vec<String> {
-    // Split on anything that is not a letter or digit, and at lower->upper case steps.
-    let mut out = Vec::new();
-    let mut cur = String::new();
-    let mut prev_lower = false;
-    for c in s.chars() {
-        if !c.is_alphanumeric() {
-            if !cur.is_empty() {
-                out.push(std::mem::take(&mut cur));
-            }
-            prev_lower = false;
-            continue;
-        }
-        if c.is_uppercase() && prev_lower && !cur.is_empty() {
-            out.push(std::mem::take(&mut cur));
-        }
-        prev_lower = c.is_lowercase() || c.is_numeric();
-        cur.push(c);
-    }
-    if !cur.is_empty() {
-        out.push(cur);
-    }
-    out
-}
-
-/// `"software project"` -> `"SoftwareProject"`: the KIP concept type of an entityType.
-pub fn type_name(entity_type: &str) -> String {
-    let mut out = String::new();
-    for w in words(entity_type) {
-        let mut cs = w.chars();
-        if let Some(f) = cs.next() {
-            out.extend(f.to_uppercase());
-            out.push_str(cs.as_str());
-        }
-    }
-    if out.is_empty() {
-        return "Entity".to_string();
-    }
-    if out.starts_with(|c: char| c.is_numeric()) {
-        out.insert_str(0, "Type");
-    }
-    out
-}
-
-/// `"works at"` / `"worksAt"` -> `"works_at"`: the KIP predicate of a relationType.
-pub fn predicate_name(relation_type: &str) -> String {
-    let joined = words(relation_type)
-        .iter()
-        .map(|w| w.to_lowercase())
-        .collect::<Vec<_>>()
-        .join("_");
-    if joined.is_empty() {
-        return "related_to".to_string();
-    }
-    if joined.starts_with(|c: char| c.is_numeric()) {
-        return format!("rel_{joined}");
-    }
-    joined
-}
+pub use crate::schema::{predicate_name, type_name};
 
 fn not_found_entity(name: &str) -> KipError {
     KipError::new(
@@ -372,32 +314,50 @@ pub fn create_entities(
         if !seen.insert(e.name.clone()) || existing.contains(&e.name) {
             continue;
         }
-        let t = type_name(&e.entity_type);
-        ensure_type(w, &t, &e.entity_type)?;
-        let mut meta = Map::new();
-        meta.insert("entity_type".into(), json!(e.entity_type));
-        meta.insert(
-            "created_at".into(),
-            json!(e.created_at.clone().unwrap_or_else(|| now.to_string())),
-        );
-        meta.insert("version".into(), json!(e.version.unwrap_or(1)));
-        let (id, old) = match w.concept_by_key(&t, &e.name)? {
-            Some(id) => (id, w.concept(id)?),
-            None => (w.alloc_concept_id()?, None),
-        };
-        let mut rec = old.clone().unwrap_or(ConceptRecord {
-            concept_type: t.clone(),
-            name: e.name.clone(),
-            attributes: Map::new(),
-            metadata: Map::new(),
-        });
-        rec.attributes
-            .insert(OBSERVATIONS.into(), json!(e.observations));
-        rec.metadata.extend(meta);
-        w.put_concept(id, &rec, old.as_ref())?;
+        ensure_type(w, &type_name(&e.entity_type), &e.entity_type)?;
+        let (_, rec) = write_entity(w, e, now, false)?;
         created.push(entity_json(&rec));
     }
     Ok(json!({ "entities": created }))
+}
+
+/// Writes one new entity (its type registered by the caller): the concept
+/// `{type_name(entityType), name}` with its observations and the entity metadata
+/// (`entity_type`, `created_at`, `version`, and `placeholder: true` for an import's
+/// stand-in for an undefined relation end). A concept of the same type and name
+/// written through KIP gets the observations.
+fn write_entity(
+    w: &mut dyn GraphWrite,
+    e: &EntityInput,
+    now: &str,
+    placeholder: bool,
+) -> Result<(u64, ConceptRecord), KipError> {
+    let t = type_name(&e.entity_type);
+    let mut meta = Map::new();
+    meta.insert("entity_type".into(), json!(e.entity_type));
+    meta.insert(
+        "created_at".into(),
+        json!(e.created_at.clone().unwrap_or_else(|| now.to_string())),
+    );
+    meta.insert("version".into(), json!(e.version.unwrap_or(1)));
+    if placeholder {
+        meta.insert("placeholder".into(), json!(true));
+    }
+    let (id, old) = match w.concept_by_key(&t, &e.name)? {
+        Some(id) => (id, w.concept(id)?),
+        None => (w.alloc_concept_id()?, None),
+    };
+    let mut rec = old.clone().unwrap_or(ConceptRecord {
+        concept_type: t,
+        name: e.name.clone(),
+        attributes: Map::new(),
+        metadata: Map::new(),
+    });
+    rec.attributes
+        .insert(OBSERVATIONS.into(), json!(e.observations));
+    rec.metadata.extend(meta);
+    w.put_concept(id, &rec, old.as_ref())?;
+    Ok((id, rec))
 }
 
 /// `create_relations`: both ends must be entities (else nothing is saved); existing
@@ -1029,33 +989,7 @@ pub fn import_items(
         if types_done.insert(t.clone()) {
             ensure_type(w, &t, &e.entity_type)?;
         }
-        let mut meta = Map::new();
-        meta.insert("entity_type".into(), json!(e.entity_type));
-        meta.insert(
-            "created_at".into(),
-            json!(e.created_at.clone().unwrap_or_else(|| now.to_string())),
-        );
-        meta.insert("version".into(), json!(e.version.unwrap_or(1)));
-        if placeholder {
-            meta.insert("placeholder".into(), json!(true));
-        }
-        // A concept of the same type and name that is not an entity (written through
-        // KIP) becomes one: it gets the observations.
-        let (id, old) = match w.concept_by_key(&t, &e.name)? {
-            Some(id) => (id, w.concept(id)?),
-            None => (w.alloc_concept_id()?, None),
-        };
-        let mut rec = old.clone().unwrap_or(ConceptRecord {
-            concept_type: t.clone(),
-            name: e.name.clone(),
-            attributes: Map::new(),
-            metadata: Map::new(),
-        });
-        rec.attributes
-            .insert(OBSERVATIONS.into(), json!(e.observations));
-        rec.metadata.extend(meta);
-        w.put_concept(id, &rec, old.as_ref())?;
-        Ok(id)
+        Ok(write_entity(w, e, now, placeholder)?.0)
     };
     let mut done = 0usize;
     for item in items {

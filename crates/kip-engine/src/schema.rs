@@ -180,7 +180,7 @@ pub fn check_new_name(concept_type: &str, name: &str) -> Result<(), KipError> {
             "concept type names are UpperCamelCase identifiers (letters and digits, starting with an uppercase letter)",
             name.starts_with(|c: char| c.is_ascii_uppercase())
                 && name.chars().all(|c| c.is_ascii_alphanumeric()),
-            upper_camel(name),
+            type_name(name),
         ),
         PROPOSITION_TYPE => (
             "predicate names are snake_case identifiers (lowercase letters, digits and underscores, starting with a letter)",
@@ -188,7 +188,7 @@ pub fn check_new_name(concept_type: &str, name: &str) -> Result<(), KipError> {
                 && name
                     .chars()
                     .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_'),
-            snake(name),
+            predicate_name(name),
         ),
         _ => {
             if name.starts_with('$') {
@@ -230,23 +230,25 @@ pub fn check_new_name(concept_type: &str, name: &str) -> Result<(), KipError> {
     .with_hint(hint))
 }
 
-/// The words of a name (split at non-alphanumerics and lower-to-upper case changes).
-fn words(name: &str) -> Vec<String> {
+/// The words of a name: split at anything that is not a letter or digit, and at
+/// lower-to-upper case steps.
+fn words(s: &str) -> Vec<String> {
+    // Split on anything that is not a letter or digit, and at lower->upper case steps.
     let mut out = Vec::new();
     let mut cur = String::new();
     let mut prev_lower = false;
-    for c in name.chars() {
-        if !c.is_ascii_alphanumeric() {
+    for c in s.chars() {
+        if !c.is_alphanumeric() {
             if !cur.is_empty() {
                 out.push(std::mem::take(&mut cur));
             }
             prev_lower = false;
             continue;
         }
-        if c.is_ascii_uppercase() && prev_lower && !cur.is_empty() {
+        if c.is_uppercase() && prev_lower && !cur.is_empty() {
             out.push(std::mem::take(&mut cur));
         }
-        prev_lower = c.is_ascii_lowercase() || c.is_ascii_digit();
+        prev_lower = c.is_lowercase() || c.is_numeric();
         cur.push(c);
     }
     if !cur.is_empty() {
@@ -255,30 +257,39 @@ fn words(name: &str) -> Vec<String> {
     out
 }
 
-fn upper_camel(name: &str) -> String {
-    let s: String = words(name)
-        .iter()
-        .map(|w| {
-            let lower = w.to_ascii_lowercase();
-            let mut cs = lower.chars();
-            match cs.next() {
-                Some(f) => f.to_ascii_uppercase().to_string() + cs.as_str(),
-                None => String::new(),
-            }
-        })
-        .collect();
-    s.trim_start_matches(|c: char| c.is_ascii_digit())
-        .to_string()
+/// `"software project"` -> `"SoftwareProject"`: the KIP concept type of an entityType.
+pub fn type_name(entity_type: &str) -> String {
+    let mut out = String::new();
+    for w in words(entity_type) {
+        let mut cs = w.chars();
+        if let Some(f) = cs.next() {
+            out.extend(f.to_uppercase());
+            out.push_str(cs.as_str());
+        }
+    }
+    if out.is_empty() {
+        return "Entity".to_string();
+    }
+    if out.starts_with(|c: char| c.is_numeric()) {
+        out.insert_str(0, "Type");
+    }
+    out
 }
 
-fn snake(name: &str) -> String {
-    let s = words(name)
+/// `"works at"` / `"worksAt"` -> `"works_at"`: the KIP predicate of a relationType.
+pub fn predicate_name(relation_type: &str) -> String {
+    let joined = words(relation_type)
         .iter()
-        .map(|w| w.to_ascii_lowercase())
+        .map(|w| w.to_lowercase())
         .collect::<Vec<_>>()
         .join("_");
-    s.trim_start_matches(|c: char| c.is_ascii_digit() || c == '_')
-        .to_string()
+    if joined.is_empty() {
+        return "related_to".to_string();
+    }
+    if joined.starts_with(|c: char| c.is_numeric()) {
+        return format!("rel_{joined}");
+    }
+    joined
 }
 
 /// Protected concepts: `(type, name)` pairs of DECISIONS.md item 7.

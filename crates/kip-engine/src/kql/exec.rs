@@ -172,18 +172,8 @@ pub fn run_group(
 }
 
 /// Runs `steps[i..]` for one input row (no UNION branches): the rest of a group once
-/// its first steps are bound by the caller.
-pub fn run_from(
-    ctx: &Ctx,
-    steps: &[Step],
-    i: usize,
-    row: &Row,
-    emit: &mut dyn FnMut(&Row) -> Result<More, KipError>,
-) -> Result<More, KipError> {
-    run_steps(ctx, steps, i, row, emit)
-}
-
-fn run_steps(
+/// its first steps are bound by the caller (a keyset page resuming at a concept).
+pub fn run_steps(
     ctx: &Ctx,
     steps: &[Step],
     i: usize,

@@ -580,7 +580,7 @@ fn plain(
             // This concept's rows, distinct, in hash order.
             let mut rows: Vec<(u64, String, Vec<Value>)> = Vec::new();
             let mut seen = HashSet::new();
-            super::exec::run_from(ctx, &plan.root.steps, 1, &row, &mut |r| {
+            super::exec::run_steps(ctx, &plan.root.steps, 1, &row, &mut |r| {
                 let proj = project_all(ctx, &paths, r)?;
                 let text = serde_json::to_string(&proj).unwrap_or_default();
                 if seen.insert(text.clone()) {
