@@ -1,12 +1,14 @@
 //! `kip exec`: command text, a file of commands, an `execute_kip` request (`--json`), or
 //! a stream of requests (`--jsonl`).
 
-use crate::{open_nexus, print_json, read_input, render, Format};
+use crate::{print_json, read_input, render, Format};
 use anyhow::{Context, Result};
-use kip_engine::envelope::{self, Access, ExecuteRequest, Response};
+use kip_engine::envelope::{self, Access};
+use kip_server::{Backend, SharedNexus};
 use serde_json::{json, Map, Value};
 use std::path::Path;
 use std::process::ExitCode;
+use std::sync::Arc;
 
 /// Arguments of `kip exec`.
 #[derive(clap::Args, Debug)]
@@ -69,12 +71,43 @@ fn access(readonly: bool) -> Access {
     }
 }
 
-fn code(r: &Response) -> ExitCode {
-    if r.has_error() {
+/// True when a response (or, for a batch, any of its commands) is an error.
+fn has_error(response: &Value) -> bool {
+    response.get("error").is_some()
+        || response["result"]
+            .as_array()
+            .is_some_and(|outcomes| outcomes.iter().any(|o| o.get("error").is_some()))
+}
+
+fn is_batch(request: &Value) -> bool {
+    request.get("commands").is_some()
+}
+
+fn code(request: &Value, response: &Value) -> ExitCode {
+    let failed = if is_batch(request) {
+        has_error(response)
+    } else {
+        response.get("error").is_some()
+    };
+    if failed {
         ExitCode::from(1)
     } else {
         ExitCode::SUCCESS
     }
+}
+
+/// The data directory, shared with a `kip serve` (or another `kip exec`) that has it
+/// open: the requests are then forwarded to that process.
+fn open_shared(data: &Path) -> Result<Arc<SharedNexus>> {
+    SharedNexus::open(data, None).map_err(|e| anyhow::anyhow!("{}", crate::error_text(&e)))
+}
+
+/// Ends the use of the directory: checkpoints when this process owns it (and lets a
+/// waiting process take over).
+fn close(shared: &SharedNexus) -> Result<()> {
+    shared
+        .close()
+        .map_err(|e| anyhow::anyhow!("{}", crate::error_text(&e)))
 }
 
 /// Runs `kip exec`.
@@ -84,15 +117,15 @@ pub fn run(data: &Path, args: ExecArgs) -> Result<ExitCode> {
     }
     if let Some(file) = &args.json {
         let bytes = read_input(file)?;
-        let response = match serde_json::from_slice::<Value>(&bytes) {
-            Ok(v) => execute(data, &v, &args)?,
-            Err(e) => envelope::envelope_failure(
+        let (request, response) = match serde_json::from_slice::<Value>(&bytes) {
+            Ok(v) => (v.clone(), execute(data, v, &args)?),
+            Err(e) => (Value::Null, envelope::envelope_failure(
                 kip_lang::KipError::syntax(format!("the request is not valid JSON: {e}"))
                     .with_hint("send an execute_kip arguments object such as {\"command\": \"DESCRIBE PRIMER\"}"),
-            ),
+            ).to_json()),
         };
-        print_json(&response.to_json());
-        return Ok(code(&response));
+        print_json(&response);
+        return Ok(code(&request, &response));
     }
     let params = parameters(&args)?;
     let texts: Vec<String> = match (&args.command, &args.file) {
@@ -109,24 +142,28 @@ pub fn run(data: &Path, args: ExecArgs) -> Result<ExitCode> {
     } else {
         json!({"commands": texts, "parameters": params, "dry_run": args.dry_run})
     };
-    let response = execute(data, &request, &args)?;
+    let response = execute(data, request.clone(), &args)?;
     match args.format {
-        Format::Json => print_json(&response.to_json()),
-        Format::Table => match &response {
-            Response::Single(o) => crate::out(&render::render(&texts[0], &o.to_json())),
-            Response::Batch(outs) => {
-                for (i, o) in outs.iter().enumerate() {
+        Format::Json => print_json(&response),
+        Format::Table => match response["result"].as_array() {
+            Some(outcomes) if is_batch(&request) && response.get("error").is_none() => {
+                for (i, o) in outcomes.iter().enumerate() {
                     crate::out(&format!(
                         "-- [{}] {}",
                         i + 1,
-                        texts[i].lines().next().unwrap_or("").trim()
+                        texts
+                            .get(i)
+                            .and_then(|t| t.lines().next())
+                            .unwrap_or("")
+                            .trim()
                     ));
-                    crate::out(&render::render(&texts[i], &o.to_json()));
+                    crate::out(&render::render(texts.get(i).map_or("", String::as_str), o));
                 }
             }
+            _ => crate::out(&render::render(&texts[0], &response)),
         },
     }
-    Ok(code(&response))
+    Ok(code(&request, &response))
 }
 
 /// Splits a file into its commands (by the parser's spans); text that does not parse
@@ -144,21 +181,30 @@ fn split_commands(text: &str) -> Vec<String> {
     }
 }
 
-fn execute(data: &Path, args_json: &Value, args: &ExecArgs) -> Result<Response> {
-    let nexus = open_nexus(data)?;
-    Ok(match ExecuteRequest::from_json(args_json) {
-        Ok(mut req) => {
-            req.dry_run |= args.dry_run;
-            nexus.execute(&req, access(args.readonly))
-        }
-        Err(e) => envelope::envelope_failure(e),
-    })
+/// `--dry-run` applies to every request.
+fn with_dry_run(mut request: Value, dry_run: bool) -> Value {
+    if let (true, Value::Object(m)) = (dry_run, &mut request) {
+        m.insert("dry_run".into(), Value::Bool(true));
+    }
+    request
+}
+
+fn execute(data: &Path, request: Value, args: &ExecArgs) -> Result<Value> {
+    let shared = open_shared(data)?;
+    let response = Backend::from(shared.clone()).execute_json(
+        with_dry_run(request, args.dry_run),
+        access(args.readonly),
+        &kip_engine::Budget::default(),
+    );
+    close(&shared)?;
+    Ok(response)
 }
 
 /// One request per input line; empty lines are skipped.
 fn lines(data: &Path, file: &str, readonly: bool, dry_run: bool) -> Result<ExitCode> {
     use std::io::BufRead;
-    let nexus = open_nexus(data)?;
+    let shared = open_shared(data)?;
+    let backend = Backend::from(shared.clone());
     let input: Box<dyn BufRead> = if file == "-" {
         Box::new(std::io::BufReader::new(std::io::stdin()))
     } else {
@@ -172,22 +218,28 @@ fn lines(data: &Path, file: &str, readonly: bool, dry_run: bool) -> Result<ExitC
         if line.trim().is_empty() {
             continue;
         }
-        let response = match serde_json::from_str::<Value>(&line) {
-            Ok(args) => match ExecuteRequest::from_json(&args) {
-                Ok(mut req) => {
-                    req.dry_run |= dry_run;
-                    nexus.execute(&req, access(readonly))
-                }
-                Err(e) => envelope::envelope_failure(e),
-            },
-            Err(e) => envelope::envelope_failure(
-                kip_lang::KipError::syntax(format!("the request line is not valid JSON: {e}"))
-                    .with_hint("send one execute_kip arguments object per line"),
+        let (request, response) = match serde_json::from_str::<Value>(&line) {
+            Ok(args) => (
+                args.clone(),
+                backend.execute_json(
+                    with_dry_run(args, dry_run),
+                    access(readonly),
+                    &kip_engine::Budget::default(),
+                ),
+            ),
+            Err(e) => (
+                Value::Null,
+                envelope::envelope_failure(
+                    kip_lang::KipError::syntax(format!("the request line is not valid JSON: {e}"))
+                        .with_hint("send one execute_kip arguments object per line"),
+                )
+                .to_json(),
             ),
         };
-        any_error |= response.has_error();
-        crate::out(&serde_json::to_string(&response.to_json()).unwrap_or_else(|_| "{}".into()));
+        any_error |= code(&request, &response) != ExitCode::SUCCESS;
+        crate::out(&serde_json::to_string(&response).unwrap_or_else(|_| "{}".into()));
     }
+    close(&shared)?;
     Ok(if any_error {
         ExitCode::from(1)
     } else {

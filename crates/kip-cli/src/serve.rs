@@ -3,7 +3,6 @@
 use anyhow::{Context, Result};
 use std::path::Path;
 use std::process::ExitCode;
-use std::sync::Arc;
 
 /// How much of the database file `kip serve` reads at start to warm the OS page cache.
 const PREWARM_BYTES: u64 = 8 << 30;
@@ -68,17 +67,23 @@ pub fn run(data: &Path, args: ServeArgs) -> Result<ExitCode> {
         .with_writer(std::io::stderr)
         .with_ansi(false)
         .init();
-    let nexus = Arc::new(crate::open_nexus(data)?);
-    if args.read_only {
+    // The first process on a directory owns it; later ones forward their requests to
+    // it and take over when it exits (kip_server::shared).
+    let hook: Option<kip_server::shared::OwnerHook> = if args.read_only {
         // A read-only server writes nothing, ever: not even a first import.
         if std::env::var_os("MEMORY_FILE_PATH").is_some() {
             tracing::info!("MEMORY_FILE_PATH is ignored by a --read-only server (it would write the import); import it with `kip import --memory-jsonl FILE`");
         }
+        None
     } else {
-        import_memory_file(&nexus)?;
-    }
-    if !args.no_prewarm {
-        let n = nexus.clone();
+        Some(Box::new(|nexus: &kip_engine::Nexus| {
+            import_memory_file(nexus).map_err(|e| kip_lang::KipError::internal(format!("{e:#}")))
+        }))
+    };
+    let shared = kip_server::SharedNexus::open(data, hook)
+        .map_err(|e| anyhow::anyhow!("{}", crate::error_text(&e)))?;
+    let backend = kip_server::Backend::from(shared.clone());
+    if let (false, Some(n)) = (args.no_prewarm, shared.local()) {
         let _ = std::thread::Builder::new()
             .name("kip-prewarm".into())
             .spawn(move || match n.prewarm(PREWARM_BYTES) {
@@ -91,7 +96,6 @@ pub fn run(data: &Path, args: ServeArgs) -> Result<ExitCode> {
         memory: args.tools.contains(&ToolSet::Memory),
         read_only: args.read_only,
     };
-    let nexus_for_close = nexus.clone();
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .thread_stack_size(kip_engine::WORKER_STACK_BYTES)
@@ -111,12 +115,12 @@ pub fn run(data: &Path, args: ServeArgs) -> Result<ExitCode> {
                     max_connections: args.max_connections,
                     ..kip_server::http::HttpConfig::default()
                 };
-                kip_server::http::serve(nexus, addr, config)
+                kip_server::http::serve(backend, addr, config)
                     .await
                     .with_context(|| format!("serving HTTP on {addr}"))
             }
             None => kip_server::serve_stdio_with(
-                nexus,
+                backend,
                 tools,
                 std::time::Duration::from_secs(args.timeout_secs),
             )
@@ -127,7 +131,8 @@ pub fn run(data: &Path, args: ServeArgs) -> Result<ExitCode> {
     // The final checkpoint, said out loud: a failure (a full disk) loses nothing (the
     // write-ahead log holds every acknowledged write and is replayed at the next start)
     // but must not look like a clean stop.
-    if let Err(e) = nexus_for_close.checkpoint() {
+    // Other processes forwarding to this one take the directory over from here.
+    if let Err(e) = shared.close() {
         eprintln!(
             "kip: the final checkpoint failed: {}. Nothing acknowledged is lost: the write-ahead log is replayed at the next start.",
             e.message.trim_end_matches('.')

@@ -20,6 +20,7 @@
 //! The limits, their defaults and the threat model are in `docs/security.md`.
 
 use crate::mcp::{KipMcp, ToolSets};
+use crate::Backend;
 use axum::body::Bytes;
 use axum::extract::{DefaultBodyLimit, Request, State};
 use axum::http::{header, HeaderValue, Method, StatusCode};
@@ -27,7 +28,7 @@ use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
-use kip_engine::{Access, Nexus};
+use kip_engine::Access;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use serde_json::{json, Value};
@@ -85,7 +86,7 @@ impl Default for HttpConfig {
 
 #[derive(Clone)]
 struct AppState {
-    nexus: Arc<Nexus>,
+    backend: Backend,
     config: Arc<HttpConfig>,
 }
 
@@ -318,8 +319,8 @@ fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
 }
 
 async fn health(State(state): State<AppState>) -> Response {
-    let nexus = state.nexus.clone();
-    match tokio::task::spawn_blocking(move || nexus.totals()).await {
+    let backend = state.backend.clone();
+    match tokio::task::spawn_blocking(move || backend.totals()).await {
         Ok(Ok((c, p))) => Json(json!({"status": "ok", "concepts": c, "propositions": p, "read_only": state.config.read_only})).into_response(),
         _ => (StatusCode::SERVICE_UNAVAILABLE, Json(json!({"status": "error"}))).into_response(),
     }
@@ -364,7 +365,7 @@ async fn kip(State(state): State<AppState>, body: Bytes) -> Response {
         access = Access::ReadOnly;
     }
     let response = crate::run_budgeted(
-        state.nexus.clone(),
+        state.backend.clone(),
         args,
         access,
         state.config.request_timeout,
@@ -382,10 +383,11 @@ fn wrap(is_rpc: bool, id: Option<Value>, response: Value) -> Value {
 }
 
 /// The router: `/mcp`, `/kip`, `/health`, with auth, limits and request logs.
-pub fn router(nexus: Arc<Nexus>, config: HttpConfig) -> Router {
+pub fn router(backend: impl Into<Backend>, config: HttpConfig) -> Router {
+    let backend: Backend = backend.into();
     let mut tools = config.tools;
     tools.read_only |= config.read_only;
-    let mcp_nexus = nexus.clone();
+    let mcp_backend = backend.clone();
     let mcp_timeout = config.request_timeout;
     let mut mcp_config =
         StreamableHttpServerConfig::default().with_max_request_body_bytes(config.max_body_bytes);
@@ -393,12 +395,12 @@ pub fn router(nexus: Arc<Nexus>, config: HttpConfig) -> Router {
         mcp_config = mcp_config.disable_allowed_hosts();
     }
     let mcp = StreamableHttpService::new(
-        move || Ok(KipMcp::new(mcp_nexus.clone(), tools).with_timeout(mcp_timeout)),
+        move || Ok(KipMcp::new(mcp_backend.clone(), tools).with_timeout(mcp_timeout)),
         Arc::new(LocalSessionManager::default()),
         mcp_config,
     );
     let state = AppState {
-        nexus,
+        backend,
         config: Arc::new(config.clone()),
     };
     Router::new()
@@ -418,7 +420,7 @@ pub fn router(nexus: Arc<Nexus>, config: HttpConfig) -> Router {
 
 /// Serves the router on `addr` until ctrl-c.
 pub async fn serve(
-    nexus: Arc<Nexus>,
+    nexus: impl Into<Backend>,
     addr: SocketAddr,
     mut config: HttpConfig,
 ) -> std::io::Result<()> {
@@ -435,7 +437,7 @@ pub async fn serve(
 
 /// Serves on an already bound listener until ctrl-c.
 pub async fn serve_listener(
-    nexus: Arc<Nexus>,
+    nexus: impl Into<Backend>,
     listener: tokio::net::TcpListener,
     config: HttpConfig,
 ) -> std::io::Result<()> {
@@ -452,7 +454,7 @@ pub async fn serve_listener(
 /// within [`HttpConfig::header_read_timeout`], which also closes idle keep-alive
 /// connections.
 pub async fn serve_until(
-    nexus: Arc<Nexus>,
+    nexus: impl Into<Backend>,
     listener: tokio::net::TcpListener,
     config: HttpConfig,
     shutdown: impl std::future::Future<Output = ()>,

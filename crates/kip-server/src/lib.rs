@@ -11,11 +11,14 @@
 pub mod docs;
 pub mod http;
 pub mod mcp;
+#[cfg(unix)]
+pub mod shared;
+#[cfg(unix)]
+pub use shared::{Backend, SharedNexus};
 
-use kip_engine::{Access, Nexus};
+use kip_engine::Access;
 use rmcp::ServiceExt;
 use serde_json::Value;
-use std::sync::Arc;
 use std::time::Duration;
 
 /// Time budget of a request when the server is not told otherwise (`--timeout-secs`).
@@ -23,7 +26,7 @@ pub const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// Serves MCP over stdin/stdout until the client disconnects.
 pub async fn serve_stdio(
-    nexus: Arc<Nexus>,
+    nexus: impl Into<Backend>,
     tools: mcp::ToolSets,
 ) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
     serve_stdio_with(nexus, tools, DEFAULT_REQUEST_TIMEOUT).await
@@ -31,7 +34,7 @@ pub async fn serve_stdio(
 
 /// [`serve_stdio`] with a time budget per tool call.
 pub async fn serve_stdio_with(
-    nexus: Arc<Nexus>,
+    nexus: impl Into<Backend>,
     tools: mcp::ToolSets,
     request_timeout: Duration,
 ) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
@@ -67,7 +70,7 @@ impl Drop for CancelOnDrop {
 /// waits for the work to end, so it says exactly what was applied: a write is never
 /// reported as failed and then committed.
 pub async fn run_budgeted(
-    nexus: Arc<Nexus>,
+    backend: Backend,
     args: Value,
     access: Access,
     timeout: Duration,
@@ -75,9 +78,7 @@ pub async fn run_budgeted(
     let budget = kip_engine::Budget::with_timeout(timeout);
     let guard = CancelOnDrop(budget.interrupt.clone());
     let interrupt = budget.interrupt.clone();
-    let mut work = tokio::task::spawn_blocking(move || {
-        nexus.execute_json_with(&args, access, &budget).to_json()
-    });
+    let mut work = tokio::task::spawn_blocking(move || backend.execute_json(args, access, &budget));
     // Past the deadline (plus a grace period for a check to come round), raise the
     // flag in case some step has not looked at the clock; keep waiting for the truth.
     let result = match tokio::time::timeout(timeout + Duration::from_secs(1), &mut work).await {

@@ -7,7 +7,8 @@
 //! stalls the transport.
 
 use crate::docs::{DOCS, FUNCTION_DEFINITION, FUNCTION_DEFINITION_READONLY, SERVER_INSTRUCTIONS};
-use kip_engine::{Access, Nexus};
+use crate::Backend;
+use kip_engine::Access;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, GetPromptRequestParams,
     GetPromptResponse, GetPromptResult, Implementation, ListPromptsResult, ListResourcesResult,
@@ -63,7 +64,7 @@ pub fn memory_tools(read_only: bool) -> Vec<Tool> {
 /// The MCP handler over one nexus.
 #[derive(Clone)]
 pub struct KipMcp {
-    nexus: Arc<Nexus>,
+    backend: Backend,
     tools: ToolSets,
     timeout: std::time::Duration,
 }
@@ -110,9 +111,9 @@ pub fn kip_tools(read_only: bool) -> Vec<Tool> {
 
 impl KipMcp {
     /// A handler serving `tools` over `nexus`.
-    pub fn new(nexus: Arc<Nexus>, tools: ToolSets) -> Self {
+    pub fn new(backend: impl Into<Backend>, tools: ToolSets) -> Self {
         KipMcp {
-            nexus,
+            backend: backend.into(),
             tools,
             timeout: crate::DEFAULT_REQUEST_TIMEOUT,
         }
@@ -137,9 +138,11 @@ impl KipMcp {
 
     /// Runs a memory tool; errors are tool results with `isError` and the message.
     async fn call_memory(&self, name: String, args: Value) -> CallToolResult {
-        let nexus = self.nexus.clone();
+        let backend = self.backend.clone();
         let tool = name.clone();
-        let outcome = tokio::task::spawn_blocking(move || nexus.memory_tool(&tool, &args)).await;
+        let read_only = self.tools.read_only;
+        let outcome =
+            tokio::task::spawn_blocking(move || backend.memory_tool(&tool, args, read_only)).await;
         match outcome {
             Ok(Ok(result)) => {
                 let text = kip_engine::memory::result_text(&name, &result);
@@ -163,7 +166,7 @@ impl KipMcp {
         args: Value,
         context: &RequestContext<RoleServer>,
     ) -> CallToolResult {
-        let work = crate::run_budgeted(self.nexus.clone(), args, access, self.timeout);
+        let work = crate::run_budgeted(self.backend.clone(), args, access, self.timeout);
         let response = tokio::select! {
             v = work => v,
             _ = context.ct.cancelled() => {
@@ -263,12 +266,13 @@ impl ServerHandler for KipMcp {
         _context: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, McpError> {
         if self.tools.memory && request.uri == MEMORY_RESOURCE {
-            let nexus = self.nexus.clone();
-            let graph =
-                tokio::task::spawn_blocking(move || nexus.memory_tool("read_graph", &json!({})))
-                    .await
-                    .map_err(|e| McpError::internal_error(e.to_string(), None))?
-                    .map_err(|e| McpError::internal_error(e.message, None))?;
+            let backend = self.backend.clone();
+            let graph = tokio::task::spawn_blocking(move || {
+                backend.memory_tool("read_graph", json!({}), true)
+            })
+            .await
+            .map_err(|e| McpError::internal_error(e.to_string(), None))?
+            .map_err(|e| McpError::internal_error(e.message, None))?;
             let text = serde_json::to_string_pretty(&graph).unwrap_or_default();
             return Ok(ReadResourceResult::new(vec![ResourceContents::text(
                 text,

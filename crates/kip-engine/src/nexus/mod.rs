@@ -245,6 +245,39 @@ fn create_private_file(file: &Path) -> std::io::Result<()> {
     }
 }
 
+/// Why [`Nexus::try_open`] did not open a directory.
+#[derive(Debug, Clone)]
+pub enum OpenError {
+    /// Another process has the directory open: the database file's lock is held. The
+    /// directory was not changed.
+    InUse(KipError),
+    /// Any other failure (unreadable, corrupt, no space, ...), explained.
+    Failed(KipError),
+}
+
+impl OpenError {
+    /// The error as a KIP error (both kinds carry their message and hint).
+    pub fn into_kip(self) -> KipError {
+        match self {
+            OpenError::InUse(e) | OpenError::Failed(e) => e,
+        }
+    }
+}
+
+impl From<KipError> for OpenError {
+    fn from(e: KipError) -> Self {
+        OpenError::Failed(e)
+    }
+}
+
+fn in_use(dir: &Path) -> KipError {
+    KipError::internal(format!(
+        "the nexus at {} is in use by another kip process",
+        dir.display()
+    ))
+    .with_hint("`kip serve` and `kip exec` share a directory with the process that has it open (through its kip.sock); other commands (import, export, check, recover, the REPL) need it to themselves: stop the other process, or run them while it is not running")
+}
+
 fn open_error(dir: &Path, e: impl std::fmt::Display) -> KipError {
     KipError::internal(format!("cannot open the nexus at {}: {e}", dir.display()))
         .with_hint("check that the directory is writable and not opened by another kip process")
@@ -262,11 +295,21 @@ impl Nexus {
 
     /// [`Nexus::open`] in a given [`OpenMode`].
     pub fn open_with(dir: impl AsRef<Path>, mode: OpenMode) -> Result<Nexus, KipError> {
-        let dir = dir.as_ref();
-        Nexus::open_inner(dir, mode).map_err(|e| explain_no_space(dir, e))
+        Nexus::try_open(dir, mode).map_err(OpenError::into_kip)
     }
 
-    fn open_inner(dir: &Path, mode: OpenMode) -> Result<Nexus, KipError> {
+    /// [`Nexus::open_with`], telling "another process has this directory open" apart
+    /// from every other failure, so that a caller can share the directory with that
+    /// process instead of failing (what `kip serve` and `kip exec` do).
+    pub fn try_open(dir: impl AsRef<Path>, mode: OpenMode) -> Result<Nexus, OpenError> {
+        let dir = dir.as_ref();
+        Nexus::open_inner(dir, mode).map_err(|e| match e {
+            OpenError::Failed(e) => OpenError::Failed(explain_no_space(dir, e)),
+            in_use => in_use,
+        })
+    }
+
+    fn open_inner(dir: &Path, mode: OpenMode) -> Result<Nexus, OpenError> {
         let file = dir.join(DB_FILE);
         let wal_path = dir.join(WAL_FILE);
         if !file.exists() && wal_path.exists() {
@@ -274,15 +317,21 @@ impl Nexus {
             // it was, so a supervisor's restart cannot turn it into an empty store.
             let (records, _) = Wal::read(&wal_path).map_err(|e| open_error(dir, e))?;
             if !records.is_empty() {
-                return Err(missing_database(dir, records.len()));
+                return Err(missing_database(dir, records.len()).into());
             }
         }
         create_private_dir(dir).map_err(|e| open_error(dir, e))?;
         create_private_file(&file).map_err(|e| open_error(dir, e))?;
-        let db = Database::builder()
+        let db = match Database::builder()
             .set_cache_size(CACHE_BYTES)
             .create(&file)
-            .map_err(|e| open_error(dir, e))?;
+        {
+            Ok(db) => db,
+            Err(redb::DatabaseError::DatabaseAlreadyOpen) => {
+                return Err(OpenError::InUse(in_use(dir)));
+            }
+            Err(e) => return Err(open_error(dir, e).into()),
+        };
         // Opened after the database, whose file lock keeps a second process out.
         let (wal, records) = Wal::open(&wal_path).map_err(|e| open_error(dir, e))?;
         if mode == OpenMode::SalvageWal {
@@ -302,7 +351,7 @@ impl Nexus {
             tracing::warn!(copy = %kept.display(), "salvaging the write-ahead log: a copy of it is kept");
         }
         let damage = wal.damage().clone();
-        Nexus::init(
+        Ok(Nexus::init(
             db,
             Some(dir.to_path_buf()),
             Some(wal),
@@ -311,7 +360,7 @@ impl Nexus {
                 damage,
                 salvage: mode == OpenMode::SalvageWal,
             }),
-        )
+        )?)
     }
 
     /// A nexus in memory (same engine, nothing on disk): for tests and experiments.
