@@ -153,6 +153,49 @@ fn a_clean_close_empties_the_log_and_a_failed_write_logs_nothing() {
 }
 
 #[test]
+fn an_idle_nexus_checkpoints_its_log_within_the_age() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let dir = tmp.path().join("d");
+    let n = std::sync::Arc::new(Nexus::open(&dir).expect("open"));
+    n.set_checkpoint_age(std::time::Duration::from_millis(200));
+    n.start_idle_checkpoints().expect("timer");
+    ok(&n, WRITES[1]);
+    assert!(n.wal_len() > 0, "the write is in the log");
+    // No further write: the timer alone must checkpoint it.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while n.wal_len() > 0 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "an idle nexus kept its log"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    // A crash now (a copy of the files while open) needs no replay and loses nothing.
+    let crashed = tmp.path().join("crashed");
+    snapshot(&dir, &crashed, &[DB_FILE, WAL_FILE]);
+    assert!(logged(&crashed).is_empty(), "nothing left to replay");
+    let m = Nexus::open(&crashed).expect("open the copy");
+    assert_eq!(
+        ok(
+            &m,
+            r#"FIND(?p.name) WHERE { ?p {type: "Person", name: "Ada"} }"#
+        ),
+        serde_json::json!(["Ada"])
+    );
+    // The timer ends with the nexus (it holds a weak reference only, but may be
+    // holding it upgraded for a moment).
+    drop(n);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    while Nexus::open(&dir).is_err() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the timer kept the nexus open"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+}
+
+#[test]
 fn a_gap_in_the_log_is_refused_not_skipped() {
     let tmp = tempfile::tempdir().expect("tempdir");
     let live = tmp.path().join("live");

@@ -449,6 +449,9 @@ impl SharedNexus {
             match Nexus::try_open(&self.dir, OpenMode::Normal) {
                 Ok(nexus) => {
                     let nexus = Arc::new(nexus);
+                    if let Err(e) = nexus.start_idle_checkpoints() {
+                        tracing::warn!("cannot start the idle checkpoint thread: {e}; the log is checkpointed at writes only");
+                    }
                     if let Some(hook) = &self.hook {
                         if let Err(e) = hook(&nexus) {
                             if starting {

@@ -73,6 +73,9 @@ pub struct Nexus {
     /// Lock order: this, then redb's write transaction, then the write-ahead log.
     gate: Mutex<()>,
     combiner: Combiner,
+    /// How old the log's oldest record may get before a checkpoint (milliseconds):
+    /// [`CHECKPOINT_AGE`] unless a test sets it.
+    checkpoint_age_ms: std::sync::atomic::AtomicU64,
 }
 
 /// Write combining for KML statements: concurrent statements queue up; one caller at a
@@ -388,6 +391,7 @@ impl Nexus {
             overlay: Arc::new(Overlay::default()),
             gate: Mutex::new(()),
             combiner: Combiner::default(),
+            checkpoint_age_ms: std::sync::atomic::AtomicU64::new(CHECKPOINT_AGE.as_millis() as u64),
         };
         nexus.overlay.start_merger();
         // Create the tables, check the format version, replay the write-ahead log,
@@ -755,7 +759,7 @@ impl Nexus {
                     return Err(e);
                 }
                 let full = log.len() >= CHECKPOINT_BYTES
-                    || log.age().is_some_and(|a| a >= CHECKPOINT_AGE)
+                    || log.age().is_some_and(|a| a >= self.checkpoint_age())
                     || self.overlay.unfolded() >= OVERLAY_LIMIT;
                 drop(log);
                 // The write is durable (logged) and committed whatever the checkpoint does.
@@ -774,6 +778,74 @@ impl Nexus {
                 Ok(())
             }
         }
+    }
+
+    fn checkpoint_age(&self) -> std::time::Duration {
+        std::time::Duration::from_millis(
+            self.checkpoint_age_ms
+                .load(std::sync::atomic::Ordering::Relaxed),
+        )
+    }
+
+    /// Sets how old the log's oldest record may get before a checkpoint (default 30 s).
+    /// For tests.
+    #[doc(hidden)]
+    pub fn set_checkpoint_age(&self, age: std::time::Duration) {
+        self.checkpoint_age_ms.store(
+            u64::try_from(age.as_millis()).unwrap_or(u64::MAX),
+            std::sync::atomic::Ordering::Relaxed,
+        );
+    }
+
+    /// Checkpoints when the log's oldest record is older than the checkpoint age and no
+    /// write is under way (a writer checks the age itself when it commits). Returns
+    /// whether a checkpoint ran.
+    pub fn checkpoint_if_due(&self) -> Result<bool, KipError> {
+        let Some(wal) = &self.wal else {
+            return Ok(false);
+        };
+        let Ok(_gate) = self.gate.try_lock() else {
+            return Ok(false); // a writer holds it, and checks the age at its commit
+        };
+        let due = lock(wal).age().is_some_and(|a| a >= self.checkpoint_age());
+        if !due {
+            return Ok(false);
+        }
+        self.checkpoint_gated().map(|()| true)
+    }
+
+    /// Starts a thread that checkpoints the log of an idle nexus within the checkpoint
+    /// age (30 s): commits check the age only when they run, so without it a server
+    /// that stopped writing would keep its log (and a crash would replay it). The
+    /// thread holds a weak reference and ends once the nexus is dropped.
+    pub fn start_idle_checkpoints(self: &Arc<Self>) -> std::io::Result<()> {
+        let weak = Arc::downgrade(self);
+        std::thread::Builder::new()
+            .name("kip-checkpoint".into())
+            .spawn(move || loop {
+                let step = match weak.upgrade() {
+                    None => return,
+                    Some(nexus) => {
+                        if let Err(e) = nexus.checkpoint_if_due() {
+                            static WARN: Throttle =
+                                Throttle::new(std::time::Duration::from_secs(30));
+                            if let Some(suppressed) = WARN.allow() {
+                                tracing::warn!(
+                                    suppressed,
+                                    "idle checkpoint failed ({}); the write-ahead log keeps every write and the checkpoint is retried",
+                                    e.message
+                                );
+                            }
+                        }
+                        (nexus.checkpoint_age() / 4).clamp(
+                            std::time::Duration::from_millis(10),
+                            std::time::Duration::from_secs(5),
+                        )
+                    }
+                };
+                std::thread::sleep(step);
+            })
+            .map(|_| ())
     }
 
     /// Makes every commit durable in the database file (folding the overlay into the
