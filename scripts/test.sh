@@ -10,6 +10,19 @@ cargo fmt --all -- --check
 echo "== cargo clippy (all targets, warnings are errors)"
 cargo clippy --workspace --all-targets --locked -- -D warnings
 
+echo "== dependencies: no unused ones (cargo-machete), licenses and bans (cargo-deny, deny.toml)"
+# Pinned versions, built once into target/tools (about 6 minutes on 2 cores the first time).
+TOOLS="$PWD/target/tools"
+if [ ! -x "$TOOLS/bin/cargo-machete" ]; then
+  cargo install --quiet --locked --root "$TOOLS" cargo-machete@0.9.2
+fi
+if [ ! -x "$TOOLS/bin/cargo-deny" ]; then
+  cargo install --quiet --locked --root "$TOOLS" cargo-deny@0.20.2
+fi
+"$TOOLS/bin/cargo-machete"
+# The advisories database cannot be fetched from the build machines: licenses and bans.
+"$TOOLS/bin/cargo-deny" --log-level error check licenses bans
+
 echo "== test environment (Python MCP client)"
 KIP_TEST_PYTHON="$(scripts/setup-test-env.sh | tail -n 1)"
 export KIP_TEST_PYTHON

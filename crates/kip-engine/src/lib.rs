@@ -1,7 +1,7 @@
 //! # kip-engine
 //!
 //! The kip-nexus engine: the Cognitive Nexus ([`Nexus`]) over its durable store
-//! ([`store`]), KML ([`kml`]), KQL ([`kql`]), META ([`meta`]), the Knowledge Graph
+//! ([`store`], the kip-store crate), KML ([`kml`]), KQL ([`kql`]), META ([`meta`]), the Knowledge Graph
 //! Memory Server tools ([`memory`]) and the `execute_kip` request envelope
 //! ([`envelope`]) every interface (CLI, MCP, HTTP) goes through, so they behave the
 //! same.
@@ -18,8 +18,8 @@ pub mod memory;
 pub mod meta;
 pub mod nexus;
 pub mod schema;
-pub mod store;
-pub mod throttle;
+pub use kip_store as store;
+pub use kip_store::throttle;
 
 /// Stack size of every thread that runs engine calls (the server's async workers and
 /// blocking pool, the CLI's command thread). The engine's recursive walks are bounded

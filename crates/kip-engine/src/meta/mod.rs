@@ -2,4 +2,4 @@
 
 pub mod describe;
 pub mod search;
-pub mod text;
+pub use kip_store::text;

@@ -9,41 +9,8 @@ impl Nexus {
     /// Checks the store's invariants: every index entry matches its record, every link's
     /// subject and object exist, statistics match the data. Returns the problems found.
     pub fn check_integrity(&self) -> Result<Vec<String>, KipError> {
-        let mut problems = self.check_log()?;
+        let mut problems = self.store.check_log()?;
         problems.extend(self.check_graph()?);
-        Ok(problems)
-    }
-
-    /// The write-ahead log on disk against what this nexus has written to it: every
-    /// record since the last checkpoint must read back whole, and no damaged record
-    /// may hide newer ones.
-    pub fn check_log(&self) -> Result<Vec<String>, KipError> {
-        let (Some(dir), Some(wal)) = (&self.path, &self.wal) else {
-            return Ok(Vec::new());
-        };
-        // The gate keeps writers (and checkpoints) out while the file is read.
-        let _gate = lock(&self.gate);
-        let written = lock(wal).len();
-        let (records, damage) = Wal::read(&dir.join(WAL_FILE)).map_err(|e| {
-            KipError::internal(format!("cannot read the write-ahead log: {}", e.message))
-        })?;
-        let mut problems = Vec::new();
-        if damage.offset < written {
-            problems.push(format!(
-                "write-ahead log: the record at byte {} does not read back ({} records readable, {written} bytes written since the last checkpoint)",
-                damage.offset,
-                records.len()
-            ));
-        }
-        let last = records.last().map_or(0, |r| r.seq);
-        if let Some(newest) = damage
-            .newest()
-            .filter(|n| *n > last && damage.offset < written)
-        {
-            problems.push(format!(
-                "write-ahead log: valid records up to number {newest} lie after the damage"
-            ));
-        }
         Ok(problems)
     }
 

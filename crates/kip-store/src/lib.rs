@@ -1,5 +1,8 @@
+//! # kip-store
+//!
 //! Storage: the tables of the Cognitive Nexus in redb, their keys and value encoding,
-//! and the narrow interface ([`GraphRead`], [`GraphWrite`]) the executors use.
+//! the narrow interface ([`GraphRead`], [`GraphWrite`]) the executors use, and the
+//! backend that opens, commits and checkpoints a data directory ([`db::Store`]).
 //!
 //! Every access pattern is an index range, never a scan of unrelated data:
 //!
@@ -22,20 +25,25 @@
 //! Attributes and metadata are stored as MessagePack (compact, self-describing).
 //!
 //! The five pure secondary indexes (`concept_type`, `concept_name`, `pos`, `osp`,
-//! `text_postings2`) are written through an in-memory layer ([`Overlay`]): committed
+//! `text_postings3`) are written through an in-memory layer ([`Overlay`]): committed
 //! changes wait there, merged into every read, until a checkpoint folds them into the
 //! tables in key order.
 //!
 //! Small writes are made durable by the write-ahead log ([`wal`]), big ones and
 //! checkpoints by redb's durable commit.
 //!
-//! Architecture invariant: only this module knows about redb. A server database backend
-//! would implement [`GraphRead`]/[`GraphWrite`] and leave the executors untouched.
+//! Architecture invariant: only this crate knows about redb (kip-engine does not depend
+//! on it). Another backend implements what [`db::Store`] offers over
+//! [`GraphRead`]/[`GraphWrite`] and leaves the executors untouched; what it must
+//! guarantee is written in ARCHITECTURE.md ("What a backend must guarantee").
 
+pub mod db;
 mod keys;
 mod overlay;
 mod postings;
 mod tables;
+pub mod text;
+pub mod throttle;
 pub mod wal;
 
 pub use overlay::{Overlay, Snapshot};

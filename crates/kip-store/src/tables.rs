@@ -13,7 +13,7 @@ use super::{
     PropRecord, StoreResult,
 };
 use super::{TEXT_DOCS, TEXT_LEN};
-use crate::meta::text;
+use crate::text;
 use redb::{
     ReadOnlyTable, ReadTransaction, ReadableTable, ReadableTableMetadata, Table, TableDefinition,
     WriteTransaction,

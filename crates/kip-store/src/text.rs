@@ -7,7 +7,7 @@
 //! Unicode words (UAX #29), with `snake_case` words also split at underscores. The same
 //! analysis applies to documents and queries.
 
-use crate::store::ConceptRecord;
+use crate::ConceptRecord;
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::sync::OnceLock;
