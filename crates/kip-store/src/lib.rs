@@ -38,6 +38,7 @@
 //! guarantee is written in ARCHITECTURE.md ("What a backend must guarantee").
 
 pub mod db;
+pub mod error;
 mod keys;
 mod overlay;
 mod postings;
@@ -52,10 +53,10 @@ pub(crate) use tables::LEGACY_DOCS;
 pub(crate) use tables::WAL_SEQ;
 pub use tables::{Finished, ReadTables, Sealed, WriteTables};
 
+pub use error::StoreError;
 use kip_lang::KipError;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
-use std::fmt;
 
 /// The on-disk format version this build writes and reads. Format 1 (which also stored
 /// each element's analysed text in `text_docs`) is migrated to 2 when it is opened.
@@ -75,9 +76,8 @@ pub fn domain_stat_key(domain: ElemRef) -> String {
 }
 
 /// Errors from the storage layer, as KIP errors (`KIP_4003`).
-pub fn storage_error(e: impl fmt::Display) -> KipError {
-    KipError::internal(format!("storage error: {e}"))
-        .with_hint("the command was not applied; retry, and report the error if it persists")
+pub fn storage_error(e: impl Into<StoreError>) -> KipError {
+    KipError::from(e.into())
 }
 
 /// The result type of storage operations.

@@ -1227,7 +1227,7 @@ pub(crate) enum Item<'x, B, K, V> {
 /// `cmp(base entry, overlay key)`; an overlay entry replaces a base entry with the same
 /// key, and a removal hides it. Stops when `emit` returns `false`. Without overlay
 /// entries (`None`, the common case) the base range is passed through as it is.
-pub(crate) fn merge<B, E: std::fmt::Display, K, V>(
+pub(crate) fn merge<B, E: Into<crate::StoreError>, K, V>(
     base: impl Iterator<Item = Result<B, E>>,
     over: Option<impl Iterator<Item = (K, Option<V>)>>,
     cmp: impl Fn(&B, &K) -> std::cmp::Ordering,
@@ -1238,13 +1238,15 @@ pub(crate) fn merge<B, E: std::fmt::Display, K, V>(
         for b in base {
             // By reference: moving redb's entry guards out of the `Result` costs a copy
             // per entry on this hot path.
-            match &b {
-                Ok(entry) => {
-                    if !emit(Item::Base(entry))? {
-                        break;
-                    }
-                }
-                Err(e) => return Err(storage_error(e)),
+            let keep = match &b {
+                Ok(entry) => emit(Item::Base(entry))?,
+                Err(_) => true,
+            };
+            if let Err(e) = b {
+                return Err(storage_error(e));
+            }
+            if !keep {
+                break;
             }
         }
         return Ok(());

@@ -77,7 +77,11 @@ pub(crate) fn encode_block(first: u64, postings: &[Posting]) -> Vec<u8> {
 
 /// Decodes a block keyed `first` into `out` (appended), checking the block invariants.
 pub(crate) fn decode_block(first: u64, bytes: &[u8], out: &mut Vec<Posting>) -> StoreResult<()> {
-    let damaged = || storage_error("a text index block is damaged (run `kip reindex`)");
+    let damaged = || {
+        storage_error(crate::StoreError::Corruption(
+            "a text index block is damaged (run `kip reindex`)".into(),
+        ))
+    };
     if bytes.is_empty() {
         return Err(damaged());
     }

@@ -418,7 +418,9 @@ impl<'t> WriteTables<'t> {
     pub fn apply_log(&mut self, mut payload: &[u8]) -> StoreResult<()> {
         fn take<'a>(p: &mut &'a [u8], n: usize) -> StoreResult<&'a [u8]> {
             if p.len() < n {
-                return Err(storage_error("write-ahead log record is cut short"));
+                return Err(storage_error(crate::StoreError::Corruption(
+                    "write-ahead log record is cut short".into(),
+                )));
             }
             let (head, rest) = p.split_at(n);
             *p = rest;
@@ -458,8 +460,11 @@ impl<'t> WriteTables<'t> {
                     }
                 }
                 OP_META => {
-                    let key = std::str::from_utf8(a)
-                        .map_err(|_| storage_error("write-ahead log: a meta key is not UTF-8"))?;
+                    let key = std::str::from_utf8(a).map_err(|_| {
+                        storage_error(crate::StoreError::Corruption(
+                            "write-ahead log: a meta key is not UTF-8".into(),
+                        ))
+                    })?;
                     self.set_meta(key, b)?;
                 }
                 other => {

@@ -33,7 +33,8 @@
 //! overwrites allocated space and its `fdatasync` does not also journal a new file size
 //! (about 130 us instead of 170 us per write on the project's VM).
 
-use super::{storage_error, StoreResult};
+use super::{storage_error, StoreError, StoreResult};
+use kip_lang::KipError;
 use std::fs::File;
 use std::io::{Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
@@ -165,7 +166,7 @@ impl Wal {
         }
         let file = options
             .open(path)
-            .map_err(|e| storage_error(format!("write-ahead log {}: {e}", path.display())))?;
+            .map_err(|e| storage_error(StoreError::io(Some(path), e)))?;
         if !existed {
             // The new file's directory entry must survive a crash too.
             if let Some(dir) = path.parent() {
@@ -211,7 +212,7 @@ impl Wal {
         let damage = Damage {
             offset: pos,
             later: records_after(&file, pos, size)
-                .map_err(|e| storage_error(format!("write-ahead log {}: {e}", path.display())))?,
+                .map_err(|e| storage_error(StoreError::io(Some(path), e)))?,
         };
         let wal = Wal {
             file,
@@ -229,14 +230,13 @@ impl Wal {
     /// creating it: what [`Wal::open`] would return (for checks of a live log and for
     /// the open-time decision on a directory whose database is missing).
     pub fn read(path: &Path) -> StoreResult<(Vec<Record>, Damage)> {
-        let file = File::open(path)
-            .map_err(|e| storage_error(format!("write-ahead log {}: {e}", path.display())))?;
+        let file = File::open(path).map_err(|e| storage_error(StoreError::io(Some(path), e)))?;
         let size = file.metadata().map_err(storage_error)?.len();
         let mut bytes = Vec::new();
         (&file)
             .take(size)
             .read_to_end(&mut bytes)
-            .map_err(|e| storage_error(format!("write-ahead log {}: {e}", path.display())))?;
+            .map_err(|e| storage_error(StoreError::io(Some(path), e)))?;
         let mut records = Vec::new();
         let mut pos = 0usize;
         while let Some((seq, end)) = record_at(&bytes, pos) {
@@ -332,10 +332,14 @@ impl Wal {
             Err(e) => {
                 let _ = self.cut_back(start);
                 self.failed = Some(e.to_string());
-                Err(storage_error(format!(
-                    "write-ahead log {}: {e}; writes are refused until kip-nexus restarts",
-                    self.path.display()
-                )))
+                let e = KipError::from(StoreError::io(Some(&self.path), e));
+                Err(KipError {
+                    message: format!(
+                        "{}; writes are refused until kip-nexus restarts (reads still work)",
+                        e.message
+                    ),
+                    ..e
+                })
             }
         }
     }
@@ -383,7 +387,7 @@ impl Wal {
         self.file
             .set_len(0)
             .and_then(|()| self.file.sync_all())
-            .map_err(|e| storage_error(format!("write-ahead log {}: {e}", self.path.display())))?;
+            .map_err(|e| storage_error(StoreError::io(Some(&self.path), e)))?;
         self.len = 0;
         self.size = 0;
         self.first_append = None;

@@ -1,0 +1,270 @@
+//! Storage errors, typed: what went wrong (no space, I/O, corruption, a locked
+//! directory, a conflict), with its source, turned into a KIP error (`KIP_4003` with a
+//! precise message and hint) in one place, [`From<StoreError> for KipError`].
+
+use kip_lang::KipError;
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+/// A storage failure.
+#[derive(Debug)]
+pub enum StoreError {
+    /// No space left on the device (or the disk quota or file size limit is reached).
+    Full {
+        /// The file being written, when known.
+        path: Option<PathBuf>,
+        /// The operating system's error.
+        source: std::io::Error,
+    },
+    /// Any other I/O failure.
+    Io {
+        /// The file being read or written, when known.
+        path: Option<PathBuf>,
+        /// The operating system's error.
+        source: std::io::Error,
+    },
+    /// Stored data that cannot be read back: a damaged page, record or log.
+    Corruption(String),
+    /// The data directory is in use by another process.
+    Locked(String),
+    /// A concurrent use of the database got in the way; retrying can succeed.
+    Conflict(String),
+    /// Anything else the database reported.
+    Other(String),
+}
+
+/// True for the errors that mean "the disk is full": ENOSPC, EDQUOT, EFBIG.
+fn is_full(e: &std::io::Error) -> bool {
+    matches!(e.raw_os_error(), Some(28 | 122 | 27))
+        || e.kind() == std::io::ErrorKind::StorageFull
+        || e.kind() == std::io::ErrorKind::QuotaExceeded
+        || e.kind() == std::io::ErrorKind::FileTooLarge
+}
+
+impl StoreError {
+    /// An I/O error on `path`, classified (a full disk is [`StoreError::Full`]).
+    pub fn io(path: Option<&Path>, source: std::io::Error) -> StoreError {
+        let path = path.map(Path::to_path_buf);
+        if is_full(&source) {
+            StoreError::Full { path, source }
+        } else {
+            StoreError::Io { path, source }
+        }
+    }
+
+    /// True when the device is full.
+    pub fn is_full(&self) -> bool {
+        matches!(self, StoreError::Full { .. })
+    }
+}
+
+fn at(path: &Option<PathBuf>) -> String {
+    path.as_ref()
+        .map(|p| format!(" ({})", p.display()))
+        .unwrap_or_default()
+}
+
+impl fmt::Display for StoreError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            StoreError::Full { path, source } => {
+                let what = match source.raw_os_error() {
+                    Some(27) => "the file size limit is reached",
+                    Some(122) => "the disk quota is exceeded",
+                    _ => "no space left on device",
+                };
+                write!(f, "{what}{}: {source}", at(path))
+            }
+            StoreError::Io { path, source } => write!(f, "I/O error{}: {source}", at(path)),
+            StoreError::Corruption(m) => write!(f, "the stored data is damaged: {m}"),
+            StoreError::Locked(m) => write!(f, "{m}"),
+            StoreError::Conflict(m) => write!(f, "a concurrent use of the database: {m}"),
+            StoreError::Other(m) => write!(f, "{m}"),
+        }
+    }
+}
+
+impl std::error::Error for StoreError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            StoreError::Full { source, .. } | StoreError::Io { source, .. } => Some(source),
+            _ => None,
+        }
+    }
+}
+
+impl From<StoreError> for KipError {
+    fn from(e: StoreError) -> KipError {
+        let hint = match &e {
+            StoreError::Full { .. } => {
+                "free space on that file system (df -h), then retry: the command was not applied, and nothing acknowledged was lost"
+            }
+            StoreError::Io { .. } => {
+                "the command was not applied; check the disk and the data directory's permissions, then retry"
+            }
+            StoreError::Corruption(_) => {
+                "run `kip check` on the data directory (with no server running); restore it from a backup or a `kip export` if it reports damage"
+            }
+            StoreError::Locked(_) => {
+                "stop the other process, or use `kip serve`/`kip exec`, which share a directory"
+            }
+            StoreError::Conflict(_) => "the command was not applied; retry it",
+            StoreError::Other(_) => {
+                "the command was not applied; retry, and report the error if it persists"
+            }
+        };
+        KipError::internal(format!("storage error: {e}")).with_hint(hint)
+    }
+}
+
+impl From<std::io::Error> for StoreError {
+    fn from(e: std::io::Error) -> Self {
+        StoreError::io(None, e)
+    }
+}
+
+impl From<String> for StoreError {
+    fn from(m: String) -> Self {
+        StoreError::Other(m)
+    }
+}
+
+impl From<&str> for StoreError {
+    fn from(m: &str) -> Self {
+        StoreError::Other(m.to_string())
+    }
+}
+
+impl From<redb::StorageError> for StoreError {
+    fn from(e: redb::StorageError) -> Self {
+        match e {
+            redb::StorageError::Io(io) => StoreError::io(None, io),
+            redb::StorageError::Corrupted(m) => StoreError::Corruption(m),
+            redb::StorageError::LockPoisoned(_) => {
+                StoreError::Other("a database lock was poisoned by a panic".into())
+            }
+            other => StoreError::Other(other.to_string()),
+        }
+    }
+}
+
+impl From<redb::TransactionError> for StoreError {
+    fn from(e: redb::TransactionError) -> Self {
+        match e {
+            redb::TransactionError::Storage(s) => s.into(),
+            other => StoreError::Conflict(other.to_string()),
+        }
+    }
+}
+
+impl From<redb::CommitError> for StoreError {
+    fn from(e: redb::CommitError) -> Self {
+        match e {
+            redb::CommitError::Storage(s) => s.into(),
+            other => StoreError::Other(other.to_string()),
+        }
+    }
+}
+
+impl From<redb::TableError> for StoreError {
+    fn from(e: redb::TableError) -> Self {
+        match e {
+            redb::TableError::Storage(s) => s.into(),
+            e @ (redb::TableError::TableTypeMismatch { .. }
+            | redb::TableError::TypeDefinitionChanged { .. }
+            | redb::TableError::TableIsMultimap(_)
+            | redb::TableError::TableIsNotMultimap(_)) => StoreError::Corruption(e.to_string()),
+            other => StoreError::Other(other.to_string()),
+        }
+    }
+}
+
+impl From<redb::DatabaseError> for StoreError {
+    fn from(e: redb::DatabaseError) -> Self {
+        match e {
+            redb::DatabaseError::Storage(s) => s.into(),
+            redb::DatabaseError::DatabaseAlreadyOpen => {
+                StoreError::Locked("the database is open in another process".into())
+            }
+            other => StoreError::Other(other.to_string()),
+        }
+    }
+}
+
+impl From<redb::Error> for StoreError {
+    fn from(e: redb::Error) -> Self {
+        match e {
+            redb::Error::Io(io) => StoreError::io(None, io),
+            redb::Error::Corrupted(m) => StoreError::Corruption(m),
+            redb::Error::DatabaseAlreadyOpen => {
+                StoreError::Locked("the database is open in another process".into())
+            }
+            other => StoreError::Other(other.to_string()),
+        }
+    }
+}
+
+impl From<redb::SetDurabilityError> for StoreError {
+    fn from(e: redb::SetDurabilityError) -> Self {
+        StoreError::Other(e.to_string())
+    }
+}
+
+impl From<rmp_serde::decode::Error> for StoreError {
+    fn from(e: rmp_serde::decode::Error) -> Self {
+        StoreError::Corruption(format!("a stored record cannot be decoded: {e}"))
+    }
+}
+
+impl From<rmp_serde::encode::Error> for StoreError {
+    fn from(e: rmp_serde::encode::Error) -> Self {
+        StoreError::Other(format!("a record cannot be encoded: {e}"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_full_disk_says_so_with_the_path() {
+        let e = StoreError::io(
+            Some(Path::new("/data/nexus.wal")),
+            std::io::Error::from_raw_os_error(28),
+        );
+        assert!(e.is_full());
+        let k = KipError::from(e);
+        assert_eq!(k.code.as_str(), "KIP_4003");
+        assert!(
+            k.message
+                .contains("no space left on device (/data/nexus.wal)"),
+            "{}",
+            k.message
+        );
+        assert!(k.hint.as_deref().is_some_and(|h| h.contains("free space")));
+    }
+
+    #[test]
+    fn kinds_are_told_apart() {
+        let io = StoreError::from(std::io::Error::from_raw_os_error(5));
+        assert!(matches!(io, StoreError::Io { .. }));
+        assert!(
+            std::error::Error::source(&io).is_some(),
+            "the source is kept"
+        );
+        let corrupt = StoreError::from(redb::StorageError::Corrupted("page 7".into()));
+        assert!(matches!(corrupt, StoreError::Corruption(_)));
+        assert!(KipError::from(corrupt)
+            .hint
+            .is_some_and(|h| h.contains("kip check")));
+        let full = StoreError::from(redb::StorageError::Io(std::io::Error::from_raw_os_error(
+            28,
+        )));
+        assert!(full.is_full());
+        let locked = StoreError::from(redb::DatabaseError::DatabaseAlreadyOpen);
+        assert!(matches!(locked, StoreError::Locked(_)));
+        let bad: Result<u64, _> = rmp_serde::from_slice(&[0xc1]);
+        let decode = StoreError::from(bad.expect_err("invalid msgpack"));
+        assert!(matches!(decode, StoreError::Corruption(_)));
+    }
+}
