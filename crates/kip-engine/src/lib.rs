@@ -17,6 +17,7 @@ pub mod kql;
 pub mod memory;
 pub mod meta;
 pub mod nexus;
+pub mod outcome;
 pub mod schema;
 pub use kip_store as store;
 pub use kip_store::throttle;

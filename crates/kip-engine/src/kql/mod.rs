@@ -18,7 +18,7 @@ pub mod plan;
 pub mod result;
 
 pub use crate::cancel::Interrupt;
-use crate::envelope::Outcome;
+use crate::outcome::Outcome;
 use crate::store::GraphRead;
 use kip_lang::ast::{FindQuery, Slot};
 use kip_lang::{ErrorCode, KipError};

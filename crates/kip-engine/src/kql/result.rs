@@ -7,7 +7,7 @@ use super::eval::{element_json, path_value, sort_cmp};
 use super::exec::{run_group, Ctx, Row, Val};
 use super::plan::{bound_names, compile, Plan, Vars};
 use super::QueryLimits;
-use crate::envelope::Outcome;
+use crate::outcome::Outcome;
 use crate::store::GraphRead;
 use kip_lang::ast::{
     Aggregate, AggregateFunc, Command, Direction, DotPath, FindQuery, Projection, Slot, WhereClause,
@@ -600,8 +600,8 @@ fn plain(
                     more = true;
                     return Ok(false);
                 }
-                bytes = bytes
-                    .saturating_add(proj.iter().map(crate::envelope::json_size).sum::<usize>());
+                bytes =
+                    bytes.saturating_add(proj.iter().map(crate::outcome::json_size).sum::<usize>());
                 if bytes > limits.max_response_bytes {
                     return Err(page_too_large(limits));
                 }

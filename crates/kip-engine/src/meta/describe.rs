@@ -9,10 +9,10 @@
 //! - `CONCEPT TYPE "X"` / `PROPOSITION TYPE "p"`: the definition node, or `KIP_2001`
 //!   with a did-you-mean hint.
 
-use crate::envelope::Outcome;
 use crate::kml::text;
 use crate::kql::result::{decode_cursor, encode_cursor, fnv1a, Anchor};
 use crate::kql::QueryLimits;
+use crate::outcome::Outcome;
 use crate::schema::{self, CONCEPT_TYPE, PROPOSITION_TYPE};
 use crate::store::{domain_stat_key, ElemRef, GraphRead, DOMAIN_PREDICATE};
 use kip_lang::ast::{Describe, DescribeTarget, Slot, StrSlot};

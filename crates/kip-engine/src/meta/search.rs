@@ -11,9 +11,9 @@
 //! links touching the matching concepts, so the index stays the size of the concepts.
 
 use super::text;
-use crate::envelope::Outcome;
 use crate::kml::text as lit;
 use crate::kql::QueryLimits;
+use crate::outcome::Outcome;
 use crate::schema::{self, PROPOSITION_TYPE};
 use crate::store::{ElemRef, GraphRead, TEXT_DOCS, TEXT_LEN};
 use kip_lang::ast::{Search, SearchTarget, Slot};
