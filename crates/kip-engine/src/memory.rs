@@ -454,11 +454,7 @@ pub fn delete_entities(w: &mut dyn GraphWrite, names: &[String]) -> Result<Value
             not_found.push(name.clone());
             continue;
         };
-        if schema::is_protected(&rec) {
-            return Err(schema::immutable(format!(
-                "ImmutableTarget: {name} is a protected system concept"
-            )));
-        }
+        schema::check_mutation(schema::Mutation::DeleteConcept(&rec))?;
         let r = ElemRef::Concept(id);
         let mut links = Vec::new();
         w.scan_out(r, None, &mut |_, _, l| {
@@ -550,6 +546,10 @@ pub fn update_entities(
         let mut rec = old.clone();
         if let Some(et) = &u.entity_type {
             let t = type_name(et);
+            schema::check_mutation(schema::Mutation::Retype {
+                concept: &old,
+                new_type: &t,
+            })?;
             ensure_type(w, &t, et)?;
             if t != rec.concept_type {
                 if w.concept_by_key(&t, &rec.name)?.is_some() {

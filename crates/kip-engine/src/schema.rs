@@ -317,6 +317,79 @@ pub fn is_system_actor(c: &ConceptRecord) -> bool {
     c.concept_type == "Person" && (c.name == "$self" || c.name == "$system")
 }
 
+/// A change to the graph, as the protection rules see it.
+#[derive(Debug, Clone, Copy)]
+pub enum Mutation<'a> {
+    /// Deleting a concept.
+    DeleteConcept(&'a ConceptRecord),
+    /// Setting (`Some`) or removing (`None`) one attribute of a concept.
+    SetAttribute {
+        /// The concept as stored.
+        concept: &'a ConceptRecord,
+        /// The attribute.
+        key: &'a str,
+        /// Its new value, or `None` when it is removed.
+        value: Option<&'a serde_json::Value>,
+    },
+    /// Changing a concept's type (the memory tools' `update_entities`).
+    Retype {
+        /// The concept as stored.
+        concept: &'a ConceptRecord,
+        /// The new type.
+        new_type: &'a str,
+    },
+    /// Deleting a link between two concepts.
+    DeleteLink {
+        /// The subject.
+        subject: &'a ConceptRecord,
+        /// The predicate.
+        predicate: &'a str,
+        /// The object.
+        object: &'a ConceptRecord,
+    },
+}
+
+/// The one place the protected core is enforced (`KIP_3004`): KML (UPSERT, DELETE) and
+/// the memory tools call it before each change they make to an existing element, so
+/// a rule added here holds on every path. (The bootstrap, with system privilege, does
+/// not call it.)
+pub fn check_mutation(m: Mutation<'_>) -> Result<(), KipError> {
+    match m {
+        Mutation::DeleteConcept(c) if is_protected(c) => Err(immutable(format!(
+            "ImmutableTarget: {{type: \"{}\", name: \"{}\"}} is a protected system concept and cannot be deleted",
+            c.concept_type, c.name
+        ))),
+        Mutation::SetAttribute {
+            concept,
+            key: "core_directives",
+            value,
+        } if is_system_actor(concept) && concept.attributes.get("core_directives") != value => {
+            Err(immutable(format!(
+                "ImmutableTarget: the core_directives of {} cannot be {}",
+                concept.name,
+                if value.is_some() { "changed" } else { "deleted" }
+            )))
+        }
+        Mutation::Retype { concept, new_type }
+            if is_protected(concept) && concept.concept_type != new_type =>
+        {
+            Err(immutable(format!(
+                "ImmutableTarget: {{type: \"{}\", name: \"{}\"}} is a protected system concept and its type cannot be changed",
+                concept.concept_type, concept.name
+            )))
+        }
+        Mutation::DeleteLink {
+            subject,
+            predicate,
+            object,
+        } if is_protected(subject) && is_protected(object) => Err(immutable(format!(
+            "ImmutableTarget: the link ({}, \"{predicate}\", {}) between protected system concepts cannot be deleted",
+            subject.name, object.name
+        ))),
+        _ => Ok(()),
+    }
+}
+
 /// The `KIP_3004` error for a protected target.
 pub fn immutable(what: impl Into<String>) -> KipError {
     KipError::new(ErrorCode::ImmutableTarget, what.into()).with_hint(
@@ -327,6 +400,73 @@ pub fn immutable(what: impl Into<String>) -> KipError {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn concept(t: &str, n: &str) -> ConceptRecord {
+        ConceptRecord {
+            concept_type: t.into(),
+            name: n.into(),
+            attributes: Default::default(),
+            metadata: Default::default(),
+        }
+    }
+
+    #[test]
+    fn every_protected_mutation_is_refused_in_one_place() {
+        let me = {
+            let mut c = concept("Person", "$self");
+            c.attributes
+                .insert("core_directives".into(), serde_json::json!(["a"]));
+            c
+        };
+        let core = concept("Domain", "CoreSchema");
+        let someone = concept("Person", "Ada");
+        let code = |m| check_mutation(m).map_err(|e| e.code.as_str());
+        assert_eq!(code(Mutation::DeleteConcept(&core)), Err("KIP_3004"));
+        assert_eq!(code(Mutation::DeleteConcept(&someone)), Ok(()));
+        let other = serde_json::json!(["b"]);
+        let same = serde_json::json!(["a"]);
+        for (value, expected) in [
+            (Some(&other), Err("KIP_3004")),
+            (None, Err("KIP_3004")),
+            (Some(&same), Ok(())),
+        ] {
+            let m = Mutation::SetAttribute {
+                concept: &me,
+                key: "core_directives",
+                value,
+            };
+            assert_eq!(code(m), expected);
+        }
+        let persona = serde_json::json!("curious");
+        let m = Mutation::SetAttribute {
+            concept: &me,
+            key: "persona",
+            value: Some(&persona),
+        };
+        assert_eq!(code(m), Ok(()));
+        let m = Mutation::Retype {
+            concept: &core,
+            new_type: "Topic",
+        };
+        assert_eq!(code(m), Err("KIP_3004"));
+        let m = Mutation::Retype {
+            concept: &someone,
+            new_type: "Scientist",
+        };
+        assert_eq!(code(m), Ok(()));
+        let m = Mutation::DeleteLink {
+            subject: &me,
+            predicate: "belongs_to_domain",
+            object: &core,
+        };
+        assert_eq!(code(m), Err("KIP_3004"));
+        let m = Mutation::DeleteLink {
+            subject: &someone,
+            predicate: "belongs_to_domain",
+            object: &core,
+        };
+        assert_eq!(code(m), Ok(()));
+    }
 
     #[test]
     fn new_names_follow_the_naming_rules() {

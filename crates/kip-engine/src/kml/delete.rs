@@ -29,15 +29,16 @@ pub fn delete(g: &mut dyn GraphWrite, d: &Delete, limits: &QueryLimits) -> Resul
                 match t {
                     Val::Elem(ElemRef::Concept(n)) => {
                         let Some(old) = g.concept(n)? else { continue };
-                        if attrs
-                            && schema::is_system_actor(&old)
-                            && keys.iter().any(|k| k == "core_directives")
-                            && old.attributes.contains_key("core_directives")
-                        {
-                            return Err(schema::immutable(format!(
-                                "ImmutableTarget: the core_directives of {} cannot be deleted",
-                                old.name
-                            )));
+                        if attrs {
+                            for key in &keys {
+                                if old.attributes.contains_key(key) {
+                                    schema::check_mutation(schema::Mutation::SetAttribute {
+                                        concept: &old,
+                                        key,
+                                        value: None,
+                                    })?;
+                                }
+                            }
                         }
                         let mut rec = old.clone();
                         let map = if attrs {
@@ -112,12 +113,7 @@ pub fn delete(g: &mut dyn GraphWrite, d: &Delete, limits: &QueryLimits) -> Resul
             let mut recs = Vec::new();
             for n in &concepts {
                 let Some(rec) = g.concept(*n)? else { continue };
-                if schema::is_protected(&rec) {
-                    return Err(schema::immutable(format!(
-                        "ImmutableTarget: {{type: \"{}\", name: \"{}\"}} is a protected system concept and cannot be deleted",
-                        rec.concept_type, rec.name
-                    )));
-                }
+                schema::check_mutation(schema::Mutation::DeleteConcept(&rec))?;
                 if rec.concept_type == CONCEPT_TYPE || rec.concept_type == PROPOSITION_TYPE {
                     let in_use = if rec.concept_type == CONCEPT_TYPE {
                         g.stat(&format!("t:{}", rec.name))?
@@ -221,12 +217,11 @@ pub fn delete_links(g: &mut dyn GraphWrite, links: Vec<u64>) -> Result<u64, KipE
                 recs.push((*id, rec));
                 continue;
             };
-            if schema::is_protected(&sc) && schema::is_protected(&oc) {
-                return Err(schema::immutable(format!(
-                    "ImmutableTarget: the link ({}, \"{}\", {}) between protected system concepts cannot be deleted",
-                    sc.name, rec.predicate, oc.name
-                )));
-            }
+            schema::check_mutation(schema::Mutation::DeleteLink {
+                subject: &sc,
+                predicate: &rec.predicate,
+                object: &oc,
+            })?;
         }
         recs.push((*id, rec));
     }

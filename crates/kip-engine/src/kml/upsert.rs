@@ -250,15 +250,12 @@ impl Ctx<'_> {
 
         if self.privilege != Privilege::System {
             if let Some(rec) = &existing {
-                if schema::is_system_actor(rec) {
-                    if let Some(new) = set_attrs.get("core_directives") {
-                        if rec.attributes.get("core_directives") != Some(new) {
-                            return Err(schema::immutable(format!(
-                                "ImmutableTarget: the core_directives of {} cannot be changed",
-                                rec.name
-                            )));
-                        }
-                    }
+                for (key, value) in set_attrs.iter() {
+                    schema::check_mutation(schema::Mutation::SetAttribute {
+                        concept: rec,
+                        key,
+                        value: Some(value),
+                    })?;
                 }
             }
         }
