@@ -1,0 +1,194 @@
+//! [`GraphWrite`] for [`WriteTables`]: record writes with their index, statistics and
+//! text-index upkeep, and the text index rebuild.
+
+use super::*;
+
+impl GraphWrite for WriteTables<'_> {
+    fn alloc_concept_id(&mut self) -> StoreResult<u64> {
+        self.alloc(NEXT_CONCEPT)
+    }
+
+    fn alloc_prop_id(&mut self) -> StoreResult<u64> {
+        self.alloc(NEXT_PROP)
+    }
+
+    fn put_concept(
+        &mut self,
+        id: u64,
+        rec: &ConceptRecord,
+        old: Option<&ConceptRecord>,
+    ) -> StoreResult<()> {
+        if old.is_none_or(|o| text::concept_text_changed(o, rec)) {
+            let key = ElemRef::Concept(id).encode();
+            if let Some(o) = old {
+                self.unindex(key, &text::concept_doc(o))?;
+            }
+            self.index(key, &text::concept_doc(rec))?;
+        }
+        let bytes = encode(rec)?;
+        self.log_op(OP_PUT_CONCEPT, id, &bytes, &[]);
+        self.staged.concepts.insert(id, Some(bytes));
+        let same_key =
+            old.is_some_and(|o| o.concept_type == rec.concept_type && o.name == rec.name);
+        if !same_key {
+            if let Some(o) = old {
+                self.file_key(id, o, false)?;
+            }
+            self.file_key(id, rec, true)?;
+        }
+        self.staged_grew()
+    }
+
+    fn delete_concept(&mut self, id: u64, rec: &ConceptRecord) -> StoreResult<()> {
+        self.log_op(OP_DEL_CONCEPT, id, &[], &[]);
+        self.unindex(ElemRef::Concept(id).encode(), &text::concept_doc(rec))?;
+        self.staged.concepts.insert(id, None);
+        self.file_key(id, rec, false)?;
+        self.staged_grew()
+    }
+
+    fn put_prop(&mut self, id: u64, rec: &PropRecord, old: Option<&PropRecord>) -> StoreResult<()> {
+        let bytes = encode(rec)?;
+        self.log_op(OP_PUT_PROP, id, &bytes, &[]);
+        self.staged.props.insert(id, Some(bytes));
+        let same_key = old.is_some_and(|o| {
+            o.subject == rec.subject && o.predicate == rec.predicate && o.object == rec.object
+        });
+        if !same_key {
+            if let Some(o) = old {
+                self.remove_prop_index(o)?;
+            }
+            let (s, p, o) = (
+                rec.subject.encode(),
+                rec.predicate.as_str(),
+                rec.object.encode(),
+            );
+            self.staged.spo.insert((s, Text::from(p), o), Some(id));
+            self.change(|c| &mut c.pos, (Text::from(p), o, s), Some(id))?;
+            self.change(|c| &mut c.osp, (o, Text::from(p), s), Some(id))?;
+            self.bump_named_stat("p:", p, 1)?;
+            if p == crate::DOMAIN_PREDICATE {
+                self.bump_stat(&crate::domain_stat_key(rec.object), 1)?;
+            }
+        }
+        self.staged_grew()
+    }
+
+    fn delete_prop(&mut self, id: u64, rec: &PropRecord) -> StoreResult<()> {
+        self.log_op(OP_DEL_PROP, id, &[], &[]);
+        self.staged.props.insert(id, None);
+        self.remove_prop_index(rec)?;
+        self.staged_grew()
+    }
+
+    fn set_meta(&mut self, key: &str, value: &[u8]) -> StoreResult<()> {
+        self.log_op(OP_META, 0, key.as_bytes(), value);
+        self.meta.insert(key, value).map_err(storage_error)?;
+        Ok(())
+    }
+}
+
+impl WriteTables<'_> {
+    /// Files concept `id` under its `{type, name}` (or, with `add` false, removes it):
+    /// the `concept_key` table, the writers' key cache, the type and name indexes and
+    /// the per-type count.
+    fn file_key(&mut self, id: u64, rec: &ConceptRecord, add: bool) -> StoreResult<()> {
+        let (ty, name) = (rec.concept_type.as_str(), rec.name.as_str());
+        if add {
+            self.concept_key
+                .insert((ty, name), id)
+                .map_err(storage_error)?;
+            self.overlay.keys().insert(ty, name, id);
+        } else {
+            self.concept_key.remove((ty, name)).map_err(storage_error)?;
+            self.overlay.keys().remove(ty, name);
+        }
+        let present = add.then_some(());
+        self.change(|c| &mut c.concept_type, (Text::from(ty), id), present)?;
+        self.change(|c| &mut c.concept_name, (Text::from(name), id), present)?;
+        self.bump_named_stat("t:", ty, if add { 1 } else { -1 })
+    }
+
+    /// Adds a document to the text index.
+    fn index(&mut self, key: u64, doc: &text::Doc) -> StoreResult<()> {
+        if doc.terms.is_empty() {
+            return Ok(());
+        }
+        for (t, tf) in &doc.terms {
+            let packed = (u64::from(*tf) << 32) | u64::from(doc.len);
+            self.change(
+                |c| &mut c.postings,
+                (Text::from(t.as_str()), key),
+                Some(packed),
+            )?;
+        }
+        self.bump_stat(TEXT_DOCS, 1)?;
+        self.bump_stat(TEXT_LEN, i64::from(doc.len))
+    }
+
+    /// Removes a document from the text index. `doc` is the analysed text of the
+    /// element as it was indexed: the text index is always updated in the transaction
+    /// that changes the record, with the analysis of `TEXT_INDEX_VERSION` (a store
+    /// indexed by another version is rebuilt when it is opened).
+    fn unindex(&mut self, key: u64, doc: &text::Doc) -> StoreResult<()> {
+        if doc.terms.is_empty() {
+            // Never indexed (see `index`).
+            return Ok(());
+        }
+        for t in doc.terms.keys() {
+            self.change(|c| &mut c.postings, (Text::from(t.as_str()), key), None)?;
+        }
+        self.bump_stat(TEXT_DOCS, -1)?;
+        self.bump_stat(TEXT_LEN, -i64::from(doc.len))
+    }
+
+    /// Drops and rebuilds the whole text index (every concept) from the graph;
+    /// `progress(done, total)`. (`df:` statistics of older formats are dropped too.)
+    pub fn rebuild_text_index(&mut self, progress: &mut dyn FnMut(u64, u64)) -> StoreResult<()> {
+        // Not expressible as an operation log: this transaction commits durably.
+        self.log = None;
+        self.pending.remove(TEXT_DOCS);
+        self.pending.remove(TEXT_LEN);
+        // Everything in the overlay goes to redb first, so the cleared table is the
+        // whole index (the fold moves this transaction's floor above every version).
+        self.fold()?;
+        self.write_staged()?;
+        self.postings.retain(|_, _| false).map_err(storage_error)?;
+        self.stats
+            .retain(|k, _| !k.starts_with("df:") && k != TEXT_DOCS && k != TEXT_LEN)
+            .map_err(storage_error)?;
+        let total = self.concepts.len().map_err(storage_error)?;
+        let mut done = 0u64;
+        let mut ids = Vec::new();
+        read::scan_ids(&self.concepts, None, &mut |n| {
+            ids.push(n);
+            Ok(true)
+        })?;
+        for n in ids {
+            if let Some(c) = read::record::<ConceptRecord>(&self.concepts, None, n)? {
+                self.index(ElemRef::Concept(n).encode(), &text::concept_doc(&c))?;
+            }
+            done += 1;
+            if done.is_multiple_of(1000) {
+                progress(done, total);
+            }
+        }
+        progress(total, total);
+        Ok(())
+    }
+
+    fn remove_prop_index(&mut self, rec: &PropRecord) -> StoreResult<()> {
+        let (s, p, o) = (
+            rec.subject.encode(),
+            rec.predicate.as_str(),
+            rec.object.encode(),
+        );
+        self.staged.spo.insert((s, Text::from(p), o), None);
+        self.change(|c| &mut c.pos, (Text::from(p), o, s), None)?;
+        self.change(|c| &mut c.osp, (o, Text::from(p), s), None)?;
+        if p == crate::DOMAIN_PREDICATE {
+            self.bump_stat(&crate::domain_stat_key(rec.object), -1)?;
+        }
+        self.bump_named_stat("p:", p, -1)
+    }
+}
