@@ -25,6 +25,9 @@ pub enum StoreError {
     },
     /// Stored data that cannot be read back: a damaged page, record or log.
     Corruption(String),
+    /// An earlier write to the database file failed, so its state in memory and on
+    /// disk may differ: no write is accepted until the store is reopened.
+    Poisoned,
     /// The data directory is in use by another process.
     Locked(String),
     /// A concurrent use of the database got in the way; retrying can succeed.
@@ -77,6 +80,10 @@ impl fmt::Display for StoreError {
             }
             StoreError::Io { path, source } => write!(f, "I/O error{}: {source}", at(path)),
             StoreError::Corruption(m) => write!(f, "the stored data is damaged: {m}"),
+            StoreError::Poisoned => write!(
+                f,
+                "an earlier write to the database file failed; writes are refused until the nexus is reopened (reads still work, nothing acknowledged is lost)"
+            ),
             StoreError::Locked(m) => write!(f, "{m}"),
             StoreError::Conflict(m) => write!(f, "a concurrent use of the database: {m}"),
             StoreError::Other(m) => write!(f, "{m}"),
@@ -104,6 +111,9 @@ impl From<StoreError> for KipError {
             }
             StoreError::Corruption(_) => {
                 "run `kip check` on the data directory (with no server running); restore it from a backup or a `kip export` if it reports damage"
+            }
+            StoreError::Poisoned => {
+                "restart kip-nexus (after freeing disk space if the disk was full): the open replays the write-ahead log"
             }
             StoreError::Locked(_) => {
                 "stop the other process, or use `kip serve`/`kip exec`, which share a directory"
@@ -140,6 +150,7 @@ impl From<redb::StorageError> for StoreError {
         match e {
             redb::StorageError::Io(io) => StoreError::io(None, io),
             redb::StorageError::Corrupted(m) => StoreError::Corruption(m),
+            redb::StorageError::PreviousIo => StoreError::Poisoned,
             redb::StorageError::LockPoisoned(_) => {
                 StoreError::Other("a database lock was poisoned by a panic".into())
             }
@@ -196,6 +207,7 @@ impl From<redb::Error> for StoreError {
         match e {
             redb::Error::Io(io) => StoreError::io(None, io),
             redb::Error::Corrupted(m) => StoreError::Corruption(m),
+            redb::Error::PreviousIo => StoreError::Poisoned,
             redb::Error::DatabaseAlreadyOpen => {
                 StoreError::Locked("the database is open in another process".into())
             }

@@ -73,7 +73,7 @@ impl Damage {
 /// An open write-ahead log file.
 #[derive(Debug)]
 pub struct Wal {
-    file: File,
+    file: Box<dyn LogFile>,
     path: PathBuf,
     /// End of the records (where the next one goes).
     len: u64,
@@ -87,6 +87,67 @@ pub struct Wal {
     first_append: Option<std::time::Instant>,
     /// What lies after the last record read at open.
     damage: Damage,
+}
+
+/// The storage under a write-ahead log: its file, or a simulated disk
+/// ([`crate::crashsim`]) in the power-loss tests.
+pub trait LogFile: Send + std::fmt::Debug {
+    /// The whole contents.
+    fn read_all(&mut self) -> std::io::Result<Vec<u8>>;
+    /// Writes `data` at `offset` (durable only after [`LogFile::sync`]).
+    fn write_at(&mut self, offset: u64, data: &[u8]) -> std::io::Result<()>;
+    /// Makes every write so far durable (data and the file's length).
+    fn sync(&mut self) -> std::io::Result<()>;
+    /// Sets the length (durable after [`LogFile::sync`]).
+    fn set_len(&mut self, len: u64) -> std::io::Result<()>;
+}
+
+impl LogFile for File {
+    fn read_all(&mut self) -> std::io::Result<Vec<u8>> {
+        let mut bytes = Vec::new();
+        self.seek(SeekFrom::Start(0))?;
+        self.read_to_end(&mut bytes)?;
+        Ok(bytes)
+    }
+    fn write_at(&mut self, offset: u64, data: &[u8]) -> std::io::Result<()> {
+        self.seek(SeekFrom::Start(offset))?;
+        self.write_all(data)
+    }
+    fn sync(&mut self) -> std::io::Result<()> {
+        // fdatasync also persists a changed file length.
+        self.sync_data()
+    }
+    fn set_len(&mut self, len: u64) -> std::io::Result<()> {
+        File::set_len(self, len)
+    }
+}
+
+/// The records of a log's bytes, up to the first one that is not whole, valid and
+/// next in sequence; and what lies after it.
+fn parse(bytes: &[u8]) -> (Vec<Record>, Damage) {
+    let mut records = Vec::new();
+    let mut pos = 0usize;
+    while let Some((seq, end)) = record_at(bytes, pos) {
+        if records
+            .last()
+            .is_some_and(|r: &Record| r.seq.checked_add(1) != Some(seq))
+        {
+            break;
+        }
+        records.push(Record {
+            seq,
+            payload: bytes[pos + HEADER..end].to_vec(),
+        });
+        pos = end;
+    }
+    let later = scan_after(bytes, pos);
+    (
+        records,
+        Damage {
+            offset: pos as u64,
+            later,
+        },
+    )
 }
 
 fn crc(seq: u64, payload: &[u8]) -> u32 {
@@ -139,18 +200,6 @@ fn scan_after(buf: &[u8], stop: usize) -> Vec<u64> {
     found
 }
 
-/// [`scan_after`] over the file's bytes from `stop` to `size`.
-fn records_after(file: &File, stop: u64, size: u64) -> std::io::Result<Vec<u64>> {
-    if stop >= size {
-        return Ok(Vec::new());
-    }
-    let mut f = file;
-    f.seek(SeekFrom::Start(stop))?;
-    let mut rest = Vec::new();
-    f.take(size - stop).read_to_end(&mut rest)?;
-    Ok(scan_after(&rest, 0))
-}
-
 impl Wal {
     /// Opens (creating if needed) the log at `path` and returns its records (see the
     /// module documentation for where the log ends).
@@ -175,55 +224,36 @@ impl Wal {
                 }
             }
         }
-        let size = file.metadata().map_err(storage_error)?.len();
-        let mut records = Vec::new();
-        let mut pos = 0u64;
-        let mut header = [0u8; HEADER];
-        let mut reader = std::io::BufReader::new(&file);
-        while pos + HEADER as u64 <= size {
-            if reader.read_exact(&mut header).is_err() {
-                break;
-            }
-            let word = |i: usize| {
-                u32::from_le_bytes([header[i], header[i + 1], header[i + 2], header[i + 3]])
-            };
-            let (magic, len, sum) = (word(0), word(4), word(16));
-            let mut seq_bytes = [0u8; 8];
-            seq_bytes.copy_from_slice(&header[8..16]);
-            let seq = u64::from_le_bytes(seq_bytes);
-            let end = pos + HEADER as u64 + u64::from(len);
-            if magic != MAGIC || end > size {
-                break;
-            }
-            let mut payload = vec![0u8; len as usize];
-            if reader.read_exact(&mut payload).is_err() || crc(seq, &payload) != sum {
-                break;
-            }
-            if records
-                .last()
-                .is_some_and(|r: &Record| r.seq.checked_add(1) != Some(seq))
-            {
-                break;
-            }
-            records.push(Record { seq, payload });
-            pos = end;
-        }
-        drop(reader);
-        let damage = Damage {
-            offset: pos,
-            later: records_after(&file, pos, size)
-                .map_err(|e| storage_error(StoreError::io(Some(path), e)))?,
-        };
+        Wal::open_on(Box::new(file), path)
+    }
+
+    /// Opens a log on `file` (its records are read back first); `path` names it in
+    /// messages. [`Wal::open`] for a file on disk.
+    pub fn open_on(mut file: Box<dyn LogFile>, path: &Path) -> StoreResult<(Wal, Vec<Record>)> {
+        let bytes = file
+            .read_all()
+            .map_err(|e| storage_error(StoreError::io(Some(path), e)))?;
+        let (records, damage) = parse(&bytes);
         let wal = Wal {
             file,
             path: path.to_path_buf(),
-            len: pos,
-            size,
+            len: damage.offset,
+            size: bytes.len() as u64,
             failed: None,
             first_append: None,
             damage,
         };
         Ok((wal, records))
+    }
+
+    /// Reads the log back through its file, as an open would (for the integrity
+    /// check of a live log).
+    pub fn read_back(&mut self) -> StoreResult<(Vec<Record>, Damage)> {
+        let bytes = self
+            .file
+            .read_all()
+            .map_err(|e| storage_error(StoreError::io(Some(&self.path), e)))?;
+        Ok(parse(&bytes))
     }
 
     /// Reads the records of the log at `path` without opening it for writing or
@@ -237,29 +267,7 @@ impl Wal {
             .take(size)
             .read_to_end(&mut bytes)
             .map_err(|e| storage_error(StoreError::io(Some(path), e)))?;
-        let mut records = Vec::new();
-        let mut pos = 0usize;
-        while let Some((seq, end)) = record_at(&bytes, pos) {
-            if records
-                .last()
-                .is_some_and(|r: &Record| r.seq.checked_add(1) != Some(seq))
-            {
-                break;
-            }
-            records.push(Record {
-                seq,
-                payload: bytes[pos + HEADER..end].to_vec(),
-            });
-            pos = end;
-        }
-        let later = scan_after(&bytes, pos);
-        Ok((
-            records,
-            Damage {
-                offset: pos as u64,
-                later,
-            },
-        ))
+        Ok(parse(&bytes))
     }
 
     /// Where reading stopped at open and what valid records lie beyond.
@@ -304,9 +312,8 @@ impl Wal {
         let start = self.len;
         let written = self
             .file
-            .seek(SeekFrom::Start(start))
-            .and_then(|_| self.file.write_all(&buf))
-            .and_then(|()| self.file.sync_data());
+            .write_at(start, &buf)
+            .and_then(|()| self.file.sync());
         match written {
             Ok(()) => {
                 self.len = start + buf.len() as u64;
@@ -347,14 +354,15 @@ impl Wal {
     /// Appends zeros to the file (durably), so later appends overwrite allocated space.
     fn grow(&mut self) -> std::io::Result<()> {
         let zeros = vec![0u8; 1 << 20];
-        self.file.seek(SeekFrom::Start(self.size))?;
+        let mut at = self.size;
         let mut left = GROW;
         while left > 0 {
             let n = left.min(zeros.len() as u64) as usize;
-            self.file.write_all(&zeros[..n])?;
+            self.file.write_at(at, &zeros[..n])?;
+            at += n as u64;
             left -= n as u64;
         }
-        self.file.sync_data()?;
+        self.file.sync()?;
         self.size += GROW;
         Ok(())
     }
@@ -366,9 +374,8 @@ impl Wal {
             let n = (self.size - len).min(HEADER as u64) as usize;
             let zeroed = self
                 .file
-                .seek(SeekFrom::Start(len))
-                .and_then(|_| self.file.write_all(&[0u8; HEADER][..n]))
-                .and_then(|()| self.file.sync_data());
+                .write_at(len, &[0u8; HEADER][..n])
+                .and_then(|()| self.file.sync());
             if let Err(e) = zeroed {
                 self.failed = Some(e.to_string());
                 return Err(storage_error(format!(
@@ -386,7 +393,7 @@ impl Wal {
     pub fn wipe(&mut self) -> StoreResult<()> {
         self.file
             .set_len(0)
-            .and_then(|()| self.file.sync_all())
+            .and_then(|()| self.file.sync())
             .map_err(|e| storage_error(StoreError::io(Some(&self.path), e)))?;
         self.len = 0;
         self.size = 0;
@@ -504,7 +511,7 @@ mod tests {
         let (wal, _) = Wal::open(&path).expect("open");
         // The same log on a read-only handle: every write fails.
         let mut wal = Wal {
-            file: File::open(&path).expect("read-only"),
+            file: Box::new(File::open(&path).expect("read-only")),
             ..wal
         };
         let e = wal.append(1, b"x").expect_err("write fails");

@@ -163,6 +163,15 @@ impl Nexus {
         Store::open(dir, mode, &mut bootstrap).map(Nexus::over)
     }
 
+    /// A nexus on simulated disks (the database on `db`, the write-ahead log on `log`):
+    /// for the power-loss and fault-injection tests ([`crate::store::crashsim`]).
+    pub fn open_simulated(
+        db: crate::store::crashsim::SimFile,
+        log: crate::store::crashsim::SimFile,
+    ) -> Result<Nexus, KipError> {
+        Store::open_simulated(db, log, &mut bootstrap).map(Nexus::over)
+    }
+
     /// A nexus in memory (same engine, nothing on disk): for tests and experiments.
     pub fn in_memory() -> Result<Nexus, KipError> {
         Store::in_memory(&mut bootstrap).map(Nexus::over)

@@ -390,15 +390,17 @@ impl Store {
     /// record since the last checkpoint must read back whole, and no damaged record
     /// may hide newer ones.
     pub fn check_log(&self) -> Result<Vec<String>, KipError> {
-        let (Some(dir), Some(wal)) = (&self.path, &self.wal) else {
+        let Some(wal) = &self.wal else {
             return Ok(Vec::new());
         };
         // The gate keeps writers (and checkpoints) out while the file is read.
         let _gate = lock(&self.gate);
-        let written = lock(wal).len();
-        let (records, damage) = Wal::read(&dir.join(WAL_FILE)).map_err(|e| {
+        let mut wal = lock(wal);
+        let written = wal.len();
+        let (records, damage) = wal.read_back().map_err(|e| {
             KipError::internal(format!("cannot read the write-ahead log: {}", e.message))
         })?;
+        drop(wal);
         let mut problems = Vec::new();
         if damage.offset < written {
             problems.push(format!(

@@ -207,6 +207,33 @@ impl Store {
         )?)
     }
 
+    /// A store on simulated disks ([`crate::crashsim`]): the database on `db`, the
+    /// write-ahead log on `log`. For the power-loss and fault-injection tests, which
+    /// crash the disks at chosen points and open what survived.
+    pub fn open_simulated(
+        db: crate::crashsim::SimFile,
+        log: crate::crashsim::SimFile,
+        init: InitFn<'_>,
+    ) -> Result<Store, KipError> {
+        let db = Database::builder()
+            .set_cache_size(16 << 20)
+            .create_with_backend(db)
+            .map_err(storage_error)?;
+        let (wal, records) = Wal::open_on(Box::new(log), Path::new("<simulated nexus.wal>"))?;
+        let damage = wal.damage().clone();
+        Store::init(
+            db,
+            None,
+            Some(wal),
+            records,
+            Some(LogCheck {
+                damage,
+                salvage: false,
+            }),
+            init,
+        )
+    }
+
     /// A store in memory (same engine, nothing on disk): for tests and experiments.
     pub fn in_memory(init: InitFn<'_>) -> Result<Store, KipError> {
         let db = Database::builder()
