@@ -259,7 +259,7 @@ impl Store {
                         if let Some(suppressed) = WARN.allow() {
                             tracing::warn!(
                                 suppressed,
-                                "checkpoint failed ({}); writes still go to the write-ahead log and the checkpoint is retried at later writes (repeats of this warning are counted, logged at most every 30 s)",
+                                "checkpoint failed ({}); the write itself is committed and in the write-ahead log. If the database file could not be written, further writes are refused until kip-nexus restarts (the log is replayed then); otherwise the checkpoint is retried at later writes (repeats of this warning are counted, logged at most every 30 s)",
                                 e.message
                             );
                         }
