@@ -38,8 +38,8 @@ fn readers_see_consistent_snapshots_while_a_writer_commits() {
             let mut checks = 0;
             while !done.load(Ordering::SeqCst) || checks < 5 {
                 n.read(|r| {
-                    let items = r.stat("t:Item")?;
-                    let links = r.stat("p:pairs_with")?;
+                    let items = r.stat(kip_engine::store::Stat::Type("Item"))?;
+                    let links = r.stat(kip_engine::store::Stat::Predicate("pairs_with"))?;
                     assert_eq!(items, 2 * links, "a snapshot shows half a commit");
                     // The query engine on the same snapshot agrees with the statistics.
                     let mut seen = 0u64;

@@ -64,17 +64,40 @@ use serde_json::{Map, Value};
 pub const FORMAT_VERSION: u64 = 2;
 
 /// Statistics key: number of documents in the text index.
-pub const TEXT_DOCS: &str = "ft:docs";
+const TEXT_DOCS: &str = "ft:docs";
 /// Statistics key: total weighted length of the indexed documents.
-pub const TEXT_LEN: &str = "ft:len";
+const TEXT_LEN: &str = "ft:len";
+
+/// A counter of the `stats` table, by what it counts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stat<'a> {
+    /// Concepts of a type.
+    Type(&'a str),
+    /// Links with a predicate.
+    Predicate(&'a str),
+    /// Members of a domain (links `belongs_to_domain` to it).
+    Domain(ElemRef),
+    /// Documents in the text index.
+    TextDocs,
+    /// Total weighted length of the documents in the text index.
+    TextLen,
+}
+
+impl Stat<'_> {
+    /// The counter's key in the `stats` table.
+    pub fn key(&self) -> std::borrow::Cow<'static, str> {
+        match self {
+            Stat::Type(t) => format!("t:{t}").into(),
+            Stat::Predicate(p) => format!("p:{p}").into(),
+            Stat::Domain(d) => format!("dm:{}", d.id_string()).into(),
+            Stat::TextDocs => TEXT_DOCS.into(),
+            Stat::TextLen => TEXT_LEN.into(),
+        }
+    }
+}
 
 /// The predicate whose links define domain membership (counted per domain in `stats`).
 pub const DOMAIN_PREDICATE: &str = "belongs_to_domain";
-
-/// The statistics key counting the members of a domain.
-pub fn domain_stat_key(domain: ElemRef) -> String {
-    format!("dm:{}", domain.id_string())
-}
 
 /// Errors from the storage layer, as KIP errors (`KIP_4003`).
 pub fn storage_error(e: impl Into<StoreError>) -> KipError {
@@ -252,8 +275,8 @@ pub trait GraphRead {
     ) -> StoreResult<()>;
     /// Every link, in id order.
     fn scan_props(&self, f: &mut dyn FnMut(u64) -> StoreResult<Continue>) -> StoreResult<()>;
-    /// A statistics counter (`t:<Type>`: concepts of a type; `p:<pred>`: links of a predicate).
-    fn stat(&self, key: &str) -> StoreResult<u64>;
+    /// A statistics counter.
+    fn stat(&self, key: Stat<'_>) -> StoreResult<u64>;
     /// Total numbers of concepts and propositions.
     fn totals(&self) -> StoreResult<(u64, u64)>;
     /// A raw `meta` value.

@@ -7,7 +7,7 @@ use crate::kql::exec::Val;
 use crate::kql::result::solutions;
 use crate::kql::QueryLimits;
 use crate::schema::{self, CONCEPT_TYPE, PROPOSITION_TYPE};
-use crate::store::{ElemRef, GraphWrite};
+use crate::store::{ElemRef, GraphWrite, Stat};
 use kip_lang::ast::{Delete, DeleteTarget};
 use kip_lang::{ErrorCode, KipError};
 use serde_json::{json, Value};
@@ -116,9 +116,9 @@ pub fn delete(g: &mut dyn GraphWrite, d: &Delete, limits: &QueryLimits) -> Resul
                 schema::check_mutation(schema::Mutation::DeleteConcept(&rec))?;
                 if rec.concept_type == CONCEPT_TYPE || rec.concept_type == PROPOSITION_TYPE {
                     let in_use = if rec.concept_type == CONCEPT_TYPE {
-                        g.stat(&format!("t:{}", rec.name))?
+                        g.stat(Stat::Type(&rec.name))?
                     } else {
-                        g.stat(&format!("p:{}", rec.name))?
+                        g.stat(Stat::Predicate(&rec.name))?
                     };
                     // Instances that are deleted by this same statement do not count.
                     let deleting_own = if rec.concept_type == CONCEPT_TYPE {

@@ -356,7 +356,7 @@ impl Compiler<'_> {
                     3
                 } else if let Some(t) = &m.concept_type {
                     self.g
-                        .stat(&format!("t:{t}"))
+                        .stat(crate::store::Stat::Type(t))
                         .unwrap_or(u64::MAX / 4)
                         .max(1)
                         + 1
@@ -395,7 +395,7 @@ impl Compiler<'_> {
                 let pred_count = match pred {
                     PredC::Lits(names, _) => names
                         .iter()
-                        .map(|n| self.g.stat(&format!("p:{n}")).unwrap_or(0))
+                        .map(|n| self.g.stat(crate::store::Stat::Predicate(n)).unwrap_or(0))
                         .sum::<u64>()
                         .max(1),
                     PredC::Var(_) => self.g.totals().map(|t| t.1).unwrap_or(u64::MAX / 4).max(1),

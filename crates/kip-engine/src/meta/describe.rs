@@ -14,7 +14,7 @@ use crate::kql::result::{decode_cursor, encode_cursor, fnv1a, Anchor};
 use crate::kql::QueryLimits;
 use crate::outcome::Outcome;
 use crate::schema::{self, CONCEPT_TYPE, PROPOSITION_TYPE};
-use crate::store::{domain_stat_key, ElemRef, GraphRead, DOMAIN_PREDICATE};
+use crate::store::{ElemRef, GraphRead, Stat, DOMAIN_PREDICATE};
 use kip_lang::ast::{Describe, DescribeTarget, Slot, StrSlot};
 use kip_lang::KipError;
 use serde_json::{json, Map, Value};
@@ -161,7 +161,7 @@ pub fn domains(g: &dyn GraphRead) -> Result<Vec<DomainInfo>, KipError> {
         );
         m.insert(
             "member_count".into(),
-            json!(g.stat(&domain_stat_key(ElemRef::Concept(id)))?),
+            json!(g.stat(Stat::Domain(ElemRef::Concept(id)))?),
         );
         for k in ["display_hint", "scope_note", "aliases"] {
             if let Some(v) = c.attributes.get(k) {

@@ -15,7 +15,7 @@ use crate::kml::text as lit;
 use crate::kql::QueryLimits;
 use crate::outcome::Outcome;
 use crate::schema::{self, PROPOSITION_TYPE};
-use crate::store::{ElemRef, GraphRead, TEXT_DOCS, TEXT_LEN};
+use crate::store::{ElemRef, GraphRead, Stat};
 use kip_lang::ast::{Search, SearchTarget, Slot};
 use kip_lang::{ErrorCode, KipError};
 use serde_json::{json, Value};
@@ -53,8 +53,8 @@ fn concept_scores(
     qterms: &[String],
     limits: &QueryLimits,
 ) -> Result<HashMap<u64, f64>, KipError> {
-    let docs = g.stat(TEXT_DOCS)?.max(1) as f64;
-    let avgdl = (g.stat(TEXT_LEN)? as f64 / docs).max(1.0);
+    let docs = g.stat(Stat::TextDocs)?.max(1) as f64;
+    let avgdl = (g.stat(Stat::TextLen)? as f64 / docs).max(1.0);
     let mut scores: HashMap<u64, f64> = HashMap::new();
     let mut work = 0u64;
     for qt in qterms {

@@ -51,7 +51,7 @@ impl Nexus {
                 check_doc(r, ElemRef::Concept(*n), &doc, &mut problems)?;
             }
             for (t, k) in &type_counts {
-                let s = r.stat(&format!("t:{t}"))?;
+                let s = r.stat(crate::store::Stat::Type(t))?;
                 if s != *k {
                     problems.push(format!(
                         "statistics say {s} concepts of type {t}, the data has {k}"
@@ -97,7 +97,7 @@ impl Nexus {
                 incoming.push((o, k, s, *n));
                 *pred_counts.entry(p.predicate.clone()).or_default() += 1;
             }
-            let docs = r.stat(crate::store::TEXT_DOCS)?;
+            let docs = r.stat(crate::store::Stat::TextDocs)?;
             let expected_docs = concept_ids.len() as u64;
             if docs > expected_docs {
                 problems.push(format!(
@@ -105,7 +105,7 @@ impl Nexus {
                 ));
             }
             for (p, k) in &pred_counts {
-                let s = r.stat(&format!("p:{p}"))?;
+                let s = r.stat(crate::store::Stat::Predicate(p))?;
                 if s != *k {
                     problems.push(format!("statistics say {s} links of {p}, the data has {k}"));
                 }

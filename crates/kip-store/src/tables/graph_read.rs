@@ -357,9 +357,10 @@ macro_rules! impl_graph_read {
             ) -> StoreResult<()> {
                 read::scan_ids(&self.props, self.staged().map(|s| &s.props), f)
             }
-            fn stat(&self, key: &str) -> StoreResult<u64> {
-                let base = read::stat(&self.stats, key)?;
-                let delta = self.pending_delta(key);
+            fn stat(&self, key: crate::Stat<'_>) -> StoreResult<u64> {
+                let key = key.key();
+                let base = read::stat(&self.stats, &key)?;
+                let delta = self.pending_delta(&key);
                 Ok(if delta >= 0 {
                     base.saturating_add(delta.unsigned_abs())
                 } else {

@@ -66,9 +66,9 @@ impl GraphWrite for WriteTables<'_> {
             self.staged.spo.insert((s, Text::from(p), o), Some(id));
             self.change(|c| &mut c.pos, (Text::from(p), o, s), Some(id))?;
             self.change(|c| &mut c.osp, (o, Text::from(p), s), Some(id))?;
-            self.bump_named_stat("p:", p, 1)?;
+            self.bump(crate::Stat::Predicate(p), 1)?;
             if p == crate::DOMAIN_PREDICATE {
-                self.bump_stat(&crate::domain_stat_key(rec.object), 1)?;
+                self.bump(crate::Stat::Domain(rec.object), 1)?;
             }
         }
         self.staged_grew()
@@ -106,7 +106,7 @@ impl WriteTables<'_> {
         let present = add.then_some(());
         self.change(|c| &mut c.concept_type, (Text::from(ty), id), present)?;
         self.change(|c| &mut c.concept_name, (Text::from(name), id), present)?;
-        self.bump_named_stat("t:", ty, if add { 1 } else { -1 })
+        self.bump(crate::Stat::Type(ty), if add { 1 } else { -1 })
     }
 
     /// Adds a document to the text index.
@@ -187,8 +187,8 @@ impl WriteTables<'_> {
         self.change(|c| &mut c.pos, (Text::from(p), o, s), None)?;
         self.change(|c| &mut c.osp, (o, Text::from(p), s), None)?;
         if p == crate::DOMAIN_PREDICATE {
-            self.bump_stat(&crate::domain_stat_key(rec.object), -1)?;
+            self.bump(crate::Stat::Domain(rec.object), -1)?;
         }
-        self.bump_named_stat("p:", p, -1)
+        self.bump(crate::Stat::Predicate(p), -1)
     }
 }

@@ -407,13 +407,17 @@ impl<'t> WriteTables<'t> {
         Ok(())
     }
 
-    /// [`WriteTables::bump_stat`] of `prefix` + `name` (`t:Type`, `p:pred`), without
-    /// building the key when it is already pending (the usual case in a capsule).
-    fn bump_named_stat(&mut self, prefix: &str, name: &str, delta: i64) -> StoreResult<()> {
+    /// [`WriteTables::bump_stat`] of a counter, its key written into a reused buffer
+    /// (no allocation when the key is already pending, the usual case in a capsule).
+    fn bump(&mut self, stat: crate::Stat<'_>, delta: i64) -> StoreResult<()> {
+        use std::fmt::Write;
         let mut key = std::mem::take(&mut self.stat_key);
         key.clear();
-        key.push_str(prefix);
-        key.push_str(name);
+        let _ = match stat {
+            crate::Stat::Type(t) => write!(key, "t:{t}"),
+            crate::Stat::Predicate(p) => write!(key, "p:{p}"),
+            other => write!(key, "{}", other.key()),
+        };
         let r = self.bump_stat(&key, delta);
         self.stat_key = key;
         r
