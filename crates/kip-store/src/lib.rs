@@ -16,7 +16,7 @@
 //! | `spo` | (subject, predicate, object) -> id | uniqueness, subject(+predicate) |
 //! | `pos` | (predicate, object, subject) -> id | predicate(+object) |
 //! | `osp` | (object, predicate, subject) -> id | object(+predicate), higher-order cascade |
-//! | `stats` | "t:Type" / "p:pred" / "dm:C:n" -> count | planner statistics, domain sizes |
+//! | `stats` | [`Stat`] keys ("t:Type", "p:pred", "dm:C:n", "ft:docs") -> count | planner statistics, domain sizes, BM25 |
 //! | `meta` | key -> bytes | format version, id counters, bootstrap marker |
 //! | `text_postings3` | (term, first element) -> block of (element, tf, doc length) | SEARCH (exact term and prefix ranges) |
 //!
