@@ -3,7 +3,7 @@
 
 mod common;
 use common::*;
-use kip_engine::store::GraphRead;
+
 use kip_engine::{Access, Nexus};
 use serde_json::json;
 use std::sync::atomic::{AtomicBool, Ordering};

@@ -7,7 +7,7 @@
 mod common;
 
 use common::ok;
-use kip_engine::store::GraphRead;
+
 use kip_engine::Nexus;
 use serde_json::json;
 use std::path::PathBuf;

@@ -4,7 +4,7 @@
 //! records imply, in key order, and a held snapshot never changes.
 
 use kip_engine::nexus::{DB_FILE, WAL_FILE};
-use kip_engine::store::{ConceptRecord, ElemRef, GraphRead, GraphWrite, PropRecord};
+use kip_engine::store::{ConceptRecord, ElemRef, GraphRead, PropRecord};
 use kip_engine::Nexus;
 use kip_lang::KipError;
 use proptest::prelude::*;

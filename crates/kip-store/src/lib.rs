@@ -37,6 +37,7 @@
 //! [`GraphRead`]/[`GraphWrite`] and leaves the executors untouched; what it must
 //! guarantee is written in ARCHITECTURE.md ("What a backend must guarantee").
 
+pub mod backend;
 pub mod crashsim;
 pub mod db;
 pub mod error;

@@ -9,7 +9,7 @@ impl Nexus {
     /// Checks the store's invariants: every index entry matches its record, every link's
     /// subject and object exist, statistics match the data. Returns the problems found.
     pub fn check_integrity(&self) -> Result<Vec<String>, KipError> {
-        let mut problems = self.store.check_log()?;
+        let mut problems = self.store.check_storage()?;
         problems.extend(self.check_graph()?);
         Ok(problems)
     }

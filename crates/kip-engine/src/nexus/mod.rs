@@ -10,9 +10,10 @@ use crate::cancel::Interrupt;
 use crate::envelope::{self, Access, ExecuteRequest, Outcome, Response};
 use crate::kml::{delete, upsert};
 use crate::kql::{self, QueryLimits};
+pub use crate::store::backend::Backend;
 use crate::store::db::Store;
 pub use crate::store::db::{OpenError, OpenMode, DB_FILE, WAL_FILE};
-use crate::store::{GraphRead, ReadTables, WriteTables};
+use crate::store::{GraphRead, GraphWrite};
 use kip_lang::{Command, ErrorCode, KipError};
 use serde_json::Value;
 use std::collections::HashMap;
@@ -21,7 +22,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 /// An open Cognitive Nexus.
 pub struct Nexus {
-    store: Arc<Store>,
+    store: Arc<dyn Backend>,
     limits: QueryLimits,
     combiner: Combiner,
 }
@@ -112,7 +113,7 @@ impl Budget {
 }
 
 /// The engine's part of opening a store: the bootstrap capsules, once.
-fn bootstrap(w: &mut WriteTables<'_>) -> Result<(), KipError> {
+fn bootstrap(w: &mut dyn GraphWrite) -> Result<(), KipError> {
     if w.meta(BOOTSTRAPPED_KEY)?.is_some() {
         return Ok(());
     }
@@ -142,6 +143,22 @@ impl Nexus {
         }
     }
 
+    /// A nexus over any storage [`Backend`] (the redb one is what [`Nexus::open`]
+    /// makes): bootstraps it when it is new, in one transaction.
+    pub fn with_backend(backend: Arc<dyn Backend>) -> Result<Nexus, KipError> {
+        backend.write(bootstrap, false)?;
+        Ok(Nexus {
+            store: backend,
+            limits: QueryLimits::default(),
+            combiner: Combiner::default(),
+        })
+    }
+
+    /// The storage backend.
+    pub fn backend(&self) -> &Arc<dyn Backend> {
+        &self.store
+    }
+
     /// Opens the nexus in `dir` (created on first use, then bootstrapped). A new
     /// directory is created readable by its owner only (0700), and so are the files in
     /// it (0600). Refuses, changing nothing on disk, when the write-ahead log holds
@@ -160,7 +177,7 @@ impl Nexus {
     /// from every other failure, so that a caller can share the directory with that
     /// process instead of failing (what `kip serve` and `kip exec` do).
     pub fn try_open(dir: impl AsRef<Path>, mode: OpenMode) -> Result<Nexus, OpenError> {
-        Store::open(dir, mode, &mut bootstrap).map(Nexus::over)
+        Store::open(dir, mode, &mut |w| bootstrap(w)).map(Nexus::over)
     }
 
     /// A nexus on simulated disks (the database on `db`, the write-ahead log on `log`):
@@ -169,24 +186,24 @@ impl Nexus {
         db: crate::store::crashsim::SimFile,
         log: crate::store::crashsim::SimFile,
     ) -> Result<Nexus, KipError> {
-        Store::open_simulated(db, log, &mut bootstrap).map(Nexus::over)
+        Store::open_simulated(db, log, &mut |w| bootstrap(w)).map(Nexus::over)
     }
 
     /// A nexus in memory (same engine, nothing on disk): for tests and experiments.
     pub fn in_memory() -> Result<Nexus, KipError> {
-        Store::in_memory(&mut bootstrap).map(Nexus::over)
+        Store::in_memory(&mut |w| bootstrap(w)).map(Nexus::over)
     }
 
     /// Reads the database file once, sequentially, so the kernel's page cache holds it
     /// and the first queries after a start do not wait for the disk (see
-    /// [`Store::prewarm`]).
+    /// [`Backend::prewarm`]).
     pub fn prewarm(&self, max_bytes: u64) -> std::io::Result<u64> {
         self.store.prewarm(max_bytes)
     }
 
     /// Bytes of write-ahead log written since the last checkpoint (0 in memory).
     pub fn wal_len(&self) -> u64 {
-        self.store.wal_len()
+        self.store.log_len()
     }
 
     /// The data directory, for an on-disk nexus.
@@ -198,7 +215,7 @@ impl Nexus {
     /// `Err`, so a failed statement leaves nothing behind. Durable on return.
     pub fn write<T>(
         &self,
-        f: impl FnOnce(&mut WriteTables<'_>) -> Result<T, KipError>,
+        f: impl FnOnce(&mut dyn GraphWrite) -> Result<T, KipError>,
         dry_run: bool,
     ) -> Result<T, KipError> {
         self.store.write(f, dry_run)
@@ -207,7 +224,7 @@ impl Nexus {
     /// Runs `f` on a consistent read snapshot.
     pub fn read<T>(
         &self,
-        f: impl FnOnce(&ReadTables) -> Result<T, KipError>,
+        f: impl FnOnce(&dyn GraphRead) -> Result<T, KipError>,
     ) -> Result<T, KipError> {
         self.store.read(f)
     }
@@ -225,9 +242,9 @@ impl Nexus {
 
     /// Starts the thread that checkpoints the log of an idle nexus within the
     /// checkpoint age (30 s); it ends once the nexus is dropped. See
-    /// [`Store::start_idle_checkpoints`].
+    /// [`crate::store::backend::start_idle_checkpoints`].
     pub fn start_idle_checkpoints(&self) -> std::io::Result<()> {
-        self.store.start_idle_checkpoints()
+        crate::store::backend::start_idle_checkpoints(&self.store)
     }
 
     /// Sets how old the log's oldest record may get before a checkpoint (default 30 s).
@@ -420,7 +437,7 @@ impl Nexus {
         lock(&self.combiner.state)
     }
 
-    fn run_kml(&self, w: &mut WriteTables<'_>, cmd: &Command) -> Result<Value, KipError> {
+    fn run_kml(&self, w: &mut dyn GraphWrite, cmd: &Command) -> Result<Value, KipError> {
         match cmd {
             Command::Upsert(u) => upsert::upsert(w, u, upsert::Privilege::Agent),
             Command::Delete(d) => delete::delete(w, d, &self.limits),
@@ -464,7 +481,7 @@ impl Nexus {
 
     /// Runs statements in one transaction; `None` (rolled back) if any of them fails.
     fn run_combined(&self, cmds: &[&Command]) -> Result<Option<Vec<Value>>, KipError> {
-        self.store.write_with(|w| {
+        self.store.write_keep(|w| {
             let mut out = Vec::with_capacity(cmds.len());
             for cmd in cmds {
                 if self.run_kml(w, cmd).map(|v| out.push(v)).is_err() {
@@ -688,7 +705,7 @@ fn validation_shape(cmd: &Command) -> Value {
 /// they would, and `effect` shows the result; KQL is compiled against the
 /// transaction's view.
 fn validate_in(
-    w: &mut WriteTables<'_>,
+    w: &mut dyn GraphWrite,
     cmd: &Command,
     limits: &QueryLimits,
 ) -> Result<Value, KipError> {

@@ -304,40 +304,6 @@ impl Store {
         self.checkpoint_gated().map(|()| true)
     }
 
-    /// Starts a thread that checkpoints the log of an idle nexus within the checkpoint
-    /// age (30 s): commits check the age only when they run, so without it a server
-    /// that stopped writing would keep its log (and a crash would replay it). The
-    /// thread holds a weak reference and ends once the nexus is dropped.
-    pub fn start_idle_checkpoints(self: &Arc<Self>) -> std::io::Result<()> {
-        let weak = Arc::downgrade(self);
-        std::thread::Builder::new()
-            .name("kip-checkpoint".into())
-            .spawn(move || loop {
-                let step = match weak.upgrade() {
-                    None => return,
-                    Some(nexus) => {
-                        if let Err(e) = nexus.checkpoint_if_due() {
-                            static WARN: Throttle =
-                                Throttle::new(std::time::Duration::from_secs(30));
-                            if let Some(suppressed) = WARN.allow() {
-                                tracing::warn!(
-                                    suppressed,
-                                    "idle checkpoint failed ({}); the write-ahead log keeps every write and the checkpoint is retried",
-                                    e.message
-                                );
-                            }
-                        }
-                        (nexus.checkpoint_age() / 4).clamp(
-                            std::time::Duration::from_millis(10),
-                            std::time::Duration::from_secs(5),
-                        )
-                    }
-                };
-                std::thread::sleep(step);
-            })
-            .map(|_| ())
-    }
-
     /// Makes every commit durable in the database file (folding the overlay into the
     /// tables in the same commit) and empties the write-ahead log.
     pub fn checkpoint(&self) -> Result<(), KipError> {
@@ -450,4 +416,69 @@ impl Drop for Store {
 /// the log is cut back on every failed append).
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+impl crate::backend::Backend for Store {
+    fn read_with(
+        &self,
+        f: &mut dyn FnMut(&dyn crate::GraphRead) -> Result<(), KipError>,
+    ) -> Result<(), KipError> {
+        self.read(|r| f(r))
+    }
+
+    fn write_with(
+        &self,
+        f: &mut dyn FnMut(&mut dyn GraphWrite) -> Result<bool, KipError>,
+    ) -> Result<(), KipError> {
+        Store::write_with(self, |w| f(w).map(|keep| ((), keep)))
+    }
+
+    fn checkpoint(&self) -> Result<(), KipError> {
+        Store::checkpoint(self)
+    }
+
+    fn checkpoint_if_due(&self) -> Result<bool, KipError> {
+        Store::checkpoint_if_due(self)
+    }
+
+    fn checkpoint_interval(&self) -> Option<std::time::Duration> {
+        self.wal.as_ref().map(|_| {
+            (self.checkpoint_age() / 4).clamp(
+                std::time::Duration::from_millis(10),
+                std::time::Duration::from_secs(5),
+            )
+        })
+    }
+
+    fn reindex(&self, progress: &mut dyn FnMut(u64, u64)) -> Result<(), KipError> {
+        Store::reindex(self, progress)
+    }
+
+    fn check_storage(&self) -> Result<Vec<String>, KipError> {
+        self.check_log()
+    }
+
+    fn path(&self) -> Option<&Path> {
+        Store::path(self)
+    }
+
+    fn log_len(&self) -> u64 {
+        self.wal_len()
+    }
+
+    fn prewarm(&self, max_bytes: u64) -> std::io::Result<u64> {
+        Store::prewarm(self, max_bytes)
+    }
+
+    fn overlay_entries(&self) -> usize {
+        Store::overlay_entries(self)
+    }
+
+    fn set_checkpoint_age(&self, age: std::time::Duration) {
+        Store::set_checkpoint_age(self, age);
+    }
+
+    fn set_max_txn_index_changes(&self, n: usize) {
+        Store::set_max_txn_index_changes(self, n);
+    }
 }

@@ -1,0 +1,158 @@
+//! The storage backend trait: what the engine holds and calls, so that a second
+//! backend (a networked SQL database) can replace the redb one ([`crate::db::Store`])
+//! without touching the query engine.
+//!
+//! A backend must guarantee (ARCHITECTURE.md, "What a backend must guarantee"):
+//! atomicity per `write` call (all of it or nothing; an error or a `false` from the
+//! closure leaves nothing behind), snapshot reads (a `read` sees one committed state,
+//! and a write sees its own changes), uniqueness of a concept's `{type, name}` and of a
+//! link's `(subject, predicate, object)` enforced by the store, durability before
+//! `write` returns, write transactions that behave as if run one at a time, and ids
+//! that are never reused. Opening (and the engine's bootstrap) is the backend's own
+//! constructor: it is not part of the trait.
+
+use crate::throttle::Throttle;
+use crate::{GraphRead, GraphWrite};
+use kip_lang::KipError;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// A store the engine reads and writes through [`GraphRead`] and [`GraphWrite`].
+pub trait Backend: Send + Sync + std::fmt::Debug {
+    /// Runs `f` on a consistent snapshot.
+    fn read_with(
+        &self,
+        f: &mut dyn FnMut(&dyn GraphRead) -> Result<(), KipError>,
+    ) -> Result<(), KipError>;
+
+    /// Runs `f` in one write transaction: commits when it returns `Ok(true)` (durable
+    /// when this returns), aborts when it returns `Ok(false)` or fails.
+    fn write_with(
+        &self,
+        f: &mut dyn FnMut(&mut dyn GraphWrite) -> Result<bool, KipError>,
+    ) -> Result<(), KipError>;
+
+    /// Makes everything committed durable in the main storage and empties whatever log
+    /// the backend keeps (a no-op for a backend without one).
+    fn checkpoint(&self) -> Result<(), KipError>;
+
+    /// Checkpoints when the backend's log has waited long enough and no write is under
+    /// way; returns whether it did. `None` from [`Backend::checkpoint_interval`] means
+    /// there is nothing to do.
+    fn checkpoint_if_due(&self) -> Result<bool, KipError>;
+
+    /// How often an idle process should call [`Backend::checkpoint_if_due`] (`None`: the
+    /// backend keeps no log of its own).
+    fn checkpoint_interval(&self) -> Option<Duration>;
+
+    /// Rebuilds the text index from the records, in one transaction.
+    fn reindex(&self, progress: &mut dyn FnMut(u64, u64)) -> Result<(), KipError>;
+
+    /// The backend's own integrity check (its log, its files); the graph's invariants
+    /// are checked by the engine over [`GraphRead`].
+    fn check_storage(&self) -> Result<Vec<String>, KipError>;
+
+    /// The data directory, for a backend on local files.
+    fn path(&self) -> Option<&Path>;
+
+    /// Bytes in the backend's log not yet checkpointed (0 without one).
+    fn log_len(&self) -> u64;
+
+    /// Reads the backend's files into the OS page cache (at most `max_bytes`); returns
+    /// the bytes read (0 for a backend without local files).
+    fn prewarm(&self, max_bytes: u64) -> std::io::Result<u64>;
+
+    /// Index entries held in memory outside the main storage (0 without such a layer).
+    fn overlay_entries(&self) -> usize {
+        0
+    }
+
+    /// Tuning for tests: how old the log may get before a checkpoint.
+    fn set_checkpoint_age(&self, _age: Duration) {}
+
+    /// Tuning for tests: index changes a transaction holds before folding them.
+    fn set_max_txn_index_changes(&self, _n: usize) {}
+}
+
+impl dyn Backend {
+    /// [`Backend::read_with`] returning what `f` returns.
+    pub fn read<T>(
+        &self,
+        f: impl FnOnce(&dyn GraphRead) -> Result<T, KipError>,
+    ) -> Result<T, KipError> {
+        let mut f = Some(f);
+        let mut out = None;
+        self.read_with(&mut |r| {
+            if let Some(f) = f.take() {
+                out = Some(f(r)?);
+            }
+            Ok(())
+        })?;
+        out.ok_or_else(|| KipError::internal("the storage backend did not run the read"))
+    }
+
+    /// [`Backend::write_with`] returning what `f` returns: commits on `Ok` unless
+    /// `dry_run`, aborts on an error.
+    pub fn write<T>(
+        &self,
+        f: impl FnOnce(&mut dyn GraphWrite) -> Result<T, KipError>,
+        dry_run: bool,
+    ) -> Result<T, KipError> {
+        self.write_keep(|w| f(w).map(|v| (v, !dry_run)))
+    }
+
+    /// [`Backend::write_with`] where `f` decides: `(value, true)` commits,
+    /// `(value, false)` aborts.
+    pub fn write_keep<T>(
+        &self,
+        f: impl FnOnce(&mut dyn GraphWrite) -> Result<(T, bool), KipError>,
+    ) -> Result<T, KipError> {
+        let mut f = Some(f);
+        let mut out = None;
+        self.write_with(&mut |w| {
+            let Some(f) = f.take() else { return Ok(false) };
+            let (v, keep) = f(w)?;
+            out = Some(v);
+            Ok(keep)
+        })?;
+        out.ok_or_else(|| KipError::internal("the storage backend did not run the write"))
+    }
+}
+
+/// Starts a thread that checkpoints an idle backend's log within its checkpoint age:
+/// commits check the age only when they run, so without it a server that stopped
+/// writing would keep its log (and a crash would replay it). The thread holds a weak
+/// reference and ends once the backend is dropped; none is started for a backend
+/// without a log.
+pub fn start_idle_checkpoints(backend: &Arc<dyn Backend>) -> std::io::Result<()> {
+    if backend.checkpoint_interval().is_none() {
+        return Ok(());
+    }
+    let weak = Arc::downgrade(backend);
+    std::thread::Builder::new()
+        .name("kip-checkpoint".into())
+        .spawn(move || loop {
+            let step = match weak.upgrade() {
+                None => return,
+                Some(backend) => {
+                    if let Err(e) = backend.checkpoint_if_due() {
+                        static WARN: Throttle = Throttle::new(Duration::from_secs(30));
+                        if let Some(suppressed) = WARN.allow() {
+                            tracing::warn!(
+                                suppressed,
+                                "idle checkpoint failed ({}); the write-ahead log keeps every write and the checkpoint is retried",
+                                e.message
+                            );
+                        }
+                    }
+                    match backend.checkpoint_interval() {
+                        Some(i) => i,
+                        None => return,
+                    }
+                }
+            };
+            std::thread::sleep(step);
+        })
+        .map(|_| ())
+}
