@@ -3,7 +3,6 @@
 //! Exit codes: 0 success, 1 a KIP error was returned, 2 usage error.
 
 mod admin;
-mod bench;
 mod exec;
 mod render;
 mod repl;
@@ -63,7 +62,7 @@ enum Cmd {
     /// Execute KIP: a command text, a file of commands, or an `execute_kip` request.
     Exec(exec::ExecArgs),
     /// Benchmark: generate graphs at several scales, load them, time the workload.
-    Bench(bench::BenchArgs),
+    Bench(kip_bench::BenchArgs),
     /// An interactive shell: multi-line commands (end with `;` or an empty line), history.
     Repl {
         /// Output format.
@@ -206,7 +205,7 @@ fn run_command(cli: Cli) -> ExitCode {
     let result = match cli.command {
         Cmd::Exec(args) => exec::run(&data, args),
         Cmd::Repl { format } => repl::run(&data, format),
-        Cmd::Bench(args) => bench::run(args),
+        Cmd::Bench(args) => kip_bench::run(args),
         Cmd::Serve(args) => serve::run(&data, args),
         Cmd::Capsule(CapsuleCmd::Load { file }) => admin::capsule_load(&data, &file, quiet),
         Cmd::Import {

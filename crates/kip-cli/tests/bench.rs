@@ -75,7 +75,14 @@ fn bench_loads_the_graph_and_times_every_workload_entry() {
         assert_eq!(timed.len(), expected.len(), "{part}");
         assert!(!timed.is_empty());
     }
-    assert!(out.join("latency.svg").exists());
+    // The chart: one line and one legend entry per plotted query.
+    let svg = std::fs::read_to_string(out.join("latency.svg")).expect("latency.svg");
+    assert!(svg.starts_with("<svg"), "{svg}");
+    assert!(svg.contains("median latency vs graph size"), "the caption");
+    for name in ["point_lookup", "search", "describe_primer"] {
+        assert!(svg.contains(name), "legend entry {name}");
+    }
+    assert!(svg.matches("<polyline").count() >= 3, "the lines");
     // The generated data directory is removed afterwards unless --keep-data.
     assert!(std::fs::read_dir(&work).map_or(true, |mut d| d.next().is_none()));
 }
