@@ -4,6 +4,9 @@
 //! by equality, so `parse(print(ast)) == ast`. Places where a `:name` placeholder may stand
 //! are typed [`Slot`] (a literal or a parameter) or [`ValueExpr::Param`]; parameters are
 //! replaced on the tree by [`crate::bind`], never by editing text.
+//!
+//! One file on purpose (about 800 lines): the whole tree is one type definition read
+//! together, and splitting it would scatter the grammar's shape.
 
 use crate::span::Span;
 

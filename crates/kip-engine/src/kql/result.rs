@@ -2,6 +2,9 @@
 //! implicit grouping and aggregation, set semantics, ordering (`null` last ascending,
 //! first descending, stable), pagination with opaque cursors bound to the query, and the
 //! columnar result shape.
+//!
+//! One file on purpose (about 800 lines): projection, grouping, ordering and the keyset
+//! cursors share the row representation and the cursor's anchor; they change together.
 
 use super::eval::{element_json, path_value, sort_cmp};
 use super::exec::{run_group, Ctx, Row, Val};

@@ -1,6 +1,9 @@
 //! KQL: `FIND`, the `WHERE` body (concept and proposition patterns, FILTER, NOT,
 //! OPTIONAL, UNION) and FILTER expressions. KML reuses the patterns (`kml == true`
 //! restricts them to the forms an UPSERT accepts).
+//!
+//! One file on purpose (about 800 lines): the WHERE grammar is mutually recursive
+//! (patterns, FILTER expressions, NOT/OPTIONAL/UNION nest each other).
 
 use super::Parser;
 use crate::ast::*;
