@@ -346,3 +346,87 @@ fn reading_tools_are_bounded_by_the_response_limit() {
         200
     );
 }
+
+/// The memory tools write through the same primitives as UPSERT and DELETE: a rule
+/// that guards a KIP write guards the same change made by a tool.
+#[test]
+fn the_tools_are_held_to_the_rules_of_kip_writes() {
+    let n = nexus();
+    // `$self` becomes visible to the tools once it has observations.
+    ok(
+        &n,
+        r#"UPSERT { CONCEPT ?s { {type: "Person", name: "$self"} SET ATTRIBUTES { observations: ["I am the agent"] } } }"#,
+    );
+    let code = |r: Result<Value, kip_lang::KipError>| r.expect_err("refused").code.as_str();
+    // Protected: deleting it, or changing its type, is refused as in KIP.
+    assert_eq!(
+        code(call(
+            &n,
+            "delete_entities",
+            json!({"entityNames": ["$self"]})
+        )),
+        "KIP_3004"
+    );
+    assert_eq!(
+        code(call(
+            &n,
+            "update_entities",
+            json!({"entities": [{"name": "$self", "entityType": "robot"}]})
+        )),
+        "KIP_3004"
+    );
+    // Its observations are ordinary attributes: they may change.
+    call(
+        &n,
+        "add_observations",
+        json!({"observations": [{"entityName": "$self", "contents": ["likes graphs"]}]}),
+    )
+    .expect("observations of $self may change");
+
+    // A type definition with instances cannot be deleted or re-typed by a tool, as a
+    // DELETE CONCEPT of it is refused (before, the tools deleted it and left the
+    // instances with an unregistered type).
+    ok(
+        &n,
+        r#"UPSERT { CONCEPT ?t { {type: "$ConceptType", name: "Gadget"} SET ATTRIBUTES { description: "a gadget", observations: ["a definition"] } } CONCEPT ?g { {type: "Gadget", name: "Widget"} } }"#,
+    );
+    assert_eq!(
+        code(call(
+            &n,
+            "delete_entities",
+            json!({"entityNames": ["Gadget"]})
+        )),
+        "KIP_2002"
+    );
+    assert_eq!(
+        code(call(
+            &n,
+            "update_entities",
+            json!({"entities": [{"name": "Gadget", "entityType": "thing"}]})
+        )),
+        "KIP_2002"
+    );
+    assert_eq!(
+        err(
+            &n,
+            r#"DELETE CONCEPT ?t DETACH WHERE { ?t {type: "$ConceptType", name: "Gadget"} }"#
+        ),
+        "KIP_2002"
+    );
+    // Nothing changed: the definition and its instance are still there.
+    assert_eq!(
+        ok(&n, r#"FIND(?g.name) WHERE { ?g {type: "Gadget"} }"#),
+        json!(["Widget"])
+    );
+    // Once the instance is gone, both paths may delete the definition.
+    call(
+        &n,
+        "delete_entities",
+        json!({"entityNames": ["Widget", "Gadget"]}),
+    )
+    .expect("delete");
+    assert_eq!(
+        err(&n, r#"FIND(?g.name) WHERE { ?g {type: "Gadget"} }"#),
+        "KIP_2001"
+    );
+}

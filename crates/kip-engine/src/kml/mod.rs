@@ -2,6 +2,7 @@
 //! write transaction by the caller, so any error leaves the graph untouched.
 
 pub mod delete;
+pub mod primitives;
 pub mod upsert;
 
 use kip_lang::ast::{ObjectExpr, Slot, StrSlot, ValueExpr};

@@ -7,52 +7,32 @@
 //! transaction and commits it only when this returns `Ok`.
 
 use super::{merge, object, text};
-use crate::schema::{self, CONCEPT_TYPE};
+use crate::schema::CONCEPT_TYPE;
 use crate::store::{ConceptRecord, ElemRef, GraphWrite, PropRecord};
-use foldhash::fast::RandomState;
 use kip_lang::ast::{
     ConceptBlock, ConceptMatcher, Endpoint, PredicatePattern, PropositionBlock, PropositionMatcher,
     PropositionPattern, Upsert, UpsertBlock, Variable,
 };
 use kip_lang::{ErrorCode, KipError};
 use serde_json::{json, Map, Value};
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 
-/// Who is writing: agents go through every check; the bootstrap loader is privileged
-/// (it may write the protected core).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Privilege {
-    /// An agent command: every check, and new type and predicate names must follow
-    /// the naming rules.
-    Agent,
-    /// A capsule loaded by the user (`kip capsule load`, `kip import`): an agent's
-    /// checks, except that names already accepted by an older store (a backup being
-    /// restored) are not refused.
-    Capsule,
-    /// The bootstrap / system loader.
-    System,
-}
+pub use super::primitives::Privilege;
+use super::primitives::Writer;
 
 struct Ctx<'g> {
-    g: &'g mut dyn GraphWrite,
+    w: Writer<'g>,
     handles: HashMap<String, ElemRef>,
     stmt_meta: Map<String, Value>,
-    privilege: Privilege,
-    /// Types and predicates already checked in this statement (capsules repeat them).
-    checked_types: HashSet<String, RandomState>,
-    checked_preds: HashSet<String, RandomState>,
 }
 
 /// Executes an UPSERT; returns `{"blocks", "upsert_concept_nodes", "upsert_proposition_links"}`.
 pub fn upsert(g: &mut dyn GraphWrite, u: &Upsert, privilege: Privilege) -> Result<Value, KipError> {
     check_handles(u)?;
     let mut ctx = Ctx {
-        g,
+        w: Writer::new(g, privilege),
         handles: HashMap::new(),
         stmt_meta: object(&u.metadata)?,
-        privilege,
-        checked_types: HashSet::default(),
-        checked_preds: HashSet::default(),
     };
     let mut concept_ids = Vec::new();
     let mut prop_ids = Vec::new();
@@ -102,28 +82,10 @@ fn not_found(what: String) -> KipError {
 }
 
 impl Ctx<'_> {
-    fn require_type(&mut self, t: &str) -> Result<(), KipError> {
-        if self.checked_types.contains(t) {
-            return Ok(());
-        }
-        schema::require_concept_type(&*self.g, t)?;
-        self.checked_types.insert(t.to_string());
-        Ok(())
-    }
-
-    fn require_pred(&mut self, p: &str) -> Result<(), KipError> {
-        if self.checked_preds.contains(p) {
-            return Ok(());
-        }
-        schema::require_predicate(&*self.g, p)?;
-        self.checked_preds.insert(p.to_string());
-        Ok(())
-    }
-
     /// `{type, name}` -> id (write transactions cache these across statements, so a
     /// capsule naming the same endpoints again does not go back to the store).
     fn lookup_key(&mut self, t: &str, n: &str) -> Result<Option<u64>, KipError> {
-        self.g.concept_by_key(t, n)
+        self.w.graph().concept_by_key(t, n)
     }
 
     fn handle(&self, v: &Variable) -> Result<ElemRef, KipError> {
@@ -141,7 +103,7 @@ impl Ctx<'_> {
         if let Some(id) = &m.id {
             let id = text(id)?;
             return match ElemRef::parse_id(id) {
-                Some(ElemRef::Concept(n)) if self.g.concept(n)?.is_some() => Ok(n),
+                Some(ElemRef::Concept(n)) if self.w.graph().concept(n)?.is_some() => Ok(n),
                 _ => Err(not_found(format!("concept {{id: \"{id}\"}}"))),
             };
         }
@@ -151,7 +113,7 @@ impl Ctx<'_> {
             ));
         };
         let (t, n) = (text(t)?, text(n)?);
-        self.require_type(t)?;
+        self.w.require_type(t)?;
         self.lookup_key(t, n)?
             .ok_or_else(|| not_found(format!("concept {{type: \"{t}\", name: \"{n}\"}}")))
     }
@@ -174,7 +136,7 @@ impl Ctx<'_> {
                 ..
             } if alternatives.len() == 1 => {
                 let name = text(&alternatives[0])?;
-                self.require_pred(name)?;
+                self.w.require_pred(name)?;
                 Ok(name.to_string())
             }
             _ => Err(KipError::syntax("UPSERT needs one literal predicate")
@@ -188,7 +150,7 @@ impl Ctx<'_> {
             PropositionMatcher::Id(id) => {
                 let id = text(id)?;
                 match ElemRef::parse_id(id) {
-                    Some(ElemRef::Prop(n)) if self.g.prop(n)?.is_some() => Ok(n),
+                    Some(ElemRef::Prop(n)) if self.w.graph().prop(n)?.is_some() => Ok(n),
                     _ => Err(not_found(format!("proposition (id: \"{id}\")"))),
                 }
             }
@@ -196,7 +158,7 @@ impl Ctx<'_> {
                 let s = self.endpoint(&t.subject)?;
                 let pred = self.predicate(&t.predicate)?;
                 let o = self.endpoint(&t.object)?;
-                self.g.prop_by_spo(s, &pred, o)?.ok_or_else(|| {
+                self.w.graph().prop_by_spo(s, &pred, o)?.ok_or_else(|| {
                     not_found(format!(
                         "proposition ({}, \"{pred}\", {})",
                         s.id_string(),
@@ -219,7 +181,8 @@ impl Ctx<'_> {
         let (id, existing, ty, name) = if c.identity.id.is_some() {
             let id = self.existing_concept(&c.identity)?;
             let rec = self
-                .g
+                .w
+                .graph()
                 .concept(id)?
                 .ok_or_else(|| not_found(format!("concept C:{id}")))?;
             let (t, n) = (rec.concept_type.clone(), rec.name.clone());
@@ -234,31 +197,20 @@ impl Ctx<'_> {
             // `$ConceptType` defines itself (Genesis); every other type must be registered,
             // possibly by an earlier block of this UPSERT.
             if !(t == CONCEPT_TYPE && n == CONCEPT_TYPE) {
-                self.require_type(&t)?;
+                self.w.require_type(&t)?;
             }
             match self.lookup_key(&t, &n)? {
                 Some(id) => {
                     let rec = self
-                        .g
+                        .w
+                        .graph()
                         .concept(id)?
                         .ok_or_else(|| not_found(format!("concept C:{id}")))?;
                     (id, Some(rec), t, n)
                 }
-                None => (self.g.alloc_concept_id()?, None, t, n),
+                None => (self.w.graph().alloc_concept_id()?, None, t, n),
             }
         };
-
-        if self.privilege != Privilege::System {
-            if let Some(rec) = &existing {
-                for (key, value) in set_attrs.iter() {
-                    schema::check_mutation(schema::Mutation::SetAttribute {
-                        concept: rec,
-                        key,
-                        value: Some(value),
-                    })?;
-                }
-            }
-        }
 
         let base = existing.clone().unwrap_or_else(|| ConceptRecord {
             concept_type: ty.clone(),
@@ -267,32 +219,22 @@ impl Ctx<'_> {
             metadata: Map::new(),
         });
         let rec = ConceptRecord {
-            concept_type: ty.clone(),
-            name: name.clone(),
+            concept_type: ty,
+            name,
             attributes: merge(&base.attributes, &set_attrs),
             metadata: merge(&base.metadata, &block_meta),
         };
-        let touches_required = ["description", "subject_types", "object_types"]
-            .iter()
-            .any(|k| set_attrs.contains_key(*k));
-        if existing.is_none() && self.privilege == Privilege::Agent {
-            schema::check_new_name(&ty, &name)?;
-        }
-        if existing.is_none() || touches_required {
-            schema::check_type_definition(&ty, &name, &rec.attributes)?;
-        }
-        if existing.as_ref() != Some(&rec) {
-            self.g.put_concept(id, &rec, existing.as_ref())?;
-        }
+        self.w.put_concept(id, existing.as_ref(), &rec)?;
         self.bind(&c.handle, ElemRef::Concept(id));
 
         if let Some(entries) = &c.set_propositions {
             for e in entries {
                 let pred = text(&e.predicate)?;
-                self.require_pred(pred)?;
+                self.w.require_pred(pred)?;
                 let target = self.endpoint(&e.target)?;
                 let meta = merge(&block_meta, &object(&e.metadata)?);
-                self.upsert_link(ElemRef::Concept(id), pred, target, &Map::new(), &meta)?;
+                self.w
+                    .upsert_link(ElemRef::Concept(id), pred, target, &Map::new(), &meta)?;
             }
         }
         Ok(id)
@@ -305,7 +247,8 @@ impl Ctx<'_> {
             PropositionMatcher::Id(_) => {
                 let id = self.existing_prop(&p.identity)?;
                 let old = self
-                    .g
+                    .w
+                    .graph()
                     .prop(id)?
                     .ok_or_else(|| not_found(format!("proposition P:{id}")))?;
                 let rec = PropRecord {
@@ -313,59 +256,17 @@ impl Ctx<'_> {
                     metadata: merge(&old.metadata, &meta),
                     ..old.clone()
                 };
-                if rec != old {
-                    self.g.put_prop(id, &rec, Some(&old))?;
-                }
+                self.w.put_link(id, &old, &rec)?;
                 id
             }
             PropositionMatcher::Triple(t) => {
                 let s = self.endpoint(&t.subject)?;
                 let pred = self.predicate(&t.predicate)?;
                 let o = self.endpoint(&t.object)?;
-                self.upsert_link(s, &pred, o, &set_attrs, &meta)?
+                self.w.upsert_link(s, &pred, o, &set_attrs, &meta)?.0
             }
         };
         self.bind(&p.handle, ElemRef::Prop(id));
         Ok(id)
-    }
-
-    /// Matches `(s, p, o)` or creates it, then shallow-merges attributes and metadata.
-    fn upsert_link(
-        &mut self,
-        s: ElemRef,
-        p: &str,
-        o: ElemRef,
-        attrs: &Map<String, Value>,
-        meta: &Map<String, Value>,
-    ) -> Result<u64, KipError> {
-        match self.g.prop_by_spo(s, p, o)? {
-            Some(id) => {
-                let old = self
-                    .g
-                    .prop(id)?
-                    .ok_or_else(|| not_found(format!("proposition P:{id}")))?;
-                let rec = PropRecord {
-                    attributes: merge(&old.attributes, attrs),
-                    metadata: merge(&old.metadata, meta),
-                    ..old.clone()
-                };
-                if rec != old {
-                    self.g.put_prop(id, &rec, Some(&old))?;
-                }
-                Ok(id)
-            }
-            None => {
-                let id = self.g.alloc_prop_id()?;
-                let rec = PropRecord {
-                    subject: s,
-                    predicate: p.to_string(),
-                    object: o,
-                    attributes: attrs.clone(),
-                    metadata: meta.clone(),
-                };
-                self.g.put_prop(id, &rec, None)?;
-                Ok(id)
-            }
-        }
     }
 }

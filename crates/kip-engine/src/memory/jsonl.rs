@@ -116,6 +116,8 @@ pub fn import_items(
     now: &str,
     progress: &mut dyn FnMut(usize),
 ) -> Result<ImportReport, KipError> {
+    let mut w = Writer::new(w, Privilege::MemoryTools);
+    let w = &mut w;
     let mut report = ImportReport::default();
     // Every name the file mentions, resolved once against the graph.
     let mut known: HashMap<String, Option<u64>> = HashMap::new();
@@ -126,13 +128,13 @@ pub fn import_items(
         };
         for n in names {
             if !known.contains_key(n) {
-                let found = find_entity(&*w, n)?.map(|(id, _)| id);
+                let found = find_entity(w.graph(), n)?.map(|(id, _)| id);
                 known.insert(n.to_string(), found);
             }
         }
     }
     let mut types_done: HashSet<String> = HashSet::new();
-    let create = |w: &mut dyn GraphWrite,
+    let create = |w: &mut Writer,
                   e: &EntityInput,
                   placeholder: bool,
                   types_done: &mut HashSet<String>|
@@ -190,7 +192,7 @@ pub fn import_items(
             ensure_predicate(w, &p, &r.relation_type)?;
         }
         let (s, o) = (ElemRef::Concept(ends[0]), ElemRef::Concept(ends[1]));
-        if w.prop_by_spo(s, &p, o)?.is_some() {
+        if w.graph().prop_by_spo(s, &p, o)?.is_some() {
             report.already_present += 1;
         } else {
             let mut meta = Map::new();
@@ -200,7 +202,7 @@ pub fn import_items(
                 json!(r.created_at.clone().unwrap_or_else(|| now.to_string())),
             );
             meta.insert("version".into(), json!(r.version.unwrap_or(1)));
-            add_link(w, s, &p, o, meta)?;
+            w.upsert_link(s, &p, o, &Map::new(), &meta)?;
             report.relations += 1;
         }
         done += 1;

@@ -13,10 +13,12 @@
 //!   `version` in metadata.
 //! - Entity names are unique for these tools, as in the original.
 //!
-//! Every tool call is one transaction: a call that fails writes nothing.
+//! Every tool call is one transaction: a call that fails writes nothing. The tools
+//! write through the same primitives as `UPSERT` and `DELETE` ([`Writer`], with
+//! [`Privilege::MemoryTools`]), so every rule that guards a KIP write guards theirs.
 
-use crate::kml::delete::delete_links;
-use crate::schema::{self, CONCEPT_TYPE, PROPOSITION_TYPE};
+use crate::kml::primitives::{Privilege, Writer};
+use crate::schema::{CONCEPT_TYPE, PROPOSITION_TYPE};
 use crate::store::{ConceptRecord, ElemRef, GraphRead, GraphWrite, PropRecord, DOMAIN_PREDICATE};
 use kip_lang::{ErrorCode, KipError};
 use serde::Deserialize;
@@ -108,37 +110,6 @@ fn unsorted(g: &dyn GraphRead) -> Result<Option<u64>, KipError> {
     g.concept_by_key("Domain", "Unsorted")
 }
 
-fn add_concept(w: &mut dyn GraphWrite, rec: &ConceptRecord) -> Result<u64, KipError> {
-    let id = w.alloc_concept_id()?;
-    w.put_concept(id, rec, None)?;
-    Ok(id)
-}
-
-fn add_link(
-    w: &mut dyn GraphWrite,
-    s: ElemRef,
-    p: &str,
-    o: ElemRef,
-    meta: Map<String, Value>,
-) -> Result<u64, KipError> {
-    if let Some(id) = w.prop_by_spo(s, p, o)? {
-        return Ok(id);
-    }
-    let id = w.alloc_prop_id()?;
-    w.put_prop(
-        id,
-        &PropRecord {
-            subject: s,
-            predicate: p.to_string(),
-            object: o,
-            attributes: Map::new(),
-            metadata: meta,
-        },
-        None,
-    )?;
-    Ok(id)
-}
-
 fn system_meta() -> Map<String, Value> {
     json!({"source": "memory-server-tools", "author": "$system"})
         .as_object()
@@ -149,12 +120,12 @@ fn system_meta() -> Map<String, Value> {
 /// Registers a type definition (`$ConceptType` or `$PropositionType`) if missing, and
 /// files it in the `Unsorted` domain.
 fn ensure_definition(
-    w: &mut dyn GraphWrite,
+    w: &mut Writer,
     meta_type: &str,
     name: &str,
     attributes: Value,
 ) -> Result<(), KipError> {
-    if w.concept_by_key(meta_type, name)?.is_some() {
+    if w.graph().concept_by_key(meta_type, name)?.is_some() {
         return Ok(());
     }
     let rec = ConceptRecord {
@@ -163,28 +134,28 @@ fn ensure_definition(
         attributes: attributes.as_object().cloned().unwrap_or_default(),
         metadata: system_meta(),
     };
-    let id = add_concept(w, &rec)?;
-    if let Some(d) = unsorted(&*w)? {
-        add_link(
-            w,
+    let id = w.create_concept(&rec)?;
+    if let Some(d) = unsorted(w.graph())? {
+        w.upsert_link(
             ElemRef::Concept(id),
             DOMAIN_PREDICATE,
             ElemRef::Concept(d),
-            system_meta(),
+            &Map::new(),
+            &system_meta(),
         )?;
     }
     Ok(())
 }
 
 /// Registers the concept type of an entityType if missing.
-fn ensure_type(w: &mut dyn GraphWrite, t: &str, original: &str) -> Result<(), KipError> {
+fn ensure_type(w: &mut Writer, t: &str, original: &str) -> Result<(), KipError> {
     let description =
         format!("Entities of type '{original}' (registered by the memory-server tools).");
     ensure_definition(w, CONCEPT_TYPE, t, json!({ "description": description }))
 }
 
 /// Registers the predicate of a relationType if missing.
-fn ensure_predicate(w: &mut dyn GraphWrite, p: &str, original: &str) -> Result<(), KipError> {
+fn ensure_predicate(w: &mut Writer, p: &str, original: &str) -> Result<(), KipError> {
     let description =
         format!("Relations of type '{original}' (registered by the memory-server tools).");
     ensure_definition(

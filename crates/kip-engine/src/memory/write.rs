@@ -10,12 +10,13 @@ pub fn create_entities(
     entities: &[EntityInput],
     now: &str,
 ) -> Result<Value, KipError> {
+    let mut w = Writer::new(w, Privilege::MemoryTools);
     // Every name is looked up before anything is written: a read of the name index
     // after a write re-sorts the transaction's pending index changes, which made one
     // call with many entities quadratic.
     let mut existing = HashSet::new();
     for e in entities {
-        if !existing.contains(&e.name) && find_entity(&*w, &e.name)?.is_some() {
+        if !existing.contains(&e.name) && find_entity(w.graph(), &e.name)?.is_some() {
             existing.insert(e.name.clone());
         }
     }
@@ -25,8 +26,8 @@ pub fn create_entities(
         if !seen.insert(e.name.clone()) || existing.contains(&e.name) {
             continue;
         }
-        ensure_type(w, &type_name(&e.entity_type), &e.entity_type)?;
-        let (_, rec) = write_entity(w, e, now, false)?;
+        ensure_type(&mut w, &type_name(&e.entity_type), &e.entity_type)?;
+        let (_, rec) = write_entity(&mut w, e, now, false)?;
         created.push(entity_json(&rec));
     }
     Ok(json!({ "entities": created }))
@@ -38,7 +39,7 @@ pub fn create_entities(
 /// stand-in for an undefined relation end). A concept of the same type and name
 /// written through KIP gets the observations.
 pub(super) fn write_entity(
-    w: &mut dyn GraphWrite,
+    w: &mut Writer,
     e: &EntityInput,
     now: &str,
     placeholder: bool,
@@ -54,9 +55,9 @@ pub(super) fn write_entity(
     if placeholder {
         meta.insert("placeholder".into(), json!(true));
     }
-    let (id, old) = match w.concept_by_key(&t, &e.name)? {
-        Some(id) => (id, w.concept(id)?),
-        None => (w.alloc_concept_id()?, None),
+    let (id, old) = match w.graph().concept_by_key(&t, &e.name)? {
+        Some(id) => (id, w.graph().concept(id)?),
+        None => (w.graph().alloc_concept_id()?, None),
     };
     let mut rec = old.clone().unwrap_or(ConceptRecord {
         concept_type: t,
@@ -67,7 +68,7 @@ pub(super) fn write_entity(
     rec.attributes
         .insert(OBSERVATIONS.into(), json!(e.observations));
     rec.metadata.extend(meta);
-    w.put_concept(id, &rec, old.as_ref())?;
+    w.put_concept(id, old.as_ref(), &rec)?;
     Ok((id, rec))
 }
 
@@ -78,11 +79,12 @@ pub fn create_relations(
     relations: &[RelationInput],
     now: &str,
 ) -> Result<Value, KipError> {
+    let mut w = Writer::new(w, Privilege::MemoryTools);
     let mut ends: HashMap<String, u64> = HashMap::new();
     for r in relations {
         for n in [&r.from, &r.to] {
             if !ends.contains_key(n) {
-                let (id, _) = find_entity(&*w, n)?.ok_or_else(|| not_found_entity(n))?;
+                let (id, _) = find_entity(w.graph(), n)?.ok_or_else(|| not_found_entity(n))?;
                 ends.insert(n.clone(), id);
             }
         }
@@ -90,12 +92,12 @@ pub fn create_relations(
     let mut created = Vec::new();
     for r in relations {
         let p = predicate_name(&r.relation_type);
-        ensure_predicate(w, &p, &r.relation_type)?;
+        ensure_predicate(&mut w, &p, &r.relation_type)?;
         let (s, o) = (
             ElemRef::Concept(ends[&r.from]),
             ElemRef::Concept(ends[&r.to]),
         );
-        if w.prop_by_spo(s, &p, o)?.is_some() {
+        if w.graph().prop_by_spo(s, &p, o)?.is_some() {
             continue;
         }
         let mut meta = Map::new();
@@ -105,8 +107,8 @@ pub fn create_relations(
             json!(r.created_at.clone().unwrap_or_else(|| now.to_string())),
         );
         meta.insert("version".into(), json!(r.version.unwrap_or(1)));
-        let id = add_link(w, s, &p, o, meta)?;
-        if let Some(rec) = w.prop(id)? {
+        let (id, _) = w.upsert_link(s, &p, o, &Map::new(), &meta)?;
+        if let Some(rec) = w.graph().prop(id)? {
             created.push(relation_json(&r.from, &r.to, &rec));
         }
     }
@@ -120,12 +122,13 @@ pub fn add_observations(
     items: &[(String, Vec<String>)],
     now: &str,
 ) -> Result<Value, KipError> {
+    let mut w = Writer::new(w, Privilege::MemoryTools);
     // Names resolved before anything is written (see create_entities); the records are
     // read again by id, so a name given twice sees its first update.
     let mut ids: HashMap<&str, u64> = HashMap::new();
     for (name, _) in items {
         if !ids.contains_key(name.as_str()) {
-            let (id, _) = find_entity(&*w, name)?.ok_or_else(|| not_found_entity(name))?;
+            let (id, _) = find_entity(w.graph(), name)?.ok_or_else(|| not_found_entity(name))?;
             ids.insert(name.as_str(), id);
         }
     }
@@ -135,7 +138,10 @@ pub fn add_observations(
             .get(name.as_str())
             .copied()
             .ok_or_else(|| not_found_entity(name))?;
-        let old = w.concept(id)?.ok_or_else(|| not_found_entity(name))?;
+        let old = w
+            .graph()
+            .concept(id)?
+            .ok_or_else(|| not_found_entity(name))?;
         let mut obs = observations(&old);
         let added: Vec<String> = contents
             .iter()
@@ -149,7 +155,7 @@ pub fn add_observations(
             rec.metadata
                 .insert("version".into(), json!(version_of(&old.metadata) + 1));
             rec.metadata.insert("created_at".into(), json!(now));
-            w.put_concept(id, &rec, Some(&old))?;
+            w.put_concept(id, Some(&old), &rec)?;
         }
         results.push(json!({"entityName": name, "addedObservations": added}));
     }
@@ -159,25 +165,15 @@ pub fn add_observations(
 /// `delete_entities`: deletes the entities and every relation touching them; reports
 /// the names that did not exist.
 pub fn delete_entities(w: &mut dyn GraphWrite, names: &[String]) -> Result<Value, KipError> {
+    let mut w = Writer::new(w, Privilege::MemoryTools);
     let mut not_found = Vec::new();
     for name in names {
-        let Some((id, rec)) = find_entity(&*w, name)? else {
-            not_found.push(name.clone());
-            continue;
-        };
-        schema::check_mutation(schema::Mutation::DeleteConcept(&rec))?;
-        let r = ElemRef::Concept(id);
-        let mut links = Vec::new();
-        w.scan_out(r, None, &mut |_, _, l| {
-            links.push(l);
-            Ok(true)
-        })?;
-        w.scan_in(r, None, &mut |_, _, l| {
-            links.push(l);
-            Ok(true)
-        })?;
-        delete_links(w, links)?;
-        w.delete_concept(id, &rec)?;
+        match find_entity(w.graph(), name)? {
+            Some((id, _)) => {
+                w.delete_concepts(&[id])?;
+            }
+            None => not_found.push(name.clone()),
+        }
     }
     Ok(json!({"success": true, "message": "Entities deleted successfully", "notFound": not_found}))
 }
@@ -188,9 +184,10 @@ pub fn delete_observations(
     items: &[(String, Vec<String>)],
     now: &str,
 ) -> Result<Value, KipError> {
+    let mut w = Writer::new(w, Privilege::MemoryTools);
     let mut not_found = Vec::new();
     for (name, remove) in items {
-        let Some((id, old)) = find_entity(&*w, name)? else {
+        let Some((id, old)) = find_entity(w.graph(), name)? else {
             not_found.push(name.clone());
             continue;
         };
@@ -206,7 +203,7 @@ pub fn delete_observations(
             rec.metadata
                 .insert("version".into(), json!(version_of(&old.metadata) + 1));
             rec.metadata.insert("created_at".into(), json!(now));
-            w.put_concept(id, &rec, Some(&old))?;
+            w.put_concept(id, Some(&old), &rec)?;
         }
     }
     Ok(
@@ -230,11 +227,12 @@ pub fn delete_relations(
     w: &mut dyn GraphWrite,
     relations: &[RelationInput],
 ) -> Result<Value, KipError> {
+    let mut w = Writer::new(w, Privilege::MemoryTools);
     let mut not_found = Vec::new();
     for r in relations {
-        match find_relation(&*w, r)? {
+        match find_relation(w.graph(), r)? {
             Some(id) => {
-                delete_links(w, vec![id])?;
+                w.delete_links(vec![id])?;
             }
             None => {
                 not_found.push(json!({"from": r.from, "to": r.to, "relationType": r.relation_type}))
@@ -251,28 +249,16 @@ pub fn update_entities(
     items: &[EntityUpdate],
     now: &str,
 ) -> Result<Value, KipError> {
+    let mut w = Writer::new(w, Privilege::MemoryTools);
     let mut out = Vec::new();
     for u in items {
-        let (id, old) = find_entity(&*w, &u.name)?.ok_or_else(|| not_found_entity(&u.name))?;
+        let (id, old) =
+            find_entity(w.graph(), &u.name)?.ok_or_else(|| not_found_entity(&u.name))?;
         let mut rec = old.clone();
         if let Some(et) = &u.entity_type {
             let t = type_name(et);
-            schema::check_mutation(schema::Mutation::Retype {
-                concept: &old,
-                new_type: &t,
-            })?;
-            ensure_type(w, &t, et)?;
             if t != rec.concept_type {
-                if w.concept_by_key(&t, &rec.name)?.is_some() {
-                    return Err(KipError::new(
-                        ErrorCode::DuplicateExists,
-                        format!(
-                            "a concept {{type: \"{t}\", name: \"{}\"}} already exists",
-                            rec.name
-                        ),
-                    )
-                    .with_hint("rename or delete the other concept first"));
-                }
+                ensure_type(&mut w, &t, et)?;
                 rec.concept_type = t;
             }
             rec.metadata.insert("entity_type".into(), json!(et));
@@ -283,7 +269,9 @@ pub fn update_entities(
         rec.metadata
             .insert("version".into(), json!(version_of(&old.metadata) + 1));
         rec.metadata.insert("created_at".into(), json!(now));
-        w.put_concept(id, &rec, Some(&old))?;
+        // The protected core, the type and the `{type, name}` uniqueness are checked
+        // by the primitive, as for an UPSERT.
+        w.put_concept(id, Some(&old), &rec)?;
         out.push(entity_json(&rec));
     }
     Ok(json!({ "entities": out }))
@@ -296,9 +284,10 @@ pub fn update_relations(
     relations: &[RelationInput],
     now: &str,
 ) -> Result<Value, KipError> {
+    let mut w = Writer::new(w, Privilege::MemoryTools);
     let mut out = Vec::new();
     for r in relations {
-        let id = find_relation(&*w, r)?.ok_or_else(|| {
+        let id = find_relation(w.graph(), r)?.ok_or_else(|| {
             KipError::new(
                 ErrorCode::NotFound,
                 format!(
@@ -309,6 +298,7 @@ pub fn update_relations(
             .with_hint("create it first with create_relations")
         })?;
         let old = w
+            .graph()
             .prop(id)?
             .ok_or_else(|| KipError::internal("relation vanished"))?;
         let mut rec = old.clone();
@@ -317,7 +307,7 @@ pub fn update_relations(
         rec.metadata
             .insert("version".into(), json!(version_of(&old.metadata) + 1));
         rec.metadata.insert("created_at".into(), json!(now));
-        w.put_prop(id, &rec, Some(&old))?;
+        w.put_link(id, &old, &rec)?;
         out.push(relation_json(&r.from, &r.to, &rec));
     }
     Ok(json!({ "relations": out }))
