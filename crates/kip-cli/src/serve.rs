@@ -161,7 +161,7 @@ fn import_memory_file(nexus: &kip_engine::Nexus) -> Result<()> {
     let canonical = path.canonicalize().unwrap_or(path.clone());
     let key = format!("memory_import:{}", canonical.display());
     let done = nexus
-        .read(|r| kip_engine::store::GraphRead::meta(r, &key))
+        .read(|r| Ok(kip_engine::store::GraphRead::meta(r, &key)?))
         .map_err(|e| anyhow::anyhow!("cannot check the memory import record: {}", e.message))?;
     if done.is_some() {
         tracing::info!(path = %canonical.display(), "memory file already imported");
@@ -184,7 +184,13 @@ fn import_memory_file(nexus: &kip_engine::Nexus) -> Result<()> {
     let record = serde_json::json!({"imported_at": kip_engine::memory::now(), "entities": report.entities, "relations": report.relations, "placeholders": report.placeholders}).to_string();
     nexus
         .write(
-            |w| kip_engine::store::GraphWrite::set_meta(w, &key, record.as_bytes()),
+            |w| {
+                Ok(kip_engine::store::GraphWrite::set_meta(
+                    w,
+                    &key,
+                    record.as_bytes(),
+                )?)
+            },
             false,
         )
         .map_err(|e| anyhow::anyhow!("cannot record the memory import: {}", e.message))?;

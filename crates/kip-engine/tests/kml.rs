@@ -674,7 +674,13 @@ fn a_newer_storage_format_is_refused_with_a_clear_message() {
     {
         let n = Nexus::open(dir.path()).expect("open");
         n.write(
-            |w| kip_engine::store::GraphWrite::set_meta(w, "format_version", &99u64.to_le_bytes()),
+            |w| {
+                Ok(kip_engine::store::GraphWrite::set_meta(
+                    w,
+                    "format_version",
+                    &99u64.to_le_bytes(),
+                )?)
+            },
             false,
         )
         .expect("bump format");

@@ -29,7 +29,7 @@ fn copy() -> tempfile::TempDir {
 }
 
 fn meta_u64(n: &Nexus, key: &str) -> Option<u64> {
-    n.read(|r| r.meta(key))
+    n.read(|r| Ok(r.meta(key)?))
         .expect("meta")
         .and_then(|b| <[u8; 8]>::try_from(b.as_slice()).ok())
         .map(u64::from_le_bytes)

@@ -412,7 +412,7 @@ fn run(ops: Vec<Op>, max_changes: Option<usize>) {
                 if slots.iter().any(|(s, (_, c))| {
                     *s != slot && c.concept_type == rec.concept_type && c.name == rec.name
                 }) || n
-                    .read(|r| r.concept_by_key(&rec.concept_type, &rec.name))
+                    .read(|r| Ok(r.concept_by_key(&rec.concept_type, &rec.name)?))
                     .expect("read")
                     .is_some_and(|id| old.as_ref().is_none_or(|(o, _)| *o != id))
                 {
@@ -501,7 +501,7 @@ fn run(ops: Vec<Op>, max_changes: Option<usize>) {
                     continue;
                 }
                 let (id, rec) = links.remove(usize::from(i) % links.len());
-                n.write(|w| w.delete_prop(id, &rec), false)
+                n.write(|w| Ok(w.delete_prop(id, &rec)?), false)
                     .expect("delete link");
             }
             Op::Failing(slot) | Op::DryRun(slot) => {
@@ -625,7 +625,7 @@ fn a_held_reader_keeps_its_view_through_a_fold_and_pruning_waits_for_it() {
     assert!(kept > 0, "the old reader still needs the folded entries");
     // A later write, removing one of the folded entries' concepts.
     let rec = record(0, 0, &[0, 1]);
-    n.write(|w| w.delete_concept(ids[0], &rec), false)
+    n.write(|w| Ok(w.delete_concept(ids[0], &rec)?), false)
         .expect("delete");
     check(&n, &elems);
     release(&mut held);
@@ -675,7 +675,7 @@ fn concurrent_readers_always_see_whole_commits_while_writers_fold() {
         let old = record((round % 3) as u8, 0, &[(round % 6) as u8, 1, 2]);
         let mut new = old.clone();
         new.name = format!("renamed-{round}");
-        n.write(|w| w.put_concept(id, &new, Some(&old)), false)
+        n.write(|w| Ok(w.put_concept(id, &new, Some(&old))?), false)
             .expect("rename");
         if round % 7 == 0 {
             n.checkpoint().expect("checkpoint");

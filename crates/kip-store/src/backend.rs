@@ -12,8 +12,7 @@
 //! constructor: it is not part of the trait.
 
 use crate::throttle::Throttle;
-use crate::{GraphRead, GraphWrite};
-use kip_lang::KipError;
+use crate::{GraphRead, GraphWrite, StoreError, StoreResult};
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
@@ -21,37 +20,34 @@ use std::time::Duration;
 /// A store the engine reads and writes through [`GraphRead`] and [`GraphWrite`].
 pub trait Backend: Send + Sync + std::fmt::Debug {
     /// Runs `f` on a consistent snapshot.
-    fn read_with(
-        &self,
-        f: &mut dyn FnMut(&dyn GraphRead) -> Result<(), KipError>,
-    ) -> Result<(), KipError>;
+    fn read_with(&self, f: &mut dyn FnMut(&dyn GraphRead) -> StoreResult<()>) -> StoreResult<()>;
 
     /// Runs `f` in one write transaction: commits when it returns `Ok(true)` (durable
     /// when this returns), aborts when it returns `Ok(false)` or fails.
     fn write_with(
         &self,
-        f: &mut dyn FnMut(&mut dyn GraphWrite) -> Result<bool, KipError>,
-    ) -> Result<(), KipError>;
+        f: &mut dyn FnMut(&mut dyn GraphWrite) -> StoreResult<bool>,
+    ) -> StoreResult<()>;
 
     /// Makes everything committed durable in the main storage and empties whatever log
     /// the backend keeps (a no-op for a backend without one).
-    fn checkpoint(&self) -> Result<(), KipError>;
+    fn checkpoint(&self) -> StoreResult<()>;
 
     /// Checkpoints when the backend's log has waited long enough and no write is under
     /// way; returns whether it did. `None` from [`Backend::checkpoint_interval`] means
     /// there is nothing to do.
-    fn checkpoint_if_due(&self) -> Result<bool, KipError>;
+    fn checkpoint_if_due(&self) -> StoreResult<bool>;
 
     /// How often an idle process should call [`Backend::checkpoint_if_due`] (`None`: the
     /// backend keeps no log of its own).
     fn checkpoint_interval(&self) -> Option<Duration>;
 
     /// Rebuilds the text index from the records, in one transaction.
-    fn reindex(&self, progress: &mut dyn FnMut(u64, u64)) -> Result<(), KipError>;
+    fn reindex(&self, progress: &mut dyn FnMut(u64, u64)) -> StoreResult<()>;
 
     /// The backend's own integrity check (its log, its files); the graph's invariants
     /// are checked by the engine over [`GraphRead`].
-    fn check_storage(&self) -> Result<Vec<String>, KipError>;
+    fn check_storage(&self) -> StoreResult<Vec<String>>;
 
     /// The data directory, for a backend on local files.
     fn path(&self) -> Option<&Path>;
@@ -76,47 +72,60 @@ pub trait Backend: Send + Sync + std::fmt::Debug {
 }
 
 impl dyn Backend {
-    /// [`Backend::read_with`] returning what `f` returns.
-    pub fn read<T>(
+    /// [`Backend::read_with`] returning what `f` returns. `f` may fail with its own
+    /// error type (the engine's `KipError`), which is returned unchanged; a storage
+    /// failure is converted into it.
+    pub fn read<T, E: From<StoreError>>(
         &self,
-        f: impl FnOnce(&dyn GraphRead) -> Result<T, KipError>,
-    ) -> Result<T, KipError> {
+        f: impl FnOnce(&dyn GraphRead) -> Result<T, E>,
+    ) -> Result<T, E> {
         let mut f = Some(f);
         let mut out = None;
         self.read_with(&mut |r| {
             if let Some(f) = f.take() {
-                out = Some(f(r)?);
+                out = Some(f(r));
             }
             Ok(())
         })?;
-        out.ok_or_else(|| KipError::internal("the storage backend did not run the read"))
+        out.unwrap_or_else(|| {
+            Err(StoreError::Other("the storage backend did not run the read".into()).into())
+        })
     }
 
     /// [`Backend::write_with`] returning what `f` returns: commits on `Ok` unless
-    /// `dry_run`, aborts on an error.
-    pub fn write<T>(
+    /// `dry_run`, aborts on an error (returned unchanged, as for [`read`](Self::read)).
+    pub fn write<T, E: From<StoreError>>(
         &self,
-        f: impl FnOnce(&mut dyn GraphWrite) -> Result<T, KipError>,
+        f: impl FnOnce(&mut dyn GraphWrite) -> Result<T, E>,
         dry_run: bool,
-    ) -> Result<T, KipError> {
+    ) -> Result<T, E> {
         self.write_keep(|w| f(w).map(|v| (v, !dry_run)))
     }
 
     /// [`Backend::write_with`] where `f` decides: `(value, true)` commits,
-    /// `(value, false)` aborts.
-    pub fn write_keep<T>(
+    /// `(value, false)` aborts; an error aborts and is returned unchanged.
+    pub fn write_keep<T, E: From<StoreError>>(
         &self,
-        f: impl FnOnce(&mut dyn GraphWrite) -> Result<(T, bool), KipError>,
-    ) -> Result<T, KipError> {
+        f: impl FnOnce(&mut dyn GraphWrite) -> Result<(T, bool), E>,
+    ) -> Result<T, E> {
         let mut f = Some(f);
         let mut out = None;
         self.write_with(&mut |w| {
             let Some(f) = f.take() else { return Ok(false) };
-            let (v, keep) = f(w)?;
-            out = Some(v);
-            Ok(keep)
+            match f(w) {
+                Ok((v, keep)) => {
+                    out = Some(Ok(v));
+                    Ok(keep)
+                }
+                Err(e) => {
+                    out = Some(Err(e));
+                    Ok(false)
+                }
+            }
         })?;
-        out.ok_or_else(|| KipError::internal("the storage backend did not run the write"))
+        out.unwrap_or_else(|| {
+            Err(StoreError::Other("the storage backend did not run the write".into()).into())
+        })
     }
 }
 
@@ -141,8 +150,7 @@ pub fn start_idle_checkpoints(backend: &Arc<dyn Backend>) -> std::io::Result<()>
                         if let Some(suppressed) = WARN.allow() {
                             tracing::warn!(
                                 suppressed,
-                                "idle checkpoint failed ({}); the write-ahead log keeps every write and the checkpoint is retried",
-                                e.message
+                                "idle checkpoint failed ({e}); the write-ahead log keeps every write and the checkpoint is retried"
                             );
                         }
                     }

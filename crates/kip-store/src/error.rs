@@ -34,6 +34,19 @@ pub enum StoreError {
     Conflict(String),
     /// Anything else the database reported.
     Other(String),
+    /// The write-ahead log could not be written: the write failed, and every later
+    /// write is refused until the store is reopened (which checks and replays the log).
+    LogFailed {
+        /// What went wrong with the log.
+        cause: Box<StoreError>,
+        /// False for the write whose append failed, true for a later write refused
+        /// because of that failure.
+        earlier: bool,
+    },
+    /// The caller's own error, raised by code it ran inside a storage operation (a scan
+    /// visitor, the body of a read or a write): passed back unchanged, so a query limit
+    /// reached inside a scan is still that limit's error, not a storage failure.
+    Caller(Box<KipError>),
 }
 
 /// True for the errors that mean "the disk is full": ENOSPC, EDQUOT, EFBIG.
@@ -57,7 +70,11 @@ impl StoreError {
 
     /// True when the device is full.
     pub fn is_full(&self) -> bool {
-        matches!(self, StoreError::Full { .. })
+        match self {
+            StoreError::Full { .. } => true,
+            StoreError::LogFailed { cause, .. } => cause.is_full(),
+            _ => false,
+        }
     }
 }
 
@@ -87,6 +104,21 @@ impl fmt::Display for StoreError {
             StoreError::Locked(m) => write!(f, "{m}"),
             StoreError::Conflict(m) => write!(f, "a concurrent use of the database: {m}"),
             StoreError::Other(m) => write!(f, "{m}"),
+            StoreError::LogFailed {
+                cause,
+                earlier: false,
+            } => write!(
+                f,
+                "{cause}; writes are refused until kip-nexus restarts (reads still work)"
+            ),
+            StoreError::LogFailed {
+                cause,
+                earlier: true,
+            } => write!(
+                f,
+                "writes are refused since the write-ahead log failed ({cause})"
+            ),
+            StoreError::Caller(e) => write!(f, "{e}"),
         }
     }
 }
@@ -95,6 +127,7 @@ impl std::error::Error for StoreError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
             StoreError::Full { source, .. } | StoreError::Io { source, .. } => Some(source),
+            StoreError::LogFailed { cause, .. } => Some(&**cause),
             _ => None,
         }
     }
@@ -103,6 +136,12 @@ impl std::error::Error for StoreError {
 impl From<StoreError> for KipError {
     fn from(e: StoreError) -> KipError {
         let hint = match &e {
+            StoreError::Caller(_) => {
+                let StoreError::Caller(inner) = e else {
+                    unreachable!("matched just above")
+                };
+                return *inner;
+            }
             StoreError::Full { .. } => {
                 "free space on that file system (df -h), then retry: the command was not applied, and nothing acknowledged was lost"
             }
@@ -118,12 +157,24 @@ impl From<StoreError> for KipError {
             StoreError::Locked(_) => {
                 "stop the other process, or use `kip serve`/`kip exec`, which share a directory"
             }
+            StoreError::LogFailed { cause, .. } if cause.is_full() => {
+                "free space on that file system (df -h), then restart kip-nexus: the log is checked and replayed on open; nothing acknowledged was lost, and reads still work"
+            }
+            StoreError::LogFailed { .. } => {
+                "restart kip-nexus: the log is checked and replayed on open; nothing acknowledged was lost, and reads still work"
+            }
             StoreError::Conflict(_) => "the command was not applied; retry it",
             StoreError::Other(_) => {
                 "the command was not applied; retry, and report the error if it persists"
             }
         };
         KipError::internal(format!("storage error: {e}")).with_hint(hint)
+    }
+}
+
+impl From<KipError> for StoreError {
+    fn from(e: KipError) -> Self {
+        StoreError::Caller(Box::new(e))
     }
 }
 

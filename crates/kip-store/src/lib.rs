@@ -56,7 +56,6 @@ pub(crate) use tables::WAL_SEQ;
 pub use tables::{Finished, ReadTables, Sealed, WriteTables};
 
 pub use error::StoreError;
-use kip_lang::KipError;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
@@ -100,13 +99,16 @@ impl Stat<'_> {
 /// The predicate whose links define domain membership (counted per domain in `stats`).
 pub const DOMAIN_PREDICATE: &str = "belongs_to_domain";
 
-/// Errors from the storage layer, as KIP errors (`KIP_4003`).
-pub fn storage_error(e: impl Into<StoreError>) -> KipError {
-    KipError::from(e.into())
+/// Classifies an error of the database (or of I/O, or of record encoding) as a
+/// [`StoreError`]: `.map_err(storage_error)` at every call into redb.
+pub fn storage_error(e: impl Into<StoreError>) -> StoreError {
+    e.into()
 }
 
-/// The result type of storage operations.
-pub type StoreResult<T> = Result<T, KipError>;
+/// The result type of storage operations: a typed [`StoreError`], turned into a KIP
+/// error (`KIP_4003` with a precise message and hint) only where the engine's `?`
+/// meets it ([`From<StoreError> for KipError`](StoreError)).
+pub type StoreResult<T> = Result<T, StoreError>;
 
 const PROP_BIT: u64 = 1 << 63;
 

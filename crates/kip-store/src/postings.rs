@@ -147,7 +147,7 @@ impl Iterator for BlockPostings<'_> {
             self.block.clear();
             self.next = 0;
             if let Err(e) = decode_block(first, value.value(), &mut self.block) {
-                return Some(Err(e.message));
+                return Some(Err(e.to_string()));
             }
         }
     }

@@ -34,7 +34,6 @@
 //! (about 130 us instead of 170 us per write on the project's VM).
 
 use super::{storage_error, StoreError, StoreResult};
-use kip_lang::KipError;
 use std::fs::File;
 use std::io::{Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
@@ -294,12 +293,10 @@ impl Wal {
     /// was (the record is not part of the log).
     pub fn append(&mut self, seq: u64, payload: &[u8]) -> StoreResult<()> {
         if let Some(why) = &self.failed {
-            return Err(storage_error(format!(
-                "writes are refused since the write-ahead log failed ({why})"
-            ))
-            .with_hint(
-                "restart kip-nexus: the log is checked and replayed on open; reads still work",
-            ));
+            return Err(StoreError::LogFailed {
+                cause: Box::new(StoreError::Other(why.clone())),
+                earlier: true,
+            });
         }
         let len = u32::try_from(payload.len())
             .map_err(|_| storage_error("a write-ahead log record over 4 GiB"))?;
@@ -338,14 +335,11 @@ impl Wal {
             }
             Err(e) => {
                 let _ = self.cut_back(start);
-                self.failed = Some(e.to_string());
-                let e = KipError::from(StoreError::io(Some(&self.path), e));
-                Err(KipError {
-                    message: format!(
-                        "{}; writes are refused until kip-nexus restarts (reads still work)",
-                        e.message
-                    ),
-                    ..e
+                let cause = StoreError::io(Some(&self.path), e);
+                self.failed = Some(cause.to_string());
+                Err(StoreError::LogFailed {
+                    cause: Box::new(cause),
+                    earlier: false,
                 })
             }
         }
@@ -515,9 +509,13 @@ mod tests {
             ..wal
         };
         let e = wal.append(1, b"x").expect_err("write fails");
-        assert!(e.message.contains("refused until"), "{}", e.message);
+        assert!(
+            matches!(&e, StoreError::LogFailed { cause, earlier: false } if matches!(**cause, StoreError::Io { .. })),
+            "{e:?}"
+        );
+        assert!(e.to_string().contains("refused until"), "{e}");
         assert_eq!(wal.len(), 0);
-        let e = wal.append(1, b"x").expect_err("refused");
+        let e = kip_lang::KipError::from(wal.append(1, b"x").expect_err("refused"));
         assert!(e.message.contains("writes are refused"), "{}", e.message);
         assert!(e.hint.as_deref().unwrap_or("").contains("restart"));
     }

@@ -85,7 +85,7 @@ impl Ctx<'_> {
     /// `{type, name}` -> id (write transactions cache these across statements, so a
     /// capsule naming the same endpoints again does not go back to the store).
     fn lookup_key(&mut self, t: &str, n: &str) -> Result<Option<u64>, KipError> {
-        self.w.graph().concept_by_key(t, n)
+        Ok(self.w.graph().concept_by_key(t, n)?)
     }
 
     fn handle(&self, v: &Variable) -> Result<ElemRef, KipError> {

@@ -8,7 +8,7 @@ use super::plan::{
     ConceptMatch, ConceptStep, EndpointC, Group, PredC, PropKind, PropStep, Step, Vars,
 };
 use super::QueryLimits;
-use crate::store::{ConceptRecord, ElemRef, GraphRead, PropRecord};
+use crate::store::{ConceptRecord, ElemRef, GraphRead, PropRecord, StoreResult};
 use kip_lang::{ErrorCode, KipError};
 use std::cell::{Cell, RefCell};
 use std::collections::{HashMap, HashSet};
@@ -266,7 +266,7 @@ pub fn scan_matcher_from(
     f: &mut dyn FnMut(u64) -> Result<More, KipError>,
 ) -> Result<More, KipError> {
     let mut more = true;
-    let mut check = |n: u64| -> Result<More, KipError> {
+    let mut check = |n: u64| -> StoreResult<More> {
         // Passing over an index entry below the cursor is not counted as work: a page
         // deep in a result costs what the first one does.
         if n < start {
@@ -605,7 +605,7 @@ fn scan_side(
     f: &mut dyn FnMut(&str, ElemRef, u64) -> Result<More, KipError>,
 ) -> Result<More, KipError> {
     let more = Cell::new(true);
-    let mut cb = |p: &str, v: ElemRef, id: u64| -> Result<More, KipError> {
+    let mut cb = |p: &str, v: ElemRef, id: u64| -> StoreResult<More> {
         let m = f(p, v, id)?;
         more.set(m);
         Ok(m)
@@ -659,7 +659,7 @@ fn reach(
         let mut next_set = HashSet::new();
         for node in &frontier {
             for n in names {
-                let mut cb = |_: &str, v: ElemRef, _: u64| -> Result<More, KipError> {
+                let mut cb = |_: &str, v: ElemRef, _: u64| -> StoreResult<More> {
                     ctx.tick()?;
                     if next_set.insert(v) {
                         next.push(v);

@@ -107,7 +107,7 @@ fn not_found_entity(name: &str) -> KipError {
 }
 
 fn unsorted(g: &dyn GraphRead) -> Result<Option<u64>, KipError> {
-    g.concept_by_key("Domain", "Unsorted")
+    Ok(g.concept_by_key("Domain", "Unsorted")?)
 }
 
 fn system_meta() -> Map<String, Value> {

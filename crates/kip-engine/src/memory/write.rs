@@ -215,11 +215,11 @@ fn find_relation(g: &dyn GraphRead, r: &RelationInput) -> Result<Option<u64>, Ki
     let (Some((s, _)), Some((o, _))) = (find_entity(g, &r.from)?, find_entity(g, &r.to)?) else {
         return Ok(None);
     };
-    g.prop_by_spo(
+    Ok(g.prop_by_spo(
         ElemRef::Concept(s),
         &predicate_name(&r.relation_type),
         ElemRef::Concept(o),
-    )
+    )?)
 }
 
 /// `delete_relations`: deletes the listed relations; reports the ones that did not exist.

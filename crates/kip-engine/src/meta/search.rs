@@ -80,7 +80,8 @@ fn concept_scores(
                         ErrorCode::ResourceExhausted,
                         "the search matched too many index entries",
                     )
-                    .with_hint("use a longer or more specific search term, or WITH TYPE"));
+                    .with_hint("use a longer or more specific search term, or WITH TYPE")
+                    .into());
                 }
                 let Some(last) = groups.last_mut() else {
                     return Ok(false);

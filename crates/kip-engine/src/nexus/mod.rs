@@ -131,7 +131,11 @@ fn bootstrap(w: &mut dyn GraphWrite) -> Result<(), KipError> {
                 .map_err(|e| KipError::internal(format!("bootstrap capsule {name} failed: {e}")))?;
         }
     }
-    crate::store::GraphWrite::set_meta(w, BOOTSTRAPPED_KEY, b"1")
+    Ok(crate::store::GraphWrite::set_meta(
+        w,
+        BOOTSTRAPPED_KEY,
+        b"1",
+    )?)
 }
 
 impl Nexus {
@@ -231,13 +235,13 @@ impl Nexus {
 
     /// Makes every commit durable in the database file and empties the write-ahead log.
     pub fn checkpoint(&self) -> Result<(), KipError> {
-        self.store.checkpoint()
+        Ok(self.store.checkpoint()?)
     }
 
     /// Checkpoints when the log's oldest record is older than the checkpoint age and no
     /// write is under way. Returns whether a checkpoint ran.
     pub fn checkpoint_if_due(&self) -> Result<bool, KipError> {
-        self.store.checkpoint_if_due()
+        Ok(self.store.checkpoint_if_due()?)
     }
 
     /// Starts the thread that checkpoints the log of an idle nexus within the
@@ -594,7 +598,7 @@ impl Nexus {
 
     /// Rebuilds the text index from the graph in one transaction; `progress(done, total)`.
     pub fn reindex(&self, progress: &mut dyn FnMut(u64, u64)) -> Result<(), KipError> {
-        self.store.reindex(progress)
+        Ok(self.store.reindex(progress)?)
     }
 
     /// The whole graph as a KIP capsule that re-imports to the same graph.
@@ -667,7 +671,7 @@ impl Nexus {
 
     /// Number of concepts and propositions.
     pub fn totals(&self) -> Result<(u64, u64), KipError> {
-        self.read(|r| r.totals())
+        self.read(|r| Ok(r.totals()?))
     }
 }
 

@@ -20,10 +20,9 @@
 use crate::throttle::Throttle;
 use crate::wal::Wal;
 use crate::{
-    meta_u64, storage_error, Finished, GraphWrite, Overlay, ReadTables, Sealed, WriteTables,
-    FORMAT_VERSION, WAL_SEQ,
+    meta_u64, storage_error, Finished, GraphWrite, Overlay, ReadTables, Sealed, StoreError,
+    StoreResult, WriteTables, FORMAT_VERSION, WAL_SEQ,
 };
-use kip_lang::KipError;
 use redb::{Database, Durability, ReadableDatabase, WriteTransaction};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -119,9 +118,9 @@ impl Store {
     /// `Err`, so a failed statement leaves nothing behind. Durable on return.
     pub fn write<T>(
         &self,
-        f: impl FnOnce(&mut WriteTables<'_>) -> Result<T, KipError>,
+        f: impl FnOnce(&mut WriteTables<'_>) -> StoreResult<T>,
         dry_run: bool,
-    ) -> Result<T, KipError> {
+    ) -> StoreResult<T> {
         self.write_with(|w| f(w).map(|v| (v, !dry_run)))
     }
 
@@ -129,8 +128,8 @@ impl Store {
     /// on return), aborts when it returns `(value, false)` or fails.
     pub fn write_with<T>(
         &self,
-        f: impl FnOnce(&mut WriteTables<'_>) -> Result<(T, bool), KipError>,
-    ) -> Result<T, KipError> {
+        f: impl FnOnce(&mut WriteTables<'_>) -> StoreResult<(T, bool)>,
+    ) -> StoreResult<T> {
         let _gate = lock(&self.gate);
         let txn = self.db.begin_write().map_err(storage_error)?;
         let out = {
@@ -155,7 +154,7 @@ impl Store {
     }
 
     /// Rebuilds the text index from the graph in one transaction; `progress(done, total)`.
-    pub fn reindex(&self, progress: &mut dyn FnMut(u64, u64)) -> Result<(), KipError> {
+    pub fn reindex(&self, progress: &mut dyn FnMut(u64, u64)) -> StoreResult<()> {
         self.write(
             |w| {
                 w.rebuild_text_index(progress)?;
@@ -173,7 +172,7 @@ impl Store {
     /// transaction sealed a log record, else with a redb durable commit (which is also a
     /// checkpoint: it persists every earlier commit, so the log is emptied). The
     /// transaction's index changes are published into the overlay with the commit.
-    fn commit(&self, txn: WriteTransaction, finished: Finished) -> Result<(), KipError> {
+    fn commit(&self, txn: WriteTransaction, finished: Finished) -> StoreResult<()> {
         let Finished {
             sealed,
             changes,
@@ -194,8 +193,7 @@ impl Store {
                     if let Some(suppressed) = WARN.allow() {
                         tracing::warn!(
                             suppressed,
-                            "folding the overlay failed ({}); retried later",
-                            e.message
+                            "folding the overlay failed ({e}); retried later"
                         );
                     }
                 }
@@ -222,7 +220,7 @@ impl Store {
                 // Committed and durable: a log that cannot be emptied now only holds
                 // records the next open skips, so this is not the write's failure.
                 if let Err(e) = wal.reset() {
-                    tracing::warn!("cannot empty the write-ahead log: {}", e.message);
+                    tracing::warn!("cannot empty the write-ahead log: {e}");
                 }
                 Ok(())
             }
@@ -241,9 +239,8 @@ impl Store {
                 if let Err(e) = committed {
                     // The record must not outlive a transaction that did not commit.
                     log.cut_back(start).map_err(|t| {
-                        KipError::internal(format!(
-                            "commit failed ({}) and the write-ahead log could not be cut back ({}): restart kip-nexus",
-                            e.message, t.message
+                        StoreError::Other(format!(
+                            "commit failed ({e}) and the write-ahead log could not be cut back ({t}): restart kip-nexus"
                         ))
                     })?;
                     return Err(e);
@@ -259,8 +256,7 @@ impl Store {
                         if let Some(suppressed) = WARN.allow() {
                             tracing::warn!(
                                 suppressed,
-                                "checkpoint failed ({}); the write itself is committed and in the write-ahead log. If the database file could not be written, further writes are refused until kip-nexus restarts (the log is replayed then); otherwise the checkpoint is retried at later writes (repeats of this warning are counted, logged at most every 30 s)",
-                                e.message
+                                "checkpoint failed ({e}); the write itself is committed and in the write-ahead log. If the database file could not be written, further writes are refused until kip-nexus restarts (the log is replayed then); otherwise the checkpoint is retried at later writes (repeats of this warning are counted, logged at most every 30 s)"
                             );
                         }
                     }
@@ -290,7 +286,7 @@ impl Store {
     /// Checkpoints when the log's oldest record is older than the checkpoint age and no
     /// write is under way (a writer checks the age itself when it commits). Returns
     /// whether a checkpoint ran.
-    pub fn checkpoint_if_due(&self) -> Result<bool, KipError> {
+    pub fn checkpoint_if_due(&self) -> StoreResult<bool> {
         let Some(wal) = &self.wal else {
             return Ok(false);
         };
@@ -306,13 +302,13 @@ impl Store {
 
     /// Makes every commit durable in the database file (folding the overlay into the
     /// tables in the same commit) and empties the write-ahead log.
-    pub fn checkpoint(&self) -> Result<(), KipError> {
+    pub fn checkpoint(&self) -> StoreResult<()> {
         let _gate = lock(&self.gate);
         self.checkpoint_gated()
     }
 
     /// [`Store::checkpoint`] for a caller holding the write gate.
-    fn checkpoint_gated(&self) -> Result<(), KipError> {
+    fn checkpoint_gated(&self) -> StoreResult<()> {
         let txn = self.db.begin_write().map_err(storage_error)?;
         let mut wal = self.wal.as_ref().map(lock);
         if wal.as_ref().is_none_or(|w| w.is_empty()) && self.overlay.unfolded() == 0 {
@@ -355,7 +351,7 @@ impl Store {
     /// The write-ahead log on disk against what this store has written to it: every
     /// record since the last checkpoint must read back whole, and no damaged record
     /// may hide newer ones.
-    pub fn check_log(&self) -> Result<Vec<String>, KipError> {
+    pub fn check_log(&self) -> StoreResult<Vec<String>> {
         let Some(wal) = &self.wal else {
             return Ok(Vec::new());
         };
@@ -363,9 +359,7 @@ impl Store {
         let _gate = lock(&self.gate);
         let mut wal = lock(wal);
         let written = wal.len();
-        let (records, damage) = wal.read_back().map_err(|e| {
-            KipError::internal(format!("cannot read the write-ahead log: {}", e.message))
-        })?;
+        let (records, damage) = wal.read_back()?;
         drop(wal);
         let mut problems = Vec::new();
         if damage.offset < written {
@@ -388,10 +382,7 @@ impl Store {
     }
 
     /// Runs `f` on a consistent read snapshot.
-    pub fn read<T>(
-        &self,
-        f: impl FnOnce(&ReadTables) -> Result<T, KipError>,
-    ) -> Result<T, KipError> {
+    pub fn read<T>(&self, f: impl FnOnce(&ReadTables) -> StoreResult<T>) -> StoreResult<T> {
         // The token first, then the snapshot (see `store/overlay.rs`).
         let token = self.overlay.reader_token();
         let txn = self.db.begin_read().map_err(storage_error)?;
@@ -405,8 +396,7 @@ impl Drop for Store {
     fn drop(&mut self) {
         if let Err(e) = self.checkpoint() {
             tracing::warn!(
-                "checkpoint on close failed ({}); the write-ahead log is replayed on the next open",
-                e.message
+                "checkpoint on close failed ({e}); the write-ahead log is replayed on the next open"
             );
         }
     }
@@ -421,23 +411,23 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 impl crate::backend::Backend for Store {
     fn read_with(
         &self,
-        f: &mut dyn FnMut(&dyn crate::GraphRead) -> Result<(), KipError>,
-    ) -> Result<(), KipError> {
+        f: &mut dyn FnMut(&dyn crate::GraphRead) -> StoreResult<()>,
+    ) -> StoreResult<()> {
         self.read(|r| f(r))
     }
 
     fn write_with(
         &self,
-        f: &mut dyn FnMut(&mut dyn GraphWrite) -> Result<bool, KipError>,
-    ) -> Result<(), KipError> {
+        f: &mut dyn FnMut(&mut dyn GraphWrite) -> StoreResult<bool>,
+    ) -> StoreResult<()> {
         Store::write_with(self, |w| f(w).map(|keep| ((), keep)))
     }
 
-    fn checkpoint(&self) -> Result<(), KipError> {
+    fn checkpoint(&self) -> StoreResult<()> {
         Store::checkpoint(self)
     }
 
-    fn checkpoint_if_due(&self) -> Result<bool, KipError> {
+    fn checkpoint_if_due(&self) -> StoreResult<bool> {
         Store::checkpoint_if_due(self)
     }
 
@@ -450,11 +440,11 @@ impl crate::backend::Backend for Store {
         })
     }
 
-    fn reindex(&self, progress: &mut dyn FnMut(u64, u64)) -> Result<(), KipError> {
+    fn reindex(&self, progress: &mut dyn FnMut(u64, u64)) -> StoreResult<()> {
         Store::reindex(self, progress)
     }
 
-    fn check_storage(&self) -> Result<Vec<String>, KipError> {
+    fn check_storage(&self) -> StoreResult<Vec<String>> {
         self.check_log()
     }
 

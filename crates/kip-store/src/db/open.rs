@@ -3,6 +3,7 @@
 //! text index (re)build and the engine's `init`, all in one durable transaction.
 
 use super::*;
+use kip_lang::KipError;
 
 /// How [`Store::open`] treats a damaged write-ahead log.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -334,7 +335,7 @@ impl Store {
                 // The records past the damage must never be read again.
                 wal.wipe()?;
             } else if let Err(e) = wal.reset() {
-                tracing::warn!("cannot empty the write-ahead log: {}", e.message);
+                tracing::warn!("cannot empty the write-ahead log: {e}");
             }
             store.wal = Some(Mutex::new(wal));
         }
@@ -359,8 +360,8 @@ fn replay(w: &mut WriteTables<'_>, records: &[crate::wal::Record]) -> Result<(),
         }
         w.apply_log(&rec.payload).map_err(|e| {
             KipError::internal(format!(
-                "write-ahead log record {} cannot be applied: {}",
-                rec.seq, e.message
+                "write-ahead log record {} cannot be applied: {e}",
+                rec.seq
             ))
             .with_hint("nexus.wal is damaged: restore the data directory from a backup, or move nexus.wal away to open the database as of its last checkpoint (the writes logged after it are then lost)")
         })?;
