@@ -23,12 +23,21 @@ use std::io::Write;
 /// Blocks per UPSERT statement in an export.
 pub const BLOCKS_PER_UPSERT: usize = 500;
 
-fn q(s: &str) -> String {
+pub(crate) fn q(s: &str) -> String {
     serde_json::to_string(s).unwrap_or_else(|_| "\"\"".into())
 }
 
-fn obj(m: &Map<String, Value>) -> String {
+pub(crate) fn obj(m: &Map<String, Value>) -> String {
     serde_json::to_string(m).unwrap_or_else(|_| "{}".into())
+}
+
+/// Metadata without the engine's reserved `_` keys, which are never exported (they
+/// are the engine's own bookkeeping, and an import refuses them).
+pub fn exportable(m: &Map<String, Value>) -> Map<String, Value> {
+    m.iter()
+        .filter(|(k, _)| !crate::kml::primitives::is_reserved(k))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect()
 }
 
 /// Renders the whole graph as a capsule.
@@ -134,8 +143,9 @@ pub fn export_capsule_to(g: &dyn GraphRead, out: &mut dyn Write) -> Result<(), K
             block.push_str(&format!("    SET ATTRIBUTES {}\n", obj(&c.attributes)));
         }
         block.push_str("  }");
-        if !c.metadata.is_empty() {
-            block.push_str(&format!(" WITH METADATA {}", obj(&c.metadata)));
+        let meta = exportable(&c.metadata);
+        if !meta.is_empty() {
+            block.push_str(&format!(" WITH METADATA {}", obj(&meta)));
         }
         emit(out, &mut in_statement, &block)?;
         if in_statement == BLOCKS_PER_UPSERT {
@@ -149,8 +159,9 @@ pub fn export_capsule_to(g: &dyn GraphRead, out: &mut dyn Write) -> Result<(), K
             block.push_str(&format!("    SET ATTRIBUTES {}\n", obj(&p.attributes)));
         }
         block.push_str("  }");
-        if !p.metadata.is_empty() {
-            block.push_str(&format!(" WITH METADATA {}", obj(&p.metadata)));
+        let meta = exportable(&p.metadata);
+        if !meta.is_empty() {
+            block.push_str(&format!(" WITH METADATA {}", obj(&meta)));
         }
     };
     for (text, n) in &links {

@@ -14,6 +14,13 @@ fn concept(n: &Nexus, ty: &str, name: &str) -> Value {
     r["result"][0].clone()
 }
 
+/// Metadata without the engine's reserved `_` keys (`_version`, `_updated_at`).
+fn authored(meta: &Value) -> Value {
+    let mut m = meta.as_object().cloned().unwrap_or_default();
+    m.retain(|k, _| !k.starts_with('_'));
+    Value::Object(m)
+}
+
 fn links(n: &Nexus, pred: &str) -> Value {
     run_with(n, "FIND(?l) WHERE { ?l (?s, :p, ?o) }", json!({"p": pred}))["result"].clone()
 }
@@ -232,7 +239,7 @@ fn with_metadata_is_a_shallow_merge() {
         r#"UPSERT { CONCEPT ?a { {type: "Drug", name: "A"} } } WITH METADATA { confidence: 0.8, author: "me" }"#,
     );
     assert_eq!(
-        concept(&n, "Drug", "A")["metadata"],
+        authored(&concept(&n, "Drug", "A")["metadata"]),
         json!({"source": "s1", "confidence": 0.8, "author": "me"})
     );
 }
@@ -251,16 +258,16 @@ fn metadata_precedence_statement_block_entry_with_null_override() {
         } WITH METADATA { source: "stmt", confidence: 0.9, author: "x" }"#,
     );
     assert_eq!(
-        concept(&n, "Symptom", "H")["metadata"],
+        authored(&concept(&n, "Symptom", "H")["metadata"]),
         json!({"source": "stmt", "confidence": 0.9, "author": "x"})
     );
     assert_eq!(
-        concept(&n, "Drug", "A")["metadata"],
+        authored(&concept(&n, "Drug", "A")["metadata"]),
         json!({"source": "block", "confidence": null, "author": "x", "block": true})
     );
     let l = links(&n, "treats");
     assert_eq!(
-        l[0]["metadata"],
+        authored(&l[0]["metadata"]),
         json!({"source": "block", "confidence": 0.2, "author": "x", "block": true, "entry": true})
     );
 }

@@ -19,6 +19,12 @@ pub enum Command {
     Upsert(Upsert),
     /// A KML `DELETE` statement.
     Delete(Delete),
+    /// A KML `UPDATE` statement (RC9+).
+    Update(Update),
+    /// A KML `MERGE CONCEPT` statement (RC9+).
+    Merge(Merge),
+    /// A META `EXPORT` command (RC9+).
+    Export(Export),
     /// A META `DESCRIBE` command.
     Describe(Describe),
     /// A META `SEARCH` command.
@@ -30,9 +36,9 @@ pub enum Command {
 pub enum CommandKind {
     /// KQL (`FIND`).
     Kql,
-    /// KML (`UPSERT`, `DELETE`).
+    /// KML (`UPSERT`, `UPDATE`, `MERGE`, `DELETE`).
     Kml,
-    /// META (`DESCRIBE`, `SEARCH`).
+    /// META (`DESCRIBE`, `SEARCH`, `EXPORT`).
     Meta,
 }
 
@@ -41,12 +47,15 @@ impl Command {
     pub fn kind(&self) -> CommandKind {
         match self {
             Command::Find(_) => CommandKind::Kql,
-            Command::Upsert(_) | Command::Delete(_) => CommandKind::Kml,
-            Command::Describe(_) | Command::Search(_) => CommandKind::Meta,
+            Command::Upsert(_) | Command::Delete(_) | Command::Update(_) | Command::Merge(_) => {
+                CommandKind::Kml
+            }
+            Command::Describe(_) | Command::Search(_) | Command::Export(_) => CommandKind::Meta,
         }
     }
 
-    /// True for commands that may change the graph (`UPSERT`, `DELETE`).
+    /// True for commands that may change the graph (`UPSERT`, `UPDATE`, `MERGE`,
+    /// `DELETE`).
     pub fn is_write(&self) -> bool {
         self.kind() == CommandKind::Kml
     }
@@ -57,6 +66,9 @@ impl Command {
             Command::Find(q) => q.span,
             Command::Upsert(u) => u.span,
             Command::Delete(d) => d.span,
+            Command::Update(u) => u.span,
+            Command::Merge(m) => m.span,
+            Command::Export(e) => e.span,
             Command::Describe(d) => d.span,
             Command::Search(s) => s.span,
         }
@@ -651,6 +663,9 @@ pub struct ConceptBlock {
     pub handle: Option<Variable>,
     /// `{type, name}` (match-or-create) or `{id}` (match-only).
     pub identity: ConceptMatcher,
+    /// `EXPECT VERSION n` (RC9+): the block runs only if the concept's `_version` is
+    /// `n`; `0` means it must not exist yet.
+    pub expect_version: Option<Slot<u64>>,
     /// `SET ATTRIBUTES`.
     pub set_attributes: Option<ObjectExpr>,
     /// `SET PROPOSITIONS` entries (`None` when the clause is absent).
@@ -681,6 +696,8 @@ pub struct PropositionBlock {
     pub handle: Option<Variable>,
     /// The identity: a triple (match-or-create) or an id (match-only). Its `var` is `None`.
     pub identity: PropositionPattern,
+    /// `EXPECT VERSION n` (RC9+), as for concept blocks.
+    pub expect_version: Option<Slot<u64>>,
     /// `SET ATTRIBUTES`.
     pub set_attributes: Option<ObjectExpr>,
     /// Block-level `WITH METADATA`.
@@ -741,9 +758,128 @@ impl DeleteTarget {
     }
 }
 
+/// `UPDATE ?target SET ATTRIBUTES {...} SET METADATA {...} WHERE {...} [LIMIT n]` (RC9+):
+/// pattern-matched bulk mutation of existing elements; never creates.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Update {
+    /// The variable whose elements are updated.
+    pub target: Variable,
+    /// `SET ATTRIBUTES` (at least one of the two is present).
+    pub set_attributes: Option<UpdateObject>,
+    /// `SET METADATA`.
+    pub set_metadata: Option<UpdateObject>,
+    /// The `WHERE` body that binds the target.
+    pub where_clauses: Vec<WhereClause>,
+    /// `LIMIT`: at most this many elements are updated.
+    pub limit: Option<Slot<u64>>,
+    /// Where it is.
+    pub span: Span,
+}
+
+/// The object of an `UPDATE`'s `SET ATTRIBUTES` / `SET METADATA`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct UpdateObject {
+    /// Entries in written order.
+    pub entries: Vec<(String, UpdateValue)>,
+    /// Where it is, braces included.
+    pub span: Span,
+}
+
+/// A value position of `UPDATE`: a JSON value or an update expression.
+#[derive(Debug, Clone, PartialEq)]
+pub enum UpdateValue {
+    /// A JSON value (literal or placeholder). As an operand, a number or a placeholder.
+    Value(ValueExpr),
+    /// `?target.attributes.key` / `?target.metadata.key`: only as an operand.
+    Path(DotPath),
+    /// `ADD(a, b)`, `MUL(a, b)`, `CLAMP(x, lo, hi)`, `COALESCE(x, default)`.
+    Call {
+        /// The function.
+        func: UpdateFunc,
+        /// Its operands (two, or three for `CLAMP`).
+        args: Vec<UpdateValue>,
+        /// Where it is.
+        span: Span,
+    },
+}
+
+/// The update-expression functions of RC11 §4.3.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum UpdateFunc {
+    /// `ADD(a, b)`: a + b.
+    Add,
+    /// `MUL(a, b)`: a × b.
+    Mul,
+    /// `CLAMP(x, lo, hi)`.
+    Clamp,
+    /// `COALESCE(x, default)`.
+    Coalesce,
+}
+
+impl UpdateFunc {
+    /// The function's name as written.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            UpdateFunc::Add => "ADD",
+            UpdateFunc::Mul => "MUL",
+            UpdateFunc::Clamp => "CLAMP",
+            UpdateFunc::Coalesce => "COALESCE",
+        }
+    }
+
+    /// Parses a name (case-sensitive, as written in the spec).
+    pub fn parse(s: &str) -> Option<UpdateFunc> {
+        [
+            UpdateFunc::Add,
+            UpdateFunc::Mul,
+            UpdateFunc::Clamp,
+            UpdateFunc::Coalesce,
+        ]
+        .into_iter()
+        .find(|f| f.as_str() == s)
+    }
+
+    /// How many operands it takes.
+    pub fn arity(self) -> usize {
+        match self {
+            UpdateFunc::Clamp => 3,
+            _ => 2,
+        }
+    }
+}
+
+/// `MERGE CONCEPT ?source INTO ?target WHERE {...}` (RC9+).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Merge {
+    /// The duplicate, deleted by the merge.
+    pub source: Variable,
+    /// The survivor.
+    pub target: Variable,
+    /// The `WHERE` body binding both.
+    pub where_clauses: Vec<WhereClause>,
+    /// Where it is.
+    pub span: Span,
+}
+
 // ---------------------------------------------------------------------------------------
 // META
 // ---------------------------------------------------------------------------------------
+
+/// `EXPORT ?target WHERE {...} [LIMIT n] [CURSOR "t"]` (RC9+): the matched elements as
+/// an UPSERT capsule.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Export {
+    /// The variable whose elements are exported.
+    pub target: Variable,
+    /// The `WHERE` body.
+    pub where_clauses: Vec<WhereClause>,
+    /// `LIMIT`.
+    pub limit: Option<Slot<u64>>,
+    /// `CURSOR`.
+    pub cursor: Option<StrSlot>,
+    /// Where it is.
+    pub span: Span,
+}
 
 /// A `DESCRIBE` command.
 #[derive(Debug, Clone, PartialEq)]
@@ -790,7 +926,41 @@ pub enum SearchTarget {
     Proposition,
 }
 
-/// `SEARCH CONCEPT|PROPOSITION "term" [WITH TYPE "T"] [LIMIT n]`.
+/// The retrieval modes of `SEARCH ... MODE` (RC11 §5.2.1).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum SearchMode {
+    /// Lexical matching.
+    Keyword,
+    /// Meaning-based matching (embeddings owned by the engine).
+    Semantic,
+    /// Lexical and semantic results fused.
+    Hybrid,
+}
+
+impl SearchMode {
+    /// Every mode, in the order the spec lists them.
+    pub const ALL: [SearchMode; 3] = [
+        SearchMode::Keyword,
+        SearchMode::Semantic,
+        SearchMode::Hybrid,
+    ];
+
+    /// The mode's name as written in a command (`"keyword"`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SearchMode::Keyword => "keyword",
+            SearchMode::Semantic => "semantic",
+            SearchMode::Hybrid => "hybrid",
+        }
+    }
+
+    /// Parses a mode name (exact, lowercase, as the spec writes them).
+    pub fn parse(s: &str) -> Option<SearchMode> {
+        SearchMode::ALL.into_iter().find(|m| m.as_str() == s)
+    }
+}
+
+/// `SEARCH CONCEPT|PROPOSITION "term" [WITH TYPE "T"] [MODE "m"] [THRESHOLD x] [LIMIT n]`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Search {
     /// Concepts or propositions.
@@ -799,6 +969,10 @@ pub struct Search {
     pub term: StrSlot,
     /// `WITH TYPE`: a concept type, or a predicate for propositions.
     pub with_type: Option<StrSlot>,
+    /// `MODE` (RC11).
+    pub mode: Option<Slot<SearchMode>>,
+    /// `THRESHOLD`: hits scoring below it are dropped (RC11), in `[0, 1]`.
+    pub threshold: Option<Slot<f64>>,
     /// `LIMIT`
     pub limit: Option<Slot<u64>>,
     /// Where it is.

@@ -127,6 +127,66 @@ impl Binder<'_> {
         Ok(())
     }
 
+    fn typed<T>(
+        &self,
+        s: &mut Slot<T>,
+        what: &str,
+        expected: &str,
+        convert: impl Fn(&Value) -> Option<T>,
+    ) -> KipResult<()> {
+        if let Slot::Param(p) = s {
+            let v = self.lookup(p)?;
+            match convert(v) {
+                Some(x) => *s = Slot::Literal(x, p.span),
+                None => {
+                    return Err(KipError::new(
+                        ErrorCode::InvalidValueType,
+                        format!(
+                            "parameter :{} is used as {what} and must be {expected}, but it is {v}",
+                            p.name
+                        ),
+                    )
+                    .with_hint(format!("pass \"{}\" as {expected}", p.name)))
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn update_value(&self, v: &mut UpdateValue) -> KipResult<()> {
+        match v {
+            UpdateValue::Value(x) => self.value(x),
+            UpdateValue::Path(_) => Ok(()),
+            UpdateValue::Call { args, .. } => {
+                for a in args {
+                    self.update_value(a)?;
+                }
+                Ok(())
+            }
+        }
+    }
+
+    fn update_object(&self, o: &mut Option<UpdateObject>) -> KipResult<()> {
+        if let Some(o) = o {
+            for (_, v) in &mut o.entries {
+                self.update_value(v)?;
+            }
+        }
+        Ok(())
+    }
+
+    fn expect_version(&self, s: &mut Option<Slot<u64>>) -> KipResult<()> {
+        match s {
+            Some(s) => self.typed(
+                s,
+                "EXPECT VERSION",
+                "a whole number >= 0 (the element's _version, or 0 for create-only)",
+                Value::as_u64,
+            ),
+            None => Ok(()),
+        }
+    }
+
     fn object(&self, o: &mut Option<ObjectExpr>) -> KipResult<()> {
         if let Some(o) = o {
             for (_, v) in &mut o.entries {
@@ -231,6 +291,7 @@ impl Binder<'_> {
                     match b {
                         UpsertBlock::Concept(cb) => {
                             self.matcher(&mut cb.identity)?;
+                            self.expect_version(&mut cb.expect_version)?;
                             self.object(&mut cb.set_attributes)?;
                             if let Some(props) = &mut cb.set_propositions {
                                 for p in props {
@@ -243,6 +304,7 @@ impl Binder<'_> {
                         }
                         UpsertBlock::Proposition(pb) => {
                             self.proposition(&mut pb.identity)?;
+                            self.expect_version(&mut pb.expect_version)?;
                             self.object(&mut pb.set_attributes)?;
                             self.object(&mut pb.metadata)?;
                         }
@@ -280,8 +342,36 @@ impl Binder<'_> {
                 if let Some(t) = &mut s.with_type {
                     self.str_slot(t, "a type name")?;
                 }
+                if let Some(m) = &mut s.mode {
+                    self.typed(m, "MODE", "\"keyword\", \"semantic\" or \"hybrid\"", |v| {
+                        v.as_str().and_then(SearchMode::parse)
+                    })?;
+                }
+                if let Some(t) = &mut s.threshold {
+                    self.typed(t, "THRESHOLD", "a number between 0 and 1", |v| {
+                        v.as_f64().filter(|x| (0.0..=1.0).contains(x))
+                    })?;
+                }
                 if let Some(l) = &mut s.limit {
                     self.limit(l)?;
+                }
+            }
+            Command::Update(u) => {
+                self.update_object(&mut u.set_attributes)?;
+                self.update_object(&mut u.set_metadata)?;
+                self.clauses(&mut u.where_clauses)?;
+                if let Some(l) = &mut u.limit {
+                    self.limit(l)?;
+                }
+            }
+            Command::Merge(m) => self.clauses(&mut m.where_clauses)?,
+            Command::Export(e) => {
+                self.clauses(&mut e.where_clauses)?;
+                if let Some(l) = &mut e.limit {
+                    self.limit(l)?;
+                }
+                if let Some(cur) = &mut e.cursor {
+                    self.str_slot(cur, "a CURSOR token")?;
                 }
             }
         }

@@ -3,7 +3,7 @@
 use serde::Serialize;
 use std::fmt;
 
-/// One of the twelve standard KIP error codes.
+/// One of the thirteen standard KIP error codes (RC11 added `KIP_3005`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
 pub enum ErrorCode {
     /// `KIP_1001` InvalidSyntax: the text cannot be parsed.
@@ -33,6 +33,9 @@ pub enum ErrorCode {
     /// `KIP_3004` ImmutableTarget: a protected system structure would change.
     #[serde(rename = "KIP_3004")]
     ImmutableTarget,
+    /// `KIP_3005` VersionConflict: an `EXPECT VERSION` guard did not match.
+    #[serde(rename = "KIP_3005")]
+    VersionConflict,
     /// `KIP_4001` ExecutionTimeout: the time budget was exceeded.
     #[serde(rename = "KIP_4001")]
     ExecutionTimeout,
@@ -46,7 +49,7 @@ pub enum ErrorCode {
 
 impl ErrorCode {
     /// Every code, in numeric order.
-    pub const ALL: [ErrorCode; 12] = [
+    pub const ALL: [ErrorCode; 13] = [
         ErrorCode::InvalidSyntax,
         ErrorCode::InvalidIdentifier,
         ErrorCode::TypeMismatch,
@@ -56,6 +59,7 @@ impl ErrorCode {
         ErrorCode::NotFound,
         ErrorCode::DuplicateExists,
         ErrorCode::ImmutableTarget,
+        ErrorCode::VersionConflict,
         ErrorCode::ExecutionTimeout,
         ErrorCode::ResourceExhausted,
         ErrorCode::InternalError,
@@ -73,6 +77,7 @@ impl ErrorCode {
             ErrorCode::NotFound => "KIP_3002",
             ErrorCode::DuplicateExists => "KIP_3003",
             ErrorCode::ImmutableTarget => "KIP_3004",
+            ErrorCode::VersionConflict => "KIP_3005",
             ErrorCode::ExecutionTimeout => "KIP_4001",
             ErrorCode::ResourceExhausted => "KIP_4002",
             ErrorCode::InternalError => "KIP_4003",
@@ -91,6 +96,7 @@ impl ErrorCode {
             ErrorCode::NotFound => "NotFound",
             ErrorCode::DuplicateExists => "DuplicateExists",
             ErrorCode::ImmutableTarget => "ImmutableTarget",
+            ErrorCode::VersionConflict => "VersionConflict",
             ErrorCode::ExecutionTimeout => "ExecutionTimeout",
             ErrorCode::ResourceExhausted => "ResourceExhausted",
             ErrorCode::InternalError => "InternalError",

@@ -299,6 +299,9 @@ fn upsert(out: &mut Out, u: &Upsert) {
                 out.line(&format!("CONCEPT{h} {{"));
                 out.indent += 1;
                 out.line(&matcher(&c.identity));
+                if let Some(v) = &c.expect_version {
+                    out.line(&format!("EXPECT VERSION {}", slot_u64(v)));
+                }
                 if let Some(a) = &c.set_attributes {
                     out.line(&format!("SET ATTRIBUTES {}", object(a)));
                 }
@@ -328,6 +331,9 @@ fn upsert(out: &mut Out, u: &Upsert) {
                 out.line(&format!("PROPOSITION{h} {{"));
                 out.indent += 1;
                 out.line(&proposition(&p.identity));
+                if let Some(v) = &p.expect_version {
+                    out.line(&format!("EXPECT VERSION {}", slot_u64(v)));
+                }
                 if let Some(a) = &p.set_attributes {
                     out.line(&format!("SET ATTRIBUTES {}", object(a)));
                 }
@@ -338,6 +344,31 @@ fn upsert(out: &mut Out, u: &Upsert) {
     }
     out.indent -= 1;
     out.line(&format!("}}{}", with_metadata(&u.metadata)));
+}
+
+/// Canonical text of an update value (a JSON value or an update expression).
+pub fn update_value(v: &UpdateValue) -> String {
+    match v {
+        UpdateValue::Value(x) => value_to_string(x),
+        UpdateValue::Path(p) => dot_path(p),
+        UpdateValue::Call { func, args, .. } => format!(
+            "{}({})",
+            func.as_str(),
+            args.iter().map(update_value).collect::<Vec<_>>().join(", ")
+        ),
+    }
+}
+
+fn update_object(o: &UpdateObject) -> String {
+    if o.entries.is_empty() {
+        return "{}".into();
+    }
+    let entries: Vec<String> = o
+        .entries
+        .iter()
+        .map(|(k, v)| format!("{}: {}", key(k), update_value(v)))
+        .collect();
+    format!("{{ {} }}", entries.join(", "))
 }
 
 fn keys(ks: &[StrSlot]) -> String {
@@ -418,10 +449,47 @@ fn command(out: &mut Out, c: &Command) {
             if let Some(t) = &s.with_type {
                 let _ = write!(line, " WITH TYPE {}", slot_str(t));
             }
+            if let Some(m) = &s.mode {
+                let m = match m {
+                    Slot::Literal(m, _) => quote(m.as_str()),
+                    Slot::Param(p) => format!(":{}", p.name),
+                };
+                let _ = write!(line, " MODE {m}");
+            }
+            if let Some(t) = &s.threshold {
+                let t = match t {
+                    Slot::Literal(t, _) => t.to_string(),
+                    Slot::Param(p) => format!(":{}", p.name),
+                };
+                let _ = write!(line, " THRESHOLD {t}");
+            }
             if let Some(l) = &s.limit {
                 let _ = write!(line, " LIMIT {}", slot_u64(l));
             }
             out.line(&line);
+        }
+        Command::Update(u) => {
+            out.line(&format!("UPDATE ?{}", u.target.name));
+            if let Some(o) = &u.set_attributes {
+                out.line(&format!("SET ATTRIBUTES {}", update_object(o)));
+            }
+            if let Some(o) = &u.set_metadata {
+                out.line(&format!("SET METADATA {}", update_object(o)));
+            }
+            where_block(out, &u.where_clauses);
+            limit_cursor(out, &u.limit, &None);
+        }
+        Command::Merge(m) => {
+            out.line(&format!(
+                "MERGE CONCEPT ?{} INTO ?{}",
+                m.source.name, m.target.name
+            ));
+            where_block(out, &m.where_clauses);
+        }
+        Command::Export(e) => {
+            out.line(&format!("EXPORT ?{}", e.target.name));
+            where_block(out, &e.where_clauses);
+            limit_cursor(out, &e.limit, &e.cursor);
         }
     }
 }

@@ -23,6 +23,9 @@ pub fn delete(g: &mut dyn GraphWrite, d: &Delete, limits: &QueryLimits) -> Resul
                 .iter()
                 .map(|k| text(k).map(str::to_string))
                 .collect::<Result<Vec<_>, _>>()?;
+            if !attrs {
+                super::primitives::refuse_reserved(&keys)?;
+            }
             let mut w = Writer::new(g, Privilege::Agent);
             let (mut concepts, mut props) = (0u64, 0u64);
             for t in targets {
@@ -37,7 +40,7 @@ pub fn delete(g: &mut dyn GraphWrite, d: &Delete, limits: &QueryLimits) -> Resul
                         } else {
                             &mut rec.metadata
                         };
-                        if remove_keys(map, &keys) && w.put_concept(n, Some(&old), &rec)? {
+                        if remove_keys(map, &keys) && w.put_concept(n, Some(&old), &mut rec)? {
                             concepts += 1;
                         }
                     }
@@ -51,7 +54,7 @@ pub fn delete(g: &mut dyn GraphWrite, d: &Delete, limits: &QueryLimits) -> Resul
                         } else {
                             &mut rec.metadata
                         };
-                        if remove_keys(map, &keys) && w.put_link(n, &old, &rec)? {
+                        if remove_keys(map, &keys) && w.put_link(n, &old, &mut rec)? {
                             props += 1;
                         }
                     }

@@ -2,7 +2,9 @@
 //! write transaction by the caller, so any error leaves the graph untouched.
 
 pub mod delete;
+pub mod merge;
 pub mod primitives;
+pub mod update;
 pub mod upsert;
 
 use kip_lang::ast::{ObjectExpr, Slot, StrSlot, ValueExpr};

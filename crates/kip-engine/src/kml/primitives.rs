@@ -15,7 +15,7 @@ use crate::store::{ConceptRecord, ElemRef, GraphWrite, PropRecord, Stat};
 use foldhash::fast::RandomState;
 use kip_lang::{ErrorCode, KipError};
 use serde_json::{Map, Value};
-use std::collections::{BTreeSet, HashSet};
+use std::collections::{BTreeSet, HashMap, HashSet};
 
 /// Who is writing. Agents go through every check; the bootstrap loader is privileged
 /// (it may write the protected core).
@@ -37,6 +37,39 @@ pub enum Privilege {
     System,
 }
 
+/// The engine's mutation counter of every element (RC11 §2.11.1): 1 when created, one
+/// more for each statement that changes the element.
+pub const VERSION_KEY: &str = "_version";
+/// The engine's time of an element's last change (ISO 8601 UTC, milliseconds).
+pub const UPDATED_AT_KEY: &str = "_updated_at";
+/// The `MERGE` provenance trail on the surviving concept.
+pub const MERGED_FROM_KEY: &str = "_merged_from";
+
+/// True for a reserved metadata key (`_` prefix): maintained by the engine only.
+pub fn is_reserved(key: &str) -> bool {
+    key.starts_with('_')
+}
+
+/// `KIP_2002` when an agent's metadata object holds a reserved `_` key.
+pub fn refuse_reserved<'a>(keys: impl IntoIterator<Item = &'a String>) -> Result<(), KipError> {
+    for k in keys {
+        if is_reserved(k) {
+            return Err(KipError::new(
+                ErrorCode::ConstraintViolation,
+                format!("the metadata key '{k}' is reserved: keys starting with _ are maintained by the engine"),
+            )
+            .with_hint("drop it from the command: _version and _updated_at are kept by the engine (read them with ?x.metadata._version; guard a read-modify-write with EXPECT VERSION)"));
+        }
+    }
+    Ok(())
+}
+
+/// The `_version` of a stored element (1 for an element written before versions
+/// existed).
+pub fn version_of(meta: &Map<String, Value>) -> u64 {
+    meta.get(VERSION_KEY).and_then(Value::as_u64).unwrap_or(1)
+}
+
 /// The attributes a type definition must carry (DECISIONS.md item 6).
 const DEFINITION_KEYS: [&str; 3] = ["description", "subject_types", "object_types"];
 
@@ -47,6 +80,11 @@ pub struct Writer<'g> {
     /// Types and predicates already checked in this command (capsules repeat them).
     checked_types: HashSet<String, RandomState>,
     checked_preds: HashSet<String, RandomState>,
+    /// The engine time of this statement (`_updated_at`).
+    now: String,
+    /// The elements this statement changed, with their `_version` before it (0 for
+    /// the ones it created): each gets exactly one more, however often it changes.
+    changed: HashMap<ElemRef, u64>,
 }
 
 impl<'g> Writer<'g> {
@@ -57,7 +95,34 @@ impl<'g> Writer<'g> {
             privilege,
             checked_types: HashSet::default(),
             checked_preds: HashSet::default(),
+            now: crate::memory::now(),
+            changed: HashMap::new(),
         }
+    }
+
+    /// The `_version` element `r` had before this statement (0: it did not exist),
+    /// given its current metadata (`None`: it does not exist now). What `EXPECT
+    /// VERSION` compares with (DECISIONS.md item 29).
+    pub fn version_before(&self, r: ElemRef, current: Option<&Map<String, Value>>) -> u64 {
+        match self.changed.get(&r) {
+            Some(v) => *v,
+            None => current.map_or(0, version_of),
+        }
+    }
+
+    /// Sets `_version` and `_updated_at` on a changed element's metadata.
+    fn stamp(
+        &mut self,
+        r: ElemRef,
+        old: Option<&Map<String, Value>>,
+        meta: &mut Map<String, Value>,
+    ) {
+        let before = *self
+            .changed
+            .entry(r)
+            .or_insert_with(|| old.map_or(0, version_of));
+        meta.insert(VERSION_KEY.into(), Value::from(before + 1));
+        meta.insert(UPDATED_AT_KEY.into(), Value::from(self.now.clone()));
     }
 
     /// The transaction, for reads (and the writes that are not graph changes, such as
@@ -99,14 +164,14 @@ impl<'g> Writer<'g> {
     /// for a new concept written by an agent; that no other concept has the same
     /// `{type, name}` (`KIP_3003`); the required attributes of a type definition when
     /// it is new or they change. Writes nothing when `new` equals `old`; returns
-    /// whether it wrote.
+    /// whether it wrote. Sets `_version` and `_updated_at` in `new`'s metadata.
     pub fn put_concept(
         &mut self,
         id: u64,
         old: Option<&ConceptRecord>,
-        new: &ConceptRecord,
+        new: &mut ConceptRecord,
     ) -> Result<bool, KipError> {
-        if old == Some(new) {
+        if old == Some(&*new) {
             return Ok(false);
         }
         if let Some(old) = old {
@@ -166,12 +231,17 @@ impl<'g> Writer<'g> {
         if key_changed || definition_changed {
             schema::check_type_definition(&new.concept_type, &new.name, &new.attributes)?;
         }
+        self.stamp(
+            ElemRef::Concept(id),
+            old.map(|o| &o.metadata),
+            &mut new.metadata,
+        );
         self.g.put_concept(id, new, old)?;
         Ok(true)
     }
 
     /// Creates the concept `rec` (see [`Writer::put_concept`]) and returns its id.
-    pub fn create_concept(&mut self, rec: &ConceptRecord) -> Result<u64, KipError> {
+    pub fn create_concept(&mut self, rec: &mut ConceptRecord) -> Result<u64, KipError> {
         let id = self.g.alloc_concept_id()?;
         self.put_concept(id, None, rec)?;
         Ok(id)
@@ -195,23 +265,24 @@ impl<'g> Writer<'g> {
                     .g
                     .prop(id)?
                     .ok_or_else(|| KipError::internal(format!("link P:{id} vanished")))?;
-                let rec = PropRecord {
+                let mut rec = PropRecord {
                     attributes: super::merge(&old.attributes, attrs),
                     metadata: super::merge(&old.metadata, meta),
                     ..old.clone()
                 };
-                self.put_link(id, &old, &rec)?;
+                self.put_link(id, &old, &mut rec)?;
                 Ok((id, false))
             }
             None => {
                 let id = self.g.alloc_prop_id()?;
-                let rec = PropRecord {
+                let mut rec = PropRecord {
                     subject: s,
                     predicate: p.to_string(),
                     object: o,
                     attributes: attrs.clone(),
                     metadata: meta.clone(),
                 };
+                self.stamp(ElemRef::Prop(id), None, &mut rec.metadata);
                 self.g.put_prop(id, &rec, None)?;
                 Ok((id, true))
             }
@@ -225,9 +296,9 @@ impl<'g> Writer<'g> {
         &mut self,
         id: u64,
         old: &PropRecord,
-        new: &PropRecord,
+        new: &mut PropRecord,
     ) -> Result<bool, KipError> {
-        if old == new {
+        if old == &*new {
             return Ok(false);
         }
         if (old.subject, &old.predicate, old.object) != (new.subject, &new.predicate, new.object) {
@@ -235,8 +306,64 @@ impl<'g> Writer<'g> {
                 "the identity of link P:{id} cannot change"
             )));
         }
+        self.stamp(ElemRef::Prop(id), Some(&old.metadata), &mut new.metadata);
         self.g.put_prop(id, new, Some(old))?;
         Ok(true)
+    }
+
+    /// `MERGE`: moves link `id` to the endpoints of `new` (same predicate), keeping its
+    /// id, so links about it stay valid. `KIP_3003` if another link already has that
+    /// `(subject, predicate, object)` (the merge resolves such collisions first).
+    pub fn repoint_link(
+        &mut self,
+        id: u64,
+        old: &PropRecord,
+        new: &mut PropRecord,
+    ) -> Result<(), KipError> {
+        if new.predicate != old.predicate {
+            return Err(KipError::internal("a repointed link keeps its predicate"));
+        }
+        if let Some(other) = self
+            .g
+            .prop_by_spo(new.subject, &new.predicate, new.object)?
+        {
+            if other != id {
+                return Err(KipError::new(
+                    ErrorCode::DuplicateExists,
+                    format!(
+                        "the link ({}, \"{}\", {}) already exists",
+                        new.subject.id_string(),
+                        new.predicate,
+                        new.object.id_string()
+                    ),
+                )
+                .with_hint("links are unique by (subject, predicate, object)"));
+            }
+        }
+        self.stamp(ElemRef::Prop(id), Some(&old.metadata), &mut new.metadata);
+        self.g.put_prop(id, new, Some(old))?;
+        Ok(())
+    }
+
+    /// `MERGE`: removes link `id`, a duplicate whose content and whose links were
+    /// moved to the surviving link.
+    pub fn drop_moved_link(&mut self, id: u64, old: &PropRecord) -> Result<(), KipError> {
+        let mut still = false;
+        self.g.scan_out(ElemRef::Prop(id), None, &mut |_, _, _| {
+            still = true;
+            Ok(false)
+        })?;
+        self.g.scan_in(ElemRef::Prop(id), None, &mut |_, _, _| {
+            still = true;
+            Ok(false)
+        })?;
+        if still {
+            return Err(KipError::internal(format!(
+                "link P:{id} is still referenced after its links were moved"
+            )));
+        }
+        self.g.delete_prop(id, old)?;
+        Ok(())
     }
 
     /// Deletes the concepts `ids` (ids that no longer exist are skipped) and every link

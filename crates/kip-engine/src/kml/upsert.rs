@@ -11,14 +11,14 @@ use crate::schema::CONCEPT_TYPE;
 use crate::store::{ConceptRecord, ElemRef, GraphWrite, PropRecord};
 use kip_lang::ast::{
     ConceptBlock, ConceptMatcher, Endpoint, PredicatePattern, PropositionBlock, PropositionMatcher,
-    PropositionPattern, Upsert, UpsertBlock, Variable,
+    PropositionPattern, Slot, Upsert, UpsertBlock, Variable,
 };
 use kip_lang::{ErrorCode, KipError};
 use serde_json::{json, Map, Value};
 use std::collections::HashMap;
 
 pub use super::primitives::Privilege;
-use super::primitives::Writer;
+use super::primitives::{refuse_reserved, Writer};
 
 struct Ctx<'g> {
     w: Writer<'g>,
@@ -29,6 +29,9 @@ struct Ctx<'g> {
 /// Executes an UPSERT; returns `{"blocks", "upsert_concept_nodes", "upsert_proposition_links"}`.
 pub fn upsert(g: &mut dyn GraphWrite, u: &Upsert, privilege: Privilege) -> Result<Value, KipError> {
     check_handles(u)?;
+    if privilege != Privilege::System {
+        refuse_reserved_metadata(u)?;
+    }
     let mut ctx = Ctx {
         w: Writer::new(g, privilege),
         handles: HashMap::new(),
@@ -53,6 +56,28 @@ pub fn upsert(g: &mut dyn GraphWrite, u: &Upsert, privilege: Privilege) -> Resul
         "upsert_concept_nodes": concept_ids,
         "upsert_proposition_links": prop_ids,
     }))
+}
+
+/// `KIP_2002` for a reserved `_` key in any `WITH METADATA` of the statement.
+fn refuse_reserved_metadata(u: &Upsert) -> Result<(), KipError> {
+    let keys = |o: &Option<kip_lang::ast::ObjectExpr>| -> Vec<String> {
+        o.as_ref()
+            .map(|o| o.entries.iter().map(|(k, _)| k.clone()).collect())
+            .unwrap_or_default()
+    };
+    refuse_reserved(&keys(&u.metadata))?;
+    for b in &u.blocks {
+        match b {
+            UpsertBlock::Concept(c) => {
+                refuse_reserved(&keys(&c.metadata))?;
+                for p in c.set_propositions.iter().flatten() {
+                    refuse_reserved(&keys(&p.metadata))?;
+                }
+            }
+            UpsertBlock::Proposition(p) => refuse_reserved(&keys(&p.metadata))?,
+        }
+    }
+    Ok(())
 }
 
 /// A handle may be defined once per UPSERT.
@@ -169,6 +194,36 @@ impl Ctx<'_> {
         }
     }
 
+    /// `EXPECT VERSION n`: `KIP_3005` unless the element's `_version` before this
+    /// statement is `n` (0: it did not exist).
+    fn check_version(
+        &self,
+        expected: &Option<Slot<u64>>,
+        r: ElemRef,
+        current: Option<&Map<String, Value>>,
+        what: impl FnOnce() -> String,
+    ) -> Result<(), KipError> {
+        let Some(slot) = expected else {
+            return Ok(());
+        };
+        let Some(&want) = slot.literal() else {
+            return Err(super::unbound("EXPECT VERSION"));
+        };
+        let have = self.w.version_before(r, current);
+        if have == want {
+            return Ok(());
+        }
+        let what = what();
+        let message = match (want, have) {
+            (0, _) => format!("VersionConflict: {what} already exists (at _version {have}); EXPECT VERSION 0 only creates"),
+            (_, 0) => format!("VersionConflict: {what} does not exist; the block expected _version {want}"),
+            _ => format!("VersionConflict: {what} is at _version {have}; the block expected {want}"),
+        };
+        Err(KipError::new(ErrorCode::VersionConflict, message).with_hint(
+            "nothing was written: re-read the element (FIND(?x, ?x.metadata._version) ...), re-apply your change to what you read, and retry with EXPECT VERSION set to the fresh _version",
+        ))
+    }
+
     fn bind(&mut self, h: &Option<Variable>, r: ElemRef) {
         if let Some(h) = h {
             self.handles.insert(h.name.clone(), r);
@@ -211,6 +266,12 @@ impl Ctx<'_> {
                 None => (self.w.graph().alloc_concept_id()?, None, t, n),
             }
         };
+        self.check_version(
+            &c.expect_version,
+            ElemRef::Concept(id),
+            existing.as_ref().map(|r| &r.metadata),
+            || format!("{{type: \"{ty}\", name: \"{name}\"}}"),
+        )?;
 
         let base = existing.clone().unwrap_or_else(|| ConceptRecord {
             concept_type: ty.clone(),
@@ -218,13 +279,13 @@ impl Ctx<'_> {
             attributes: Map::new(),
             metadata: Map::new(),
         });
-        let rec = ConceptRecord {
+        let mut rec = ConceptRecord {
             concept_type: ty,
             name,
             attributes: merge(&base.attributes, &set_attrs),
             metadata: merge(&base.metadata, &block_meta),
         };
-        self.w.put_concept(id, existing.as_ref(), &rec)?;
+        self.w.put_concept(id, existing.as_ref(), &mut rec)?;
         self.bind(&c.handle, ElemRef::Concept(id));
 
         if let Some(entries) = &c.set_propositions {
@@ -251,18 +312,45 @@ impl Ctx<'_> {
                     .graph()
                     .prop(id)?
                     .ok_or_else(|| not_found(format!("proposition P:{id}")))?;
-                let rec = PropRecord {
+                self.check_version(
+                    &p.expect_version,
+                    ElemRef::Prop(id),
+                    Some(&old.metadata),
+                    || format!("the proposition P:{id}"),
+                )?;
+                let mut rec = PropRecord {
                     attributes: merge(&old.attributes, &set_attrs),
                     metadata: merge(&old.metadata, &meta),
                     ..old.clone()
                 };
-                self.w.put_link(id, &old, &rec)?;
+                self.w.put_link(id, &old, &mut rec)?;
                 id
             }
             PropositionMatcher::Triple(t) => {
                 let s = self.endpoint(&t.subject)?;
                 let pred = self.predicate(&t.predicate)?;
                 let o = self.endpoint(&t.object)?;
+                if p.expect_version.is_some() {
+                    let current = match self.w.graph().prop_by_spo(s, &pred, o)? {
+                        Some(id) => self.w.graph().prop(id)?.map(|r| (id, r.metadata)),
+                        None => None,
+                    };
+                    let r = current
+                        .as_ref()
+                        .map_or(ElemRef::Prop(u64::MAX), |(id, _)| ElemRef::Prop(*id));
+                    self.check_version(
+                        &p.expect_version,
+                        r,
+                        current.as_ref().map(|(_, m)| m),
+                        || {
+                            format!(
+                                "the proposition ({}, \"{pred}\", {})",
+                                s.id_string(),
+                                o.id_string()
+                            )
+                        },
+                    )?;
+                }
                 self.w.upsert_link(s, &pred, o, &set_attrs, &meta)?.0
             }
         };

@@ -128,13 +128,13 @@ fn ensure_definition(
     if w.graph().concept_by_key(meta_type, name)?.is_some() {
         return Ok(());
     }
-    let rec = ConceptRecord {
+    let mut rec = ConceptRecord {
         concept_type: meta_type.into(),
         name: name.into(),
         attributes: attributes.as_object().cloned().unwrap_or_default(),
         metadata: system_meta(),
     };
-    let id = w.create_concept(&rec)?;
+    let id = w.create_concept(&mut rec)?;
     if let Some(d) = unsorted(w.graph())? {
         w.upsert_link(
             ElemRef::Concept(id),

@@ -68,7 +68,7 @@ pub(super) fn write_entity(
     rec.attributes
         .insert(OBSERVATIONS.into(), json!(e.observations));
     rec.metadata.extend(meta);
-    w.put_concept(id, old.as_ref(), &rec)?;
+    w.put_concept(id, old.as_ref(), &mut rec)?;
     Ok((id, rec))
 }
 
@@ -155,7 +155,7 @@ pub fn add_observations(
             rec.metadata
                 .insert("version".into(), json!(version_of(&old.metadata) + 1));
             rec.metadata.insert("created_at".into(), json!(now));
-            w.put_concept(id, Some(&old), &rec)?;
+            w.put_concept(id, Some(&old), &mut rec)?;
         }
         results.push(json!({"entityName": name, "addedObservations": added}));
     }
@@ -203,7 +203,7 @@ pub fn delete_observations(
             rec.metadata
                 .insert("version".into(), json!(version_of(&old.metadata) + 1));
             rec.metadata.insert("created_at".into(), json!(now));
-            w.put_concept(id, Some(&old), &rec)?;
+            w.put_concept(id, Some(&old), &mut rec)?;
         }
     }
     Ok(
@@ -271,7 +271,7 @@ pub fn update_entities(
         rec.metadata.insert("created_at".into(), json!(now));
         // The protected core, the type and the `{type, name}` uniqueness are checked
         // by the primitive, as for an UPSERT.
-        w.put_concept(id, Some(&old), &rec)?;
+        w.put_concept(id, Some(&old), &mut rec)?;
         out.push(entity_json(&rec));
     }
     Ok(json!({ "entities": out }))
@@ -307,7 +307,7 @@ pub fn update_relations(
         rec.metadata
             .insert("version".into(), json!(version_of(&old.metadata) + 1));
         rec.metadata.insert("created_at".into(), json!(now));
-        w.put_link(id, &old, &rec)?;
+        w.put_link(id, &old, &mut rec)?;
         out.push(relation_json(&r.from, &r.to, &rec));
     }
     Ok(json!({ "relations": out }))

@@ -221,6 +221,9 @@ fn identity(g: &dyn GraphRead) -> Result<Value, KipError> {
         })
         .unwrap_or_default();
     m.insert("core_directives".into(), Value::Array(directives));
+    // The SEARCH modes this engine really runs (DECISIONS.md item 32): without an
+    // embedding model, "semantic" and "hybrid" run as "keyword".
+    m.insert("search_modes".into(), json!(["keyword"]));
     for k in ["capabilities", "values", "strengths"] {
         if let Some(v) = a
             .get(k)

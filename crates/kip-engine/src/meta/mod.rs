@@ -1,5 +1,6 @@
 //! META: `DESCRIBE` ([`describe`]) and `SEARCH` ([`search`]).
 
 pub mod describe;
+pub mod export;
 pub mod search;
 pub use kip_store::text;

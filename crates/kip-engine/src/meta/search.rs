@@ -163,13 +163,31 @@ fn ranked_concepts(
     Ok(out)
 }
 
-fn rounded(score: f64) -> Value {
-    json!((score * 10_000.0).round() / 10_000.0)
+/// Raw scores (BM25 plus name bonuses) at which the normalized `_score` is one half.
+const SCORE_HALF: f64 = 4.0;
+
+/// The `_score` of a raw score: `s / (s + SCORE_HALF)`, in `[0, 1)`, rounded to four
+/// places. Monotonic, so the order is the raw order; the top hit is not forced to 1,
+/// so a weak best match stays weak and `THRESHOLD` means the same for every query
+/// (DECISIONS.md item 32, docs/semantics.md).
+fn normalized(score: f64) -> f64 {
+    let s = score.max(0.0);
+    ((s / (s + SCORE_HALF)) * 10_000.0).round() / 10_000.0
 }
 
 /// Executes a SEARCH.
 pub fn search(g: &dyn GraphRead, s: &Search, limits: &QueryLimits) -> Result<Outcome, KipError> {
     let term = lit(&s.term)?;
+    // Without an embedding model every mode runs as keyword search (RC11 §5.2.1:
+    // degraded recall, never an error); DESCRIBE PRIMER says which modes are real.
+    if let Some(Slot::Param(p)) = &s.mode {
+        return Err(crate::kml::unbound(&p.name));
+    }
+    let threshold = match &s.threshold {
+        Some(Slot::Literal(t, _)) => *t,
+        Some(Slot::Param(p)) => return Err(crate::kml::unbound(&p.name)),
+        None => 0.0,
+    };
     let limit = match &s.limit {
         Some(Slot::Literal(n, _)) => usize::try_from(*n).unwrap_or(MAX_LIMIT).min(MAX_LIMIT),
         Some(Slot::Param(p)) => return Err(crate::kml::unbound(&p.name)),
@@ -216,10 +234,12 @@ pub fn search(g: &dyn GraphRead, s: &Search, limits: &QueryLimits) -> Result<Out
             let ranked = ranked_concepts(g, scores, &query_norm, window, &exact, &keep)?;
             let results: Vec<Value> = ranked
                 .into_iter()
+                .map(|(score, n, c)| (normalized(score), n, c))
+                .filter(|(score, _, _)| *score >= threshold)
                 .take(limit)
                 .map(|(score, n, c)| {
                     let mut meta = c.metadata.clone();
-                    meta.insert("_score".into(), rounded(score));
+                    meta.insert("_score".into(), json!(score));
                     json!({"id": ElemRef::Concept(n).id_string(), "type": c.concept_type, "name": c.name, "attributes": c.attributes, "metadata": meta})
                 })
                 .collect();
@@ -270,10 +290,15 @@ pub fn search(g: &dyn GraphRead, s: &Search, limits: &QueryLimits) -> Result<Out
             let mut ranked: Vec<(u64, f64)> = links.into_iter().collect();
             ranked.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
             let mut results = Vec::new();
-            for (id, score) in ranked.into_iter().take(limit) {
+            let kept = ranked
+                .into_iter()
+                .map(|(id, score)| (id, normalized(score)))
+                .filter(|(_, score)| *score >= threshold)
+                .take(limit);
+            for (id, score) in kept {
                 let Some(p) = g.prop(id)? else { continue };
                 let mut meta = p.metadata.clone();
-                meta.insert("_score".into(), rounded(score));
+                meta.insert("_score".into(), json!(score));
                 results.push(json!({"id": ElemRef::Prop(id).id_string(), "subject": p.subject.id_string(), "predicate": p.predicate, "object": p.object.id_string(), "attributes": p.attributes, "metadata": meta}));
             }
             Ok(Outcome::ok(Value::Array(results)))

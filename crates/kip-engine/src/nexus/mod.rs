@@ -341,7 +341,10 @@ impl Nexus {
             };
         }
         let r = match cmd {
-            Command::Upsert(_) | Command::Delete(_) => self.write_kml(cmd).map(Outcome::ok),
+            Command::Upsert(_) | Command::Delete(_) | Command::Update(_) | Command::Merge(_) => {
+                self.write_kml(cmd).map(Outcome::ok)
+            }
+            Command::Export(e) => self.read(|r| crate::meta::export::export_command(r, e, limits)),
             Command::Find(q) => self.read(|r| kql::find(r, q, limits)),
             Command::Describe(d) => self.read(|r| crate::meta::describe::describe(r, d, limits)),
             Command::Search(s) => self.read(|r| crate::meta::search::search(r, s, limits)),
@@ -358,7 +361,7 @@ impl Nexus {
     /// (schema and id checks) without being run.
     fn validate(&self, cmd: &Command, limits: &QueryLimits) -> Result<Value, KipError> {
         match cmd {
-            Command::Upsert(_) | Command::Delete(_) => {
+            Command::Upsert(_) | Command::Delete(_) | Command::Update(_) | Command::Merge(_) => {
                 self.write(|w| validate_in(w, cmd, limits), true)
             }
             _ => self.read(|r| validate_in_read(r, cmd, limits)),
@@ -445,6 +448,8 @@ impl Nexus {
         match cmd {
             Command::Upsert(u) => upsert::upsert(w, u, upsert::Privilege::Agent),
             Command::Delete(d) => delete::delete(w, d, &self.limits),
+            Command::Update(u) => crate::kml::update::update(w, u, &self.limits),
+            Command::Merge(m) => crate::kml::merge::merge(w, m, &self.limits),
             _ => Err(KipError::internal("not a KML statement")),
         }
     }
@@ -717,6 +722,8 @@ fn validate_in(
     match cmd {
         Command::Upsert(u) => out["effect"] = upsert::upsert(w, u, upsert::Privilege::Agent)?,
         Command::Delete(d) => out["effect"] = delete::delete(w, d, limits)?,
+        Command::Update(u) => out["effect"] = crate::kml::update::update(w, u, limits)?,
+        Command::Merge(m) => out["effect"] = crate::kml::merge::merge(w, m, limits)?,
         _ => return validate_in_read(&*w, cmd, limits),
     }
     Ok(out)

@@ -98,6 +98,7 @@ impl Parser<'_> {
         }
         let identity = self.concept_matcher()?;
         self.check_exact_concept(&identity)?;
+        let expect_version = self.expect_version()?;
         let mut set_attributes = None;
         let mut set_propositions: Option<Vec<SetProposition>> = None;
         loop {
@@ -121,6 +122,12 @@ impl Parser<'_> {
                         "a CONCEPT block takes SET ATTRIBUTES { ... } and SET PROPOSITIONS { ... }",
                     ));
                 }
+            } else if self.at_kw("EXPECT") {
+                return Err(self
+                    .unexpected("SET ATTRIBUTES, SET PROPOSITIONS or '}'")
+                    .with_hint(
+                        "EXPECT VERSION comes right after the block's identity, before SET",
+                    ));
             } else {
                 return Err(self
                     .unexpected("SET ATTRIBUTES, SET PROPOSITIONS or '}'")
@@ -131,6 +138,7 @@ impl Parser<'_> {
         Ok(ConceptBlock {
             handle,
             identity,
+            expect_version,
             set_attributes,
             set_propositions,
             metadata,
@@ -193,6 +201,7 @@ impl Parser<'_> {
                 .with_hint("a PROPOSITION block starts with its identity, e.g. { (?a, \"treats\", ?b) SET ATTRIBUTES { ... } }"));
         }
         let identity = self.proposition_pattern(None, true)?;
+        let expect_version = self.expect_version()?;
         let mut set_attributes = None;
         loop {
             if self.eat(&Tok::RBrace) {
@@ -201,6 +210,10 @@ impl Parser<'_> {
             if self.at_kw("SET") && matches!(self.peek_nth(1), Tok::Ident(w) if w == "ATTRIBUTES") {
                 self.bump();
                 self.set_attributes(&mut set_attributes)?;
+            } else if self.at_kw("EXPECT") {
+                return Err(self.unexpected("SET ATTRIBUTES or '}'").with_hint(
+                    "EXPECT VERSION comes right after the block's identity, before SET",
+                ));
             } else {
                 return Err(self
                     .unexpected("SET ATTRIBUTES or '}'")
@@ -211,6 +224,7 @@ impl Parser<'_> {
         Ok(PropositionBlock {
             handle,
             identity,
+            expect_version,
             set_attributes,
             metadata,
             span: start.to(self.prev_span()),
@@ -253,6 +267,11 @@ impl Parser<'_> {
                     .with_hint("forms: DELETE ATTRIBUTES {...} FROM ?x WHERE {...}, DELETE METADATA {...} FROM ?x WHERE {...}, DELETE PROPOSITIONS ?l WHERE {...}, DELETE CONCEPT ?c DETACH WHERE {...}"))
             }
         };
+        if self.at_kw("EXPECT") {
+            return Err(self.unexpected("keyword WHERE").with_hint(
+                "EXPECT VERSION guards UPSERT blocks only; guard a DELETE's targets with FILTER conditions in its WHERE (e.g. FILTER(?x.metadata._version == 3))",
+            ));
+        }
         if !self.at_kw("WHERE") {
             return Err(self.unexpected("keyword WHERE").with_hint(format!(
                 "DELETE needs WHERE {{ ... }} binding ?{}",
@@ -295,7 +314,7 @@ impl Parser<'_> {
         Ok(keys)
     }
 
-    fn target_var(&mut self, ctx: &str) -> KipResult<Variable> {
+    pub(crate) fn target_var(&mut self, ctx: &str) -> KipResult<Variable> {
         match self.peek_tok().clone() {
             Tok::Var(name) => {
                 let span = self.bump().span;

@@ -2,7 +2,7 @@
 
 use super::Parser;
 use crate::ast::*;
-use crate::error::KipResult;
+use crate::error::{ErrorCode, KipResult};
 use crate::lexer::Tok;
 
 const DESCRIBE_FORMS: &str = "DESCRIBE PRIMER | DOMAINS | CONCEPT TYPES | CONCEPT TYPE \"Name\" | PROPOSITION TYPES | PROPOSITION TYPE \"predicate\"";
@@ -91,6 +91,8 @@ impl Parser<'_> {
         let term = self.str_slot("a quoted search term")?;
         let mut with_type = None;
         let mut limit = None;
+        let mut mode = None;
+        let mut threshold = None;
         loop {
             if self.at_kw("WITH") {
                 if with_type.is_some() {
@@ -105,6 +107,18 @@ impl Parser<'_> {
                 }
                 self.bump();
                 limit = Some(self.limit_value()?);
+            } else if self.at_kw("MODE") {
+                if mode.is_some() {
+                    return Err(self.duplicate_clause("MODE"));
+                }
+                self.bump();
+                mode = Some(self.search_mode()?);
+            } else if self.at_kw("THRESHOLD") {
+                if threshold.is_some() {
+                    return Err(self.duplicate_clause("THRESHOLD"));
+                }
+                self.bump();
+                threshold = Some(self.threshold()?);
             } else {
                 break;
             }
@@ -112,16 +126,68 @@ impl Parser<'_> {
         if let Tok::Ident(w) = self.peek_tok() {
             if !super::STATEMENT_KEYWORDS.contains(&w.as_str()) {
                 return Err(self
-                    .unexpected("WITH TYPE, LIMIT or the end of the SEARCH command")
-                    .with_hint("SEARCH CONCEPT|PROPOSITION \"term\" [WITH TYPE \"T\"] [LIMIT n]"));
+                    .unexpected("WITH TYPE, MODE, THRESHOLD, LIMIT or the end of the SEARCH command")
+                    .with_hint("SEARCH CONCEPT|PROPOSITION \"term\" [WITH TYPE \"T\"] [MODE \"keyword\"|\"semantic\"|\"hybrid\"] [THRESHOLD 0.5] [LIMIT n]"));
             }
         }
         Ok(Search {
             target,
             term,
             with_type,
+            mode,
+            threshold,
             limit,
             span: start.to(self.prev_span()),
         })
+    }
+
+    fn search_mode(&mut self) -> KipResult<Slot<SearchMode>> {
+        if self.at_param() {
+            return Ok(Slot::Param(self.param()?));
+        }
+        match self.peek_tok().clone() {
+            Tok::Str(m) => {
+                let span = self.bump().span;
+                match SearchMode::parse(&m) {
+                    Some(mode) => Ok(Slot::Literal(mode, span)),
+                    None => Err(self
+                        .error_at(
+                            ErrorCode::InvalidSyntax,
+                            span,
+                            format!("unknown search mode \"{m}\""),
+                        )
+                        .with_hint(
+                            "MODE is \"keyword\", \"semantic\" or \"hybrid\" (lowercase, quoted)",
+                        )),
+                }
+            }
+            _ => Err(self
+                .unexpected("a quoted mode or :placeholder after MODE")
+                .with_hint("write MODE \"keyword\", MODE \"semantic\" or MODE \"hybrid\"")),
+        }
+    }
+
+    fn threshold(&mut self) -> KipResult<Slot<f64>> {
+        if self.at_param() {
+            return Ok(Slot::Param(self.param()?));
+        }
+        match self.peek_tok().clone() {
+            Tok::Num(n) => {
+                let span = self.bump().span;
+                match n.as_f64().filter(|x| (0.0..=1.0).contains(x)) {
+                    Some(x) => Ok(Slot::Literal(x, span)),
+                    None => Err(self
+                        .error_at(
+                            ErrorCode::InvalidSyntax,
+                            span,
+                            format!("THRESHOLD must be between 0 and 1, found {n}"),
+                        )
+                        .with_hint("scores are normalized to [0, 1]: e.g. THRESHOLD 0.5")),
+                }
+            }
+            _ => Err(self
+                .unexpected("a number in [0, 1] or :placeholder after THRESHOLD")
+                .with_hint("write THRESHOLD 0.75")),
+        }
     }
 }

@@ -8,6 +8,7 @@
 mod kml;
 mod kql;
 mod meta;
+mod rc11;
 mod values;
 
 use crate::ast::{Command, WhereClause};
@@ -233,7 +234,12 @@ pub(crate) struct Parser<'a> {
     opts: ParseOptions,
 }
 
-pub(crate) const STATEMENT_KEYWORDS: [&str; 5] = ["FIND", "UPSERT", "DELETE", "DESCRIBE", "SEARCH"];
+pub(crate) const STATEMENT_KEYWORDS: [&str; 8] = [
+    "FIND", "UPSERT", "UPDATE", "MERGE", "DELETE", "DESCRIBE", "SEARCH", "EXPORT",
+];
+
+/// The command list of error messages and hints.
+const COMMANDS: &str = "FIND, UPSERT, UPDATE, MERGE, DELETE, DESCRIBE, SEARCH or EXPORT";
 
 impl<'a> Parser<'a> {
     fn new(src: &'a str, opts: ParseOptions) -> KipResult<Self> {
@@ -546,18 +552,28 @@ impl<'a> Parser<'a> {
                 "FIND" => self.find().map(Command::Find),
                 "UPSERT" => self.upsert().map(Command::Upsert),
                 "DELETE" => self.delete().map(Command::Delete),
+                "UPDATE" => self.update().map(Command::Update),
+                "MERGE" => self.merge().map(Command::Merge),
+                "EXPORT" => self.export().map(Command::Export),
                 "DESCRIBE" => self.describe().map(Command::Describe),
                 "SEARCH" => self.search().map(Command::Search),
                 other => {
-                    let mut e = self.unexpected("a KIP command (FIND, UPSERT, DELETE, DESCRIBE or SEARCH)");
+                    let mut e = self.unexpected(&format!("a KIP command ({COMMANDS})"));
                     let upper = other.to_uppercase();
                     if e.hint.is_none() {
-                        let h = if ["SELECT", "MATCH", "INSERT", "UPDATE", "CREATE", "MERGE"].contains(&upper.as_str()) {
-                            format!("KIP v1 has no {upper}: query with FIND(...) WHERE {{ ... }} and write with UPSERT {{ ... }}")
-                        } else if let Some(k) = STATEMENT_KEYWORDS.iter().find(|k| upper.starts_with(*k)) {
-                            format!("did you mean {k}? keywords must be separated from what follows")
+                        let h = if STATEMENT_KEYWORDS.contains(&upper.as_str()) {
+                            format!("keywords are written in capitals: {upper}")
+                        } else if ["SELECT", "MATCH", "INSERT", "CREATE"].contains(&upper.as_str())
+                        {
+                            format!("KIP has no {upper}: query with FIND(...) WHERE {{ ... }} and write with UPSERT {{ ... }} (or UPDATE for bulk changes)")
+                        } else if let Some(k) =
+                            STATEMENT_KEYWORDS.iter().find(|k| upper.starts_with(*k))
+                        {
+                            format!(
+                                "did you mean {k}? keywords must be separated from what follows"
+                            )
                         } else {
-                            "a command starts with FIND, UPSERT, DELETE, DESCRIBE or SEARCH".to_string()
+                            format!("a command starts with {COMMANDS}")
                         };
                         e = e.with_hint(h);
                     }
@@ -565,14 +581,16 @@ impl<'a> Parser<'a> {
                 }
             },
             _ => Err(self
-                .unexpected("a KIP command (FIND, UPSERT, DELETE, DESCRIBE or SEARCH)")
-                .with_hint("a command starts with FIND, UPSERT, DELETE, DESCRIBE or SEARCH; check for unbalanced braces before this point")),
+                .unexpected(&format!("a KIP command ({COMMANDS})"))
+                .with_hint(format!(
+                "a command starts with {COMMANDS}; check for unbalanced braces before this point"
+            ))),
         }
     }
 }
 
 fn is_known_keyword(w: &str) -> bool {
-    const KW: [&str; 33] = [
+    const KW: [&str; 41] = [
         "FIND",
         "WHERE",
         "FILTER",
@@ -606,6 +624,14 @@ fn is_known_keyword(w: &str) -> bool {
         "DISTINCT",
         "IN",
         "REGEX",
+        "UPDATE",
+        "MERGE",
+        "INTO",
+        "EXPORT",
+        "EXPECT",
+        "VERSION",
+        "MODE",
+        "THRESHOLD",
     ];
     KW.contains(&w)
 }

@@ -1,0 +1,307 @@
+//! `UPDATE ?x SET ATTRIBUTES {...} SET METADATA {...} WHERE {...} [LIMIT n]` (RC11
+//! §4.3): every element bound to `?x` is changed once, in one transaction, with values
+//! or update expressions (`ADD`, `MUL`, `CLAMP`, `COALESCE`) computed from that
+//! element's own state. It never creates anything.
+//!
+//! Choices (docs/semantics.md): the elements are taken in the matcher's natural order
+//! (the order FIND returns them without ORDER BY; deterministic for a given store
+//! state), the first `LIMIT` of them; an UPDATE that would change more than
+//! [`MAX_UPDATE`] elements is refused (`KIP_4002`) before anything is written; a
+//! protected concept or Genesis link among the targets refuses the whole statement
+//! (`KIP_3004`). Arithmetic stays in integers while both operands are integers (and
+//! the result fits), otherwise it is done in 64-bit floating point; a result that is
+//! not a finite number is `null`, and an expression that yields `null` leaves its key
+//! as it was.
+
+use super::primitives::{refuse_reserved, Privilege, Writer};
+use crate::kql::exec::Val;
+use crate::kql::result::solutions;
+use crate::kql::QueryLimits;
+use crate::schema;
+use crate::store::{ElemRef, GraphWrite};
+use kip_lang::ast::{Update, UpdateFunc, UpdateObject, UpdateValue, ValueKind};
+use kip_lang::{ErrorCode, KipError};
+use serde_json::{json, Map, Number, Value};
+
+/// The most elements one UPDATE may change (DECISIONS.md item 30).
+pub const MAX_UPDATE: usize = 100_000;
+
+/// Executes an UPDATE inside the caller's write transaction; returns
+/// `{"updated": n, "matched": m}`.
+pub fn update(g: &mut dyn GraphWrite, u: &Update, limits: &QueryLimits) -> Result<Value, KipError> {
+    if let Some(m) = &u.set_metadata {
+        refuse_reserved(m.entries.iter().map(|(k, _)| k))?;
+    }
+    let var = &u.target.name;
+    let mut targets = solutions(&*g, &u.where_clauses, var, limits)?;
+    if let Some(n) = u.limit.as_ref().and_then(|l| l.literal()) {
+        targets.truncate(usize::try_from(*n).unwrap_or(usize::MAX));
+    }
+    if targets.len() > MAX_UPDATE {
+        return Err(KipError::new(
+            ErrorCode::ResourceExhausted,
+            format!(
+                "the UPDATE matches {} elements, more than the {MAX_UPDATE} one statement may change",
+                targets.len()
+            ),
+        )
+        .with_hint("add LIMIT and a marker: SET METADATA { swept_at: :cycle } with FILTER(IS_NULL(?x.metadata.swept_at) || ?x.metadata.swept_at < :cycle) in WHERE, then repeat until updated < LIMIT"));
+    }
+    let matched = targets.len();
+    let mut w = Writer::new(g, Privilege::Agent);
+    // Every target is checked before anything changes.
+    let mut elems = Vec::with_capacity(targets.len());
+    for t in targets {
+        match t {
+            Val::Elem(r) => {
+                check_not_protected(&mut w, r)?;
+                elems.push(r);
+            }
+            Val::Pred(_) => {
+                return Err(KipError::new(
+                    ErrorCode::TypeMismatch,
+                    format!("?{var} is bound to a predicate name, not to an element"),
+                )
+                .with_hint("UPDATE a variable bound to concepts ({type: ...}) or to links (?l (?s, \"p\", ?o))"))
+            }
+        }
+    }
+    let mut updated = 0u64;
+    for r in elems {
+        let changed = match r {
+            ElemRef::Concept(n) => {
+                let Some(old) = w.graph().concept(n)? else {
+                    continue;
+                };
+                let mut rec = old.clone();
+                apply(
+                    &u.set_attributes,
+                    &old.attributes,
+                    &old.metadata,
+                    &mut rec.attributes,
+                );
+                apply(
+                    &u.set_metadata,
+                    &old.attributes,
+                    &old.metadata,
+                    &mut rec.metadata,
+                );
+                w.put_concept(n, Some(&old), &mut rec)?
+            }
+            ElemRef::Prop(n) => {
+                let Some(old) = w.graph().prop(n)? else {
+                    continue;
+                };
+                let mut rec = old.clone();
+                apply(
+                    &u.set_attributes,
+                    &old.attributes,
+                    &old.metadata,
+                    &mut rec.attributes,
+                );
+                apply(
+                    &u.set_metadata,
+                    &old.attributes,
+                    &old.metadata,
+                    &mut rec.metadata,
+                );
+                w.put_link(n, &old, &mut rec)?
+            }
+        };
+        if changed {
+            updated += 1;
+        }
+    }
+    Ok(json!({"updated": updated, "matched": matched}))
+}
+
+/// `KIP_3004` when `r` is a protected concept or a link between two of them.
+fn check_not_protected(w: &mut Writer, r: ElemRef) -> Result<(), KipError> {
+    let protected = match r {
+        ElemRef::Concept(n) => w
+            .graph()
+            .concept(n)?
+            .filter(schema::is_protected)
+            .map(|c| format!("{{type: \"{}\", name: \"{}\"}}", c.concept_type, c.name)),
+        ElemRef::Prop(n) => match w.graph().prop(n)? {
+            Some(p) => match (p.subject, p.object) {
+                (ElemRef::Concept(s), ElemRef::Concept(o)) => {
+                    let (s, o) = (w.graph().concept(s)?, w.graph().concept(o)?);
+                    match (s, o) {
+                        (Some(s), Some(o))
+                            if schema::is_protected(&s) && schema::is_protected(&o) =>
+                        {
+                            Some(format!(
+                                "the link ({}, \"{}\", {})",
+                                s.name, p.predicate, o.name
+                            ))
+                        }
+                        _ => None,
+                    }
+                }
+                _ => None,
+            },
+            None => None,
+        },
+    };
+    match protected {
+        Some(what) => Err(schema::immutable(format!(
+            "ImmutableTarget: the UPDATE matches {what}, a protected system structure"
+        ))
+        .with_hint("narrow the WHERE pattern so that it leaves out the protected system concepts ($self, $system, meta-types, core domains) and the links between them; change $self's own attributes with UPSERT")),
+        None => Ok(()),
+    }
+}
+
+/// Applies one SET object to `out` (shallow merge), each value computed from the
+/// element's state before the statement.
+fn apply(
+    set: &Option<UpdateObject>,
+    attrs: &Map<String, Value>,
+    meta: &Map<String, Value>,
+    out: &mut Map<String, Value>,
+) {
+    let Some(set) = set else { return };
+    for (key, v) in &set.entries {
+        let value = match v {
+            // A plain value is written as it is (null included), as in UPSERT.
+            UpdateValue::Value(x) => x.to_json().unwrap_or(Value::Null),
+            _ => match eval(v, attrs, meta) {
+                Some(x) => x,
+                None => continue, // null: this key is skipped for this element
+            },
+        };
+        out.insert(key.clone(), value);
+    }
+}
+
+/// The value of an operand or expression; `None` is `null`.
+fn eval(v: &UpdateValue, attrs: &Map<String, Value>, meta: &Map<String, Value>) -> Option<Value> {
+    match v {
+        UpdateValue::Value(x) => match &x.kind {
+            ValueKind::Null => None,
+            _ => x.to_json().ok().filter(|j| !j.is_null()),
+        },
+        UpdateValue::Path(p) => {
+            let map = match p.path.first().map(String::as_str) {
+                Some("attributes") => attrs,
+                Some("metadata") => meta,
+                _ => return None,
+            };
+            p.path
+                .get(1)
+                .and_then(|k| map.get(k))
+                .filter(|j| !j.is_null())
+                .cloned()
+        }
+        UpdateValue::Call { func, args, .. } => {
+            let arg = |i: usize| args.get(i).and_then(|a| eval(a, attrs, meta));
+            match func {
+                UpdateFunc::Coalesce => arg(0).or_else(|| arg(1)),
+                UpdateFunc::Add => arith(arg(0)?, arg(1)?, i64::checked_add, |a, b| a + b),
+                UpdateFunc::Mul => arith(arg(0)?, arg(1)?, i64::checked_mul, |a, b| a * b),
+                UpdateFunc::Clamp => {
+                    let (x, lo, hi) = (arg(0)?, arg(1)?, arg(2)?);
+                    let (xf, lof, hif) = (x.as_f64()?, lo.as_f64()?, hi.as_f64()?);
+                    if lof > hif {
+                        return None;
+                    }
+                    if xf < lof {
+                        Some(lo)
+                    } else if xf > hif {
+                        Some(hi)
+                    } else {
+                        Some(x)
+                    }
+                }
+            }
+        }
+    }
+}
+
+fn arith(
+    a: Value,
+    b: Value,
+    int: fn(i64, i64) -> Option<i64>,
+    float: fn(f64, f64) -> f64,
+) -> Option<Value> {
+    let (Value::Number(a), Value::Number(b)) = (a, b) else {
+        return None;
+    };
+    if let (Some(x), Some(y)) = (a.as_i64(), b.as_i64()) {
+        if let Some(r) = int(x, y) {
+            return Some(Value::from(r));
+        }
+    }
+    Number::from_f64(float(a.as_f64()?, b.as_f64()?)).map(Value::Number)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kip_lang::ast::Command;
+
+    fn set_of(src: &str) -> UpdateObject {
+        let cmd = kip_lang::parse_command(&format!(
+            "UPDATE ?x SET ATTRIBUTES {src} WHERE {{ ?x {{type: \"T\"}} }}"
+        ))
+        .expect("parses");
+        let Command::Update(u) = cmd else {
+            panic!("not an UPDATE")
+        };
+        u.set_attributes.expect("SET ATTRIBUTES")
+    }
+
+    fn run(src: &str, attrs: Value) -> Map<String, Value> {
+        let attrs = attrs.as_object().cloned().unwrap_or_default();
+        let mut out = attrs.clone();
+        apply(&Some(set_of(src)), &attrs, &Map::new(), &mut out);
+        out
+    }
+
+    #[test]
+    fn expressions_follow_the_spec() {
+        let r = run("{ n: ADD(COALESCE(?x.attributes.n, 0), 1) }", json!({}));
+        assert_eq!(
+            r["n"],
+            json!(1),
+            "a missing counter starts from the default"
+        );
+        let r = run(
+            "{ n: ADD(COALESCE(?x.attributes.n, 0), 1) }",
+            json!({"n": 4}),
+        );
+        assert_eq!(r["n"], json!(5), "integers stay integers");
+        let r = run(
+            "{ s: CLAMP(MUL(COALESCE(?x.attributes.s, 0.7), 0.5), 0.0, 1.0) }",
+            json!({}),
+        );
+        assert_eq!(r["s"], json!(0.35));
+        let r = run(
+            "{ s: CLAMP(ADD(?x.attributes.s, 1), 0, 1) }",
+            json!({"s": 0.5}),
+        );
+        assert_eq!(r["s"], json!(1), "clamped to the upper bound");
+        let r = run(
+            "{ s: CLAMP(ADD(?x.attributes.s, -1), 0, 1) }",
+            json!({"s": 0.5}),
+        );
+        assert_eq!(r["s"], json!(0), "clamped to the lower bound");
+        // A null operand outside COALESCE, or a non-number, skips the key.
+        let r = run("{ n: ADD(?x.attributes.n, 1), m: 2 }", json!({}));
+        assert!(!r.contains_key("n"), "{r:?}");
+        assert_eq!(r["m"], json!(2), "the other keys still update");
+        let r = run("{ n: MUL(?x.attributes.n, 2) }", json!({"n": "three"}));
+        assert_eq!(
+            r["n"],
+            json!("three"),
+            "a non-number leaves the key as it was"
+        );
+        // Overflowing integers fall back to floating point.
+        let r = run("{ n: MUL(?x.attributes.n, 4) }", json!({"n": i64::MAX}));
+        assert!(r["n"].as_f64().is_some_and(|f| f > 3.0e19), "{r:?}");
+        // A plain null is written, as in UPSERT.
+        let r = run("{ n: null }", json!({"n": 1}));
+        assert_eq!(r["n"], Value::Null);
+    }
+}
