@@ -386,3 +386,27 @@ fn search_modes_degrade_to_keyword_with_normalized_scores_and_a_threshold() {
     let p = ok(&n, "DESCRIBE PRIMER");
     assert_eq!(p["identity"]["search_modes"], json!(["keyword"]));
 }
+
+#[test]
+fn the_read_only_interface_refuses_update_and_merge_and_answers_export() {
+    let n = nexus();
+    medical_schema(&n);
+    medical_facts(&n);
+    for cmd in [
+        r#"UPDATE ?d SET ATTRIBUTES { x: 1 } WHERE { ?d {type: "Drug"} }"#,
+        r#"MERGE CONCEPT ?a INTO ?b WHERE { ?a {type: "Drug", name: "Aspirin"} ?b {type: "Drug", name: "Ibuprofen"} }"#,
+    ] {
+        let r = n
+            .execute_json(&json!({ "command": cmd }), kip_engine::Access::ReadOnly)
+            .to_json();
+        assert_eq!(r["error"]["code"], "KIP_3004", "{cmd}: {r}");
+    }
+    assert_eq!(
+        ok(
+            &n,
+            r#"FIND(?d.attributes.x) WHERE { ?d {type: "Drug", name: "Aspirin"} }"#
+        ),
+        json!([null]),
+        "nothing was written"
+    );
+}
