@@ -2,7 +2,8 @@
 //! with text index version 4 (`text_docs`, `text_postings2`), written by commit a43b4db
 //! (2026-11-22) and committed under `crates/kip-store/tests/fixtures/format1-textindex4`
 //! (how: the README there). The open migrates it in place; every fact stays, SEARCH
-//! works on the rebuilt index, and the integrity check is clean.
+//! works on the rebuilt index, every element gets `_version` 1 (RC11), and the
+//! integrity check is clean.
 
 mod common;
 
@@ -98,6 +99,40 @@ fn a_data_directory_of_an_earlier_release_opens_migrated_and_whole() {
             let found = ok(&n, &format!("SEARCH CONCEPT {query:?}"));
             assert!(found.to_string().contains(expected), "{query}: {found}");
         }
+        // RC11: every element written before versions existed has `_version` 1 now,
+        // links included, and its next change makes it 2.
+        assert_eq!(
+            ok(
+                &n,
+                r#"FIND(COUNT(?x)) WHERE { ?x {type: "Drug"} FILTER(?x.metadata._version == 1) }"#
+            ),
+            json!(1)
+        );
+        assert_eq!(
+            ok(
+                &n,
+                r#"FIND(?l.metadata._version) WHERE { ?l ({type: "Drug", name: "Aspirin"}, "treats", ?s) }"#
+            ),
+            json!([1])
+        );
+        assert_eq!(
+            ok(
+                &n,
+                r#"FIND(COUNT(?x)) WHERE { ?x {type: "$ConceptType"} FILTER(IS_NULL(?x.metadata._version)) }"#
+            ),
+            json!(0)
+        );
+        ok(
+            &n,
+            r#"UPSERT { CONCEPT ?d { {type: "Drug", name: "Aspirin"} EXPECT VERSION 1 SET ATTRIBUTES { risk_level: 3 } } }"#,
+        );
+        assert_eq!(
+            ok(
+                &n,
+                r#"FIND(?d.metadata._version) WHERE { ?d {type: "Drug", name: "Aspirin"} }"#
+            ),
+            json!([2])
+        );
         let none = ok(&n, r#"SEARCH CONCEPT "migraine""#);
         assert!(!none.to_string().contains("Withdrawn"), "{none}");
         assert_eq!(n.check_integrity().expect("check"), Vec::<String>::new());

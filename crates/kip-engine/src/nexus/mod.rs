@@ -112,30 +112,88 @@ impl Budget {
     }
 }
 
-/// The engine's part of opening a store: the bootstrap capsules, once.
+/// The engine's part of opening a store: the bootstrap capsules, once; then the
+/// engine-level migrations (each once, in order).
 fn bootstrap(w: &mut dyn GraphWrite) -> Result<(), KipError> {
-    if w.meta(BOOTSTRAPPED_KEY)?.is_some() {
-        return Ok(());
-    }
-    for (name, text) in BOOTSTRAP_CAPSULES {
-        let cmds = kip_lang::parse_script(text).map_err(|e| {
-            KipError::internal(format!("bootstrap capsule {name} does not parse: {e}"))
-        })?;
-        for cmd in &cmds {
-            let Command::Upsert(u) = cmd else {
-                return Err(KipError::internal(format!(
-                    "bootstrap capsule {name} holds a non-UPSERT command"
-                )));
-            };
-            upsert::upsert(w, u, upsert::Privilege::System)
-                .map_err(|e| KipError::internal(format!("bootstrap capsule {name} failed: {e}")))?;
+    if w.meta(BOOTSTRAPPED_KEY)?.is_none() {
+        for (name, text) in BOOTSTRAP_CAPSULES {
+            let cmds = kip_lang::parse_script(text).map_err(|e| {
+                KipError::internal(format!("bootstrap capsule {name} does not parse: {e}"))
+            })?;
+            for cmd in &cmds {
+                let Command::Upsert(u) = cmd else {
+                    return Err(KipError::internal(format!(
+                        "bootstrap capsule {name} holds a non-UPSERT command"
+                    )));
+                };
+                upsert::upsert(w, u, upsert::Privilege::System).map_err(|e| {
+                    KipError::internal(format!("bootstrap capsule {name} failed: {e}"))
+                })?;
+            }
         }
+        crate::store::GraphWrite::set_meta(w, BOOTSTRAPPED_KEY, b"1")?;
     }
-    Ok(crate::store::GraphWrite::set_meta(
-        w,
-        BOOTSTRAPPED_KEY,
-        b"1",
-    )?)
+    if w.meta(VERSIONED_KEY)?.is_none() {
+        add_versions(w)?;
+        crate::store::GraphWrite::set_meta(w, VERSIONED_KEY, b"1")?;
+    }
+    Ok(())
+}
+
+/// Set once every element carries `_version` (RC11).
+const VERSIONED_KEY: &str = "rc11_versions";
+
+/// RC11 migration: every concept and link written before versions existed gets
+/// `_version: 1` (its `_updated_at` stays unknown). Elements that have one are left
+/// alone, so the migration is idempotent; it runs in the open transaction.
+fn add_versions(w: &mut dyn GraphWrite) -> Result<(), KipError> {
+    use crate::kml::primitives::VERSION_KEY;
+    let mut concepts = Vec::new();
+    w.scan_concepts(&mut |n| {
+        concepts.push(n);
+        Ok(true)
+    })?;
+    let mut links = Vec::new();
+    w.scan_props(&mut |n| {
+        links.push(n);
+        Ok(true)
+    })?;
+    let total = concepts.len() + links.len();
+    let mut done = 0usize;
+    let mut changed = 0usize;
+    let progress = |done: usize| {
+        if total >= 100_000 && done.is_multiple_of(100_000) {
+            tracing::info!("adding _version to the elements of an older store: {done} of {total}");
+        }
+    };
+    for n in concepts {
+        if let Some(old) = w.concept(n)? {
+            if !old.metadata.contains_key(VERSION_KEY) {
+                let mut new = old.clone();
+                new.metadata.insert(VERSION_KEY.into(), Value::from(1u64));
+                w.put_concept(n, &new, Some(&old))?;
+                changed += 1;
+            }
+        }
+        done += 1;
+        progress(done);
+    }
+    for n in links {
+        if let Some(old) = w.prop(n)? {
+            if !old.metadata.contains_key(VERSION_KEY) {
+                let mut new = old.clone();
+                new.metadata.insert(VERSION_KEY.into(), Value::from(1u64));
+                w.put_prop(n, &new, Some(&old))?;
+                changed += 1;
+            }
+        }
+        done += 1;
+        progress(done);
+    }
+    if changed > 0 {
+        tracing::info!("gave {changed} elements of an older store _version 1 (RC11)");
+    }
+    Ok(())
 }
 
 impl Nexus {
