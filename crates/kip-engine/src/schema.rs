@@ -292,8 +292,8 @@ pub fn predicate_name(relation_type: &str) -> String {
     joined
 }
 
-/// Protected concepts: `(type, name)` pairs of DECISIONS.md item 7.
-const PROTECTED: [(&str, &str); 9] = [
+/// Protected concepts: `(type, name)` pairs of DECISIONS.md items 7 and 33.
+const PROTECTED: [(&str, &str); 10] = [
     (CONCEPT_TYPE, CONCEPT_TYPE),
     (CONCEPT_TYPE, PROPOSITION_TYPE),
     (CONCEPT_TYPE, "Domain"),
@@ -301,6 +301,7 @@ const PROTECTED: [(&str, &str); 9] = [
     ("Domain", "CoreSchema"),
     ("Domain", "Unsorted"),
     ("Domain", "Archived"),
+    ("Domain", "System"),
     ("Person", "$self"),
     ("Person", "$system"),
 ];

@@ -36,21 +36,37 @@ fn bootstrap_loads_genesis_core_types_and_persons() {
         ("Domain", "CoreSchema"),
         ("Domain", "Unsorted"),
         ("Domain", "Archived"),
+        ("Domain", "System"),
         ("$ConceptType", "Person"),
         ("$ConceptType", "Event"),
         ("$ConceptType", "SleepTask"),
+        // RC11 (DECISIONS.md item 33): every standard type and predicate capsule.
+        ("$ConceptType", "Preference"),
+        ("$ConceptType", "Insight"),
+        ("$ConceptType", "Commitment"),
+        ("$ConceptType", "Experience"),
+        ("$ConceptType", "ExperienceStep"),
+        ("$ConceptType", "Skill"),
+        ("$PropositionType", "involves"),
+        ("$PropositionType", "mentions"),
+        ("$PropositionType", "consolidated_to"),
+        ("$PropositionType", "derived_from"),
+        ("$PropositionType", "caused_by"),
+        ("$PropositionType", "compiled_to"),
+        ("$PropositionType", "derived_insight"),
+        ("$PropositionType", "has_step"),
         ("Person", "$self"),
         ("Person", "$system"),
     ] {
         assert!(concept(&n, t, name).is_object(), "{t} {name} missing");
     }
-    // Optional capsules are not loaded.
+    // The System domain is protected like the other core domains.
     assert_eq!(
-        ok(
+        err(
             &n,
-            r#"FIND(COUNT(?t)) WHERE { ?t {type: "$ConceptType", name: "Insight"} }"#
+            r#"DELETE CONCEPT ?d DETACH WHERE { ?d {type: "Domain", name: "System"} }"#
         ),
-        json!(0)
+        "KIP_3004"
     );
     // The genesis links exist.
     let core = ok(

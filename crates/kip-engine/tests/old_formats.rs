@@ -133,6 +133,48 @@ fn a_data_directory_of_an_earlier_release_opens_migrated_and_whole() {
             ),
             json!([2])
         );
+        // RC11 bootstrap: what the older store lacked is added (the System domain, the
+        // new types and predicates), and nothing it had is changed: every type
+        // definition is still at _version 1, and Genesis keeps its older text.
+        for (t, name) in [
+            ("Domain", "System"),
+            ("$ConceptType", "Skill"),
+            ("$ConceptType", "Experience"),
+            ("$PropositionType", "consolidated_to"),
+        ] {
+            assert_eq!(
+                ok(
+                    &n,
+                    &format!("FIND(COUNT(?x)) WHERE {{ ?x {{type: {t:?}, name: {name:?}}} }}")
+                ),
+                json!(1),
+                "{t} {name}"
+            );
+        }
+        assert_eq!(
+            ok(
+                &n,
+                r#"FIND(COUNT(?x)) WHERE { ?x {type: "$ConceptType"} FILTER(?x.metadata._version != 1) }"#
+            ),
+            json!(0)
+        );
+        let genesis = ok(
+            &n,
+            r#"FIND(?x) WHERE { ?x {type: "$ConceptType", name: "$ConceptType"} }"#,
+        );
+        assert!(
+            !genesis
+                .to_string()
+                .contains("(optionally 'item_type' for arrays"),
+            "Genesis unchanged"
+        );
+        assert_eq!(
+            ok(
+                &n,
+                r#"FIND(?d.name) WHERE { ({type: "$ConceptType", name: "Skill"}, "belongs_to_domain", ?d) }"#
+            ),
+            json!(["CoreSchema"])
+        );
         let none = ok(&n, r#"SEARCH CONCEPT "migraine""#);
         assert!(!none.to_string().contains("Withdrawn"), "{none}");
         assert_eq!(n.check_integrity().expect("check"), Vec::<String>::new());

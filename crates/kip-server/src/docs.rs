@@ -6,25 +6,25 @@ pub const DOCS: [(&str, &str, &str, &str); 5] = [
         "kip://docs/syntax",
         "KIP syntax reference",
         "The compact KIP syntax reference (KQL, KML, META, errors): read it before writing KIP.",
-        include_str!("../../../spec/KIPSyntax.md"),
+        include_str!("../../../spec/rc11/KIPSyntax.md"),
     ),
     (
         "kip://docs/specification",
         "KIP specification",
-        "The full KIP v1.0-RC6 specification.",
-        include_str!("../../../spec/SPECIFICATION.md"),
+        "The full KIP v1.0-RC11 specification (the protocol this server speaks; see docs/semantics.md for what of RC11 is not there yet).",
+        include_str!("../../../spec/rc11/SPECIFICATION.md"),
     ),
     (
         "kip://docs/system-instructions",
         "KIP system instructions",
         "System instructions for an agent whose memory is this Cognitive Nexus.",
-        include_str!("../../../spec/SystemInstructions.md"),
+        include_str!("../../../spec/rc11/SystemInstructions.md"),
     ),
     (
         "kip://docs/self-instructions",
         "KIP self instructions",
         "Instructions for the agent's sleeping mind ($system) maintaining the nexus.",
-        include_str!("../../../spec/SelfInstructions.md"),
+        include_str!("../../../spec/rc11/SelfInstructions.md"),
     ),
     (
         "kip://docs/responses",
@@ -39,10 +39,10 @@ pub const DOCS: [(&str, &str, &str, &str); 5] = [
 pub const RESPONSE_NOTE: &str = "\n\nResponses: a FIND result is COLUMNAR, one array per FIND expression in FIND order, not a list of rows. FIND(?d.name, ?s.name) answers {\"result\": [[\"Aspirin\", \"Ibuprofen\"], [\"Headache\", \"Fever\"]]}: rows are (Aspirin, Headache) and (Ibuprofen, Fever). With one FIND expression the result is that column itself. Details: the resource kip://docs/responses.";
 
 /// The `execute_kip` tool definition shipped with the protocol.
-pub const FUNCTION_DEFINITION: &str = include_str!("../../../spec/FunctionDefinition.json");
+pub const FUNCTION_DEFINITION: &str = include_str!("../../../spec/rc11/FunctionDefinition.json");
 /// The `execute_kip_readonly` tool definition shipped with the protocol.
 pub const FUNCTION_DEFINITION_READONLY: &str =
-    include_str!("../../../spec/FunctionDefinitionReadonly.json");
+    include_str!("../../../spec/rc11/FunctionDefinitionReadonly.json");
 
 /// Server instructions sent at MCP initialization.
 pub const SERVER_INSTRUCTIONS: &str = "This server is a KIP Cognitive Nexus: your persistent knowledge-graph memory. \

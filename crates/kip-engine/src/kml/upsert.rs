@@ -24,10 +24,28 @@ struct Ctx<'g> {
     w: Writer<'g>,
     handles: HashMap<String, ElemRef>,
     stmt_meta: Map<String, Value>,
+    /// Only create what is missing; leave every existing element as it is.
+    create_only: bool,
 }
 
 /// Executes an UPSERT; returns `{"blocks", "upsert_concept_nodes", "upsert_proposition_links"}`.
 pub fn upsert(g: &mut dyn GraphWrite, u: &Upsert, privilege: Privilege) -> Result<Value, KipError> {
+    run(g, u, privilege, false)
+}
+
+/// The system loader's upgrade of an older store: creates the concepts and links of
+/// `u` that do not exist yet; an existing concept (with its `SET PROPOSITIONS`) or link
+/// is left exactly as it is, but its handle is bound for the blocks after it.
+pub fn upsert_missing(g: &mut dyn GraphWrite, u: &Upsert) -> Result<Value, KipError> {
+    run(g, u, Privilege::System, true)
+}
+
+fn run(
+    g: &mut dyn GraphWrite,
+    u: &Upsert,
+    privilege: Privilege,
+    create_only: bool,
+) -> Result<Value, KipError> {
     check_handles(u)?;
     if privilege != Privilege::System {
         refuse_reserved_metadata(u)?;
@@ -36,6 +54,7 @@ pub fn upsert(g: &mut dyn GraphWrite, u: &Upsert, privilege: Privilege) -> Resul
         w: Writer::new(g, privilege),
         handles: HashMap::new(),
         stmt_meta: object(&u.metadata)?,
+        create_only,
     };
     let mut concept_ids = Vec::new();
     let mut prop_ids = Vec::new();
@@ -266,6 +285,10 @@ impl Ctx<'_> {
                 None => (self.w.graph().alloc_concept_id()?, None, t, n),
             }
         };
+        if self.create_only && existing.is_some() {
+            self.bind(&c.handle, ElemRef::Concept(id));
+            return Ok(id);
+        }
         self.check_version(
             &c.expect_version,
             ElemRef::Concept(id),
@@ -305,6 +328,7 @@ impl Ctx<'_> {
         let set_attrs = object(&p.set_attributes)?;
         let meta = merge(&self.stmt_meta, &object(&p.metadata)?);
         let id = match &p.identity.matcher {
+            PropositionMatcher::Id(_) if self.create_only => self.existing_prop(&p.identity)?,
             PropositionMatcher::Id(_) => {
                 let id = self.existing_prop(&p.identity)?;
                 let old = self
@@ -330,6 +354,12 @@ impl Ctx<'_> {
                 let s = self.endpoint(&t.subject)?;
                 let pred = self.predicate(&t.predicate)?;
                 let o = self.endpoint(&t.object)?;
+                if self.create_only {
+                    if let Some(id) = self.w.graph().prop_by_spo(s, &pred, o)? {
+                        self.bind(&p.handle, ElemRef::Prop(id));
+                        return Ok(id);
+                    }
+                }
                 if p.expect_version.is_some() {
                     let current = match self.w.graph().prop_by_spo(s, &pred, o)? {
                         Some(id) => self.w.graph().prop(id)?.map(|r| (id, r.metadata)),

@@ -3,7 +3,7 @@
 //! executing KIP commands with one write transaction per KML statement (concurrent
 //! statements are combined into one transaction by the write combiner here).
 
-use crate::bootstrap::{BOOTSTRAPPED_KEY, BOOTSTRAP_CAPSULES};
+use crate::bootstrap::{BOOTSTRAPPED_KEY, BOOTSTRAP_CAPSULES, RC11_BOOTSTRAP_KEY};
 mod check;
 
 use crate::cancel::Interrupt;
@@ -115,8 +115,16 @@ impl Budget {
 /// The engine's part of opening a store: the bootstrap capsules, once; then the
 /// engine-level migrations (each once, in order).
 fn bootstrap(w: &mut dyn GraphWrite) -> Result<(), KipError> {
-    if w.meta(BOOTSTRAPPED_KEY)?.is_none() {
-        for (name, text) in BOOTSTRAP_CAPSULES {
+    bootstrap_with(w, &BOOTSTRAP_CAPSULES)
+}
+
+/// [`bootstrap`] with the given capsules.
+fn bootstrap_with(w: &mut dyn GraphWrite, capsules: &[(&str, &str)]) -> Result<(), KipError> {
+    if w.meta(RC11_BOOTSTRAP_KEY)?.is_none() {
+        // A new store loads the capsules; one bootstrapped by an earlier release gains
+        // only what it lacks.
+        let upgrade = w.meta(BOOTSTRAPPED_KEY)?.is_some();
+        for (name, text) in capsules {
             let cmds = kip_lang::parse_script(text).map_err(|e| {
                 KipError::internal(format!("bootstrap capsule {name} does not parse: {e}"))
             })?;
@@ -126,12 +134,18 @@ fn bootstrap(w: &mut dyn GraphWrite) -> Result<(), KipError> {
                         "bootstrap capsule {name} holds a non-UPSERT command"
                     )));
                 };
-                upsert::upsert(w, u, upsert::Privilege::System).map_err(|e| {
+                let done = if upgrade {
+                    upsert::upsert_missing(w, u)
+                } else {
+                    upsert::upsert(w, u, upsert::Privilege::System)
+                };
+                done.map_err(|e| {
                     KipError::internal(format!("bootstrap capsule {name} failed: {e}"))
                 })?;
             }
         }
         crate::store::GraphWrite::set_meta(w, BOOTSTRAPPED_KEY, b"1")?;
+        crate::store::GraphWrite::set_meta(w, RC11_BOOTSTRAP_KEY, b"1")?;
     }
     if w.meta(VERSIONED_KEY)?.is_none() {
         add_versions(w)?;
@@ -254,6 +268,14 @@ impl Nexus {
     /// A nexus in memory (same engine, nothing on disk): for tests and experiments.
     pub fn in_memory() -> Result<Nexus, KipError> {
         Store::in_memory(&mut |w| bootstrap(w)).map(Nexus::over)
+    }
+
+    /// An in-memory nexus with the Genesis capsule only (no standard types, no
+    /// persons). For tests that compare the engine with a naive evaluator over every
+    /// element of the graph, which the standard capsules would multiply.
+    #[doc(hidden)]
+    pub fn in_memory_genesis_only() -> Result<Nexus, KipError> {
+        Store::in_memory(&mut |w| bootstrap_with(w, &BOOTSTRAP_CAPSULES[..1])).map(Nexus::over)
     }
 
     /// Reads the database file once, sequentially, so the kernel's page cache holds it
