@@ -241,6 +241,17 @@ fn merge_repoints_links_fills_attributes_and_leaves_a_trail() {
             .is_some_and(|h| h.contains("already merged")),
         "{e}"
     );
+    // Also when the target is not named by a literal.
+    let e = err_obj(
+        &n,
+        r#"MERGE CONCEPT ?dup INTO ?canon WHERE { ?dup {type: "Drug", name: "ASA"} ?canon {type: "Drug"} FILTER(?canon.attributes.risk_level == 2) }"#,
+    );
+    assert!(
+        e["hint"]
+            .as_str()
+            .is_some_and(|h| h.contains(r#"already merged into {type: "Drug", name: "Aspirin"}"#)),
+        "{e}"
+    );
     // Several matches, other types, protected nodes.
     assert_eq!(
         err(

@@ -280,18 +280,37 @@ fn already_merged_into(g: &dyn GraphWrite, m: &Merge) -> Result<Option<String>, 
         }
         _ => None,
     });
-    let Some((tt, tn)) = target else {
-        return Ok(None);
-    };
-    if let Some(id) = g.concept_by_key(&tt, &tn)? {
-        if let Some(c) = g.concept(id)? {
-            if trail_names(&c).contains(&entry) {
-                return Ok(Some(format!("{{type: \"{tt}\", name: \"{tn}\"}}")));
+    if let Some((tt, tn)) = target {
+        if let Some(id) = g.concept_by_key(&tt, &tn)? {
+            if let Some(c) = g.concept(id)? {
+                if trail_names(&c).contains(&entry) {
+                    return Ok(Some(format!("{{type: \"{tt}\", name: \"{tn}\"}}")));
+                }
             }
         }
     }
-    Ok(None)
+    // Else any concept of the source's type whose trail names it (DECISIONS.md item
+    // 31); an error path, so a bounded scan.
+    let mut found = None;
+    let mut seen = 0usize;
+    g.scan_type(&t, &mut |id| {
+        seen += 1;
+        if let Some(c) = g.concept(id)? {
+            if trail_names(&c).contains(&entry) {
+                found = Some(format!(
+                    "{{type: \"{}\", name: \"{}\"}}",
+                    c.concept_type, c.name
+                ));
+                return Ok(false);
+            }
+        }
+        Ok(seen < MAX_TRAIL_SCAN)
+    })?;
+    Ok(found)
 }
+
+/// Concepts of the source's type looked at for the "already merged" hint.
+const MAX_TRAIL_SCAN: usize = 100_000;
 
 fn trail_names(c: &ConceptRecord) -> Vec<Value> {
     match c.metadata.get(MERGED_FROM_KEY) {
