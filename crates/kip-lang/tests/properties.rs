@@ -258,18 +258,123 @@ fn with_metadata() -> impl Strategy<Value = String> {
         .prop_map(|o| o.map(|o| format!(" WITH METADATA {o}")).unwrap_or_default())
 }
 
+/// An optional `EXPECT VERSION` line (RC11).
+fn expect_version() -> impl Strategy<Value = String> {
+    prop::option::of(prop_oneof![
+        (0u64..1_000).prop_map(|n| n.to_string()),
+        param()
+    ])
+    .prop_map(|v| {
+        v.map(|v| format!("EXPECT VERSION {v}\n"))
+            .unwrap_or_default()
+    })
+}
+
+/// An update-expression operand on the target `t` (RC11 §4.3): a number, a
+/// placeholder, null, a path on the target, or a nested expression.
+fn operand(t: String) -> BoxedStrategy<String> {
+    let path = prop::sample::select(vec!["attributes", "metadata"]).prop_flat_map(move |c| {
+        let t = t.clone();
+        ident().prop_map(move |k| format!("?{t}.{c}.{k}"))
+    });
+    prop_oneof![number(), param(), path, Just("null".to_string())]
+        .prop_recursive(3, 12, 3, |inner| {
+            prop_oneof![
+                (
+                    prop::sample::select(vec!["ADD", "MUL", "COALESCE"]),
+                    inner.clone(),
+                    inner.clone()
+                )
+                    .prop_map(|(f, a, b)| format!("{f}({a}, {b})")),
+                (inner.clone(), inner.clone(), inner)
+                    .prop_map(|(x, lo, hi)| format!("CLAMP({x}, {lo}, {hi})")),
+            ]
+        })
+        .boxed()
+}
+
+/// A value position of UPDATE: a JSON value, or an update expression (a function
+/// applied to operands).
+fn update_value(t: String) -> BoxedStrategy<String> {
+    prop_oneof![
+        value(),
+        (
+            prop::sample::select(vec!["ADD", "MUL", "COALESCE"]),
+            operand(t.clone()),
+            operand(t.clone())
+        )
+            .prop_map(|(f, a, b)| format!("{f}({a}, {b})")),
+        (operand(t.clone()), operand(t.clone()), operand(t))
+            .prop_map(|(x, lo, hi)| format!("CLAMP({x}, {lo}, {hi})")),
+    ]
+    .boxed()
+}
+
+fn update() -> impl Strategy<Value = String> {
+    var().prop_flat_map(|v| {
+        let t = v.trim_start_matches('?').to_string();
+        let set = move || {
+            let entry = (key(), update_value(t.clone())).prop_map(|(k, v)| format!("{k}: {v}"));
+            prop::option::of(prop::collection::vec(entry, 0..3).prop_map(|e| e.join(", ")))
+        };
+        (
+            Just(v),
+            set(),
+            set(),
+            where_clauses(),
+            prop::option::of(limit()),
+        )
+            .prop_filter("an UPDATE sets something", |(_, a, m, _, _)| {
+                a.is_some() || m.is_some()
+            })
+            .prop_map(|(v, a, m, w, l)| {
+                let mut s = format!("UPDATE {v}");
+                if let Some(a) = a {
+                    s.push_str(&format!("\nSET ATTRIBUTES {{ {a} }}"));
+                }
+                if let Some(m) = m {
+                    s.push_str(&format!("\nSET METADATA {{ {m} }}"));
+                }
+                s.push_str(&format!("\nWHERE {{\n{w}\n}}"));
+                if let Some(l) = l {
+                    s.push_str(&format!(" LIMIT {l}"));
+                }
+                s
+            })
+    })
+}
+
+fn merge_or_export() -> impl Strategy<Value = String> {
+    prop_oneof![
+        (var(), var(), where_clauses())
+            .prop_map(|(a, b, w)| format!("MERGE CONCEPT {a} INTO {b} WHERE {{\n{w}\n}}")),
+        (
+            var(),
+            where_clauses(),
+            prop::option::of(limit()),
+            prop::option::of(str_or_param())
+        )
+            .prop_map(|(v, w, l, c)| format!(
+                "EXPORT {v} WHERE {{\n{w}\n}}{}{}",
+                l.map(|l| format!(" LIMIT {l}")).unwrap_or_default(),
+                c.map(|c| format!(" CURSOR {c}")).unwrap_or_default()
+            )),
+    ]
+}
+
 fn upsert() -> impl Strategy<Value = String> {
     let entry = (str_or_param(), kml_endpoint(), with_metadata())
         .prop_map(|(p, t, m)| format!("({p}, {t}){m}"));
     let concept = (
         prop::option::of(var()),
         exact_matcher(),
+        expect_version(),
         prop::option::of(object()),
         prop::option::of(prop::collection::vec(entry, 0..3)),
         with_metadata(),
     )
-        .prop_map(|(h, id, a, p, m)| {
-            let mut s = format!("CONCEPT {} {{\n{id}\n", h.unwrap_or_default());
+        .prop_map(|(h, id, v, a, p, m)| {
+            let mut s = format!("CONCEPT {} {{\n{id}\n{v}", h.unwrap_or_default());
             if let Some(a) = a {
                 s.push_str(&format!("SET ATTRIBUTES {a}\n"));
             }
@@ -287,13 +392,14 @@ fn upsert() -> impl Strategy<Value = String> {
     let proposition = (
         prop::option::of(var()),
         identity,
+        expect_version(),
         prop::option::of(object()),
         with_metadata(),
     )
-        .prop_map(|(h, id, a, m)| {
+        .prop_map(|(h, id, v, a, m)| {
             let attrs = a.map(|a| format!("SET ATTRIBUTES {a}")).unwrap_or_default();
             format!(
-                "PROPOSITION {} {{\n{id}\n{attrs}\n}}{m}",
+                "PROPOSITION {} {{\n{id}\n{v}{attrs}\n}}{m}",
                 h.unwrap_or_default()
             )
         });
@@ -344,18 +450,36 @@ fn meta() -> impl Strategy<Value = String> {
             prop::sample::select(vec!["CONCEPT", "PROPOSITION"]),
             str_or_param(),
             prop::option::of(str_or_param()),
+            prop::option::of(prop_oneof![
+                prop::sample::select(vec!["\"keyword\"", "\"semantic\"", "\"hybrid\""])
+                    .prop_map(str::to_string),
+                param()
+            ]),
+            prop::option::of(prop_oneof![
+                (0u32..=100).prop_map(|n| format!("{}", f64::from(n) / 100.0)),
+                param()
+            ]),
             prop::option::of(limit())
         )
-            .prop_map(|(k, t, w, l)| format!(
-                "SEARCH {k} {t}{}{}",
+            .prop_map(|(k, t, w, m, th, l)| format!(
+                "SEARCH {k} {t}{}{}{}{}",
                 w.map(|w| format!(" WITH TYPE {w}")).unwrap_or_default(),
+                m.map(|m| format!(" MODE {m}")).unwrap_or_default(),
+                th.map(|t| format!(" THRESHOLD {t}")).unwrap_or_default(),
                 l.map(|l| format!(" LIMIT {l}")).unwrap_or_default()
             )),
     ]
 }
 
 fn command() -> impl Strategy<Value = String> {
-    prop_oneof![find(), upsert(), delete(), meta()]
+    prop_oneof![
+        find(),
+        upsert(),
+        delete(),
+        meta(),
+        update(),
+        merge_or_export()
+    ]
 }
 
 proptest! {
