@@ -46,6 +46,27 @@ impl Params<'_> {
         Value::String(v)
     }
 
+    /// Expands the text templates of a setup command: `{about_1000}` becomes 1,000
+    /// `SET PROPOSITIONS` entries `("about", {type: "Topic", name: "topic:<i>"})` to
+    /// distinct topics (fewer when the graph has fewer topics).
+    pub(crate) fn expand(&mut self, text: &str) -> String {
+        const LINKS: &str = "{about_1000}";
+        if !text.contains(LINKS) {
+            return text.to_string();
+        }
+        let topics = self.sizes.topic.max(1);
+        let start = self.rng.below(topics);
+        let entries: Vec<String> = (0..1000.min(topics))
+            .map(|i| {
+                format!(
+                    "(\"about\", {{type: \"Topic\", name: \"topic:{}\"}})",
+                    (start + i) % topics
+                )
+            })
+            .collect();
+        text.replace(LINKS, &entries.join(" "))
+    }
+
     pub(crate) fn bind(&mut self, params: &Value) -> Value {
         let mut m = Map::new();
         for (k, v) in params.as_object().into_iter().flatten() {
@@ -361,7 +382,13 @@ pub(crate) fn scale_run(args: &BenchArgs, workload: &Value, n: usize) -> Result<
             .max(1.0) as usize;
         let mut samples = Vec::new();
         for _ in 0..iters {
-            samples.push(timed(&nexus, cmd, params.bind(&wd["parameters"]))?.0);
+            let p = params.bind(&wd["parameters"]);
+            // An untimed setup with the same parameters (MERGE needs a fresh source).
+            if let Some(setup) = wd["setup"].as_str() {
+                let setup = params.expand(setup);
+                timed(&nexus, &setup, p.clone())?;
+            }
+            samples.push(timed(&nexus, cmd, p)?.0);
         }
         writes.push(stat(name, samples));
     }

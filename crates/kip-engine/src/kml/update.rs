@@ -15,7 +15,7 @@
 
 use super::primitives::{refuse_reserved, Privilege, Writer};
 use crate::kql::exec::Val;
-use crate::kql::result::solutions;
+use crate::kql::result::solutions_up_to;
 use crate::kql::QueryLimits;
 use crate::schema;
 use crate::store::{ElemRef, GraphWrite};
@@ -33,10 +33,12 @@ pub fn update(g: &mut dyn GraphWrite, u: &Update, limits: &QueryLimits) -> Resul
         refuse_reserved(m.entries.iter().map(|(k, _)| k))?;
     }
     let var = &u.target.name;
-    let mut targets = solutions(&*g, &u.where_clauses, var, limits)?;
-    if let Some(n) = u.limit.as_ref().and_then(|l| l.literal()) {
-        targets.truncate(usize::try_from(*n).unwrap_or(usize::MAX));
-    }
+    // The first LIMIT targets; without LIMIT, one more than the cap shows an overflow.
+    let max = match u.limit.as_ref().and_then(|l| l.literal()) {
+        Some(n) => usize::try_from(*n).unwrap_or(usize::MAX),
+        None => MAX_UPDATE + 1,
+    };
+    let targets = solutions_up_to(&*g, &u.where_clauses, var, limits, max)?;
     if targets.len() > MAX_UPDATE {
         return Err(KipError::new(
             ErrorCode::ResourceExhausted,

@@ -54,6 +54,18 @@ pub fn solutions(
     target: &str,
     limits: &QueryLimits,
 ) -> Result<Vec<Val>, KipError> {
+    solutions_up_to(g, clauses, target, limits, usize::MAX)
+}
+
+/// [`solutions`], stopping once `max` distinct values are found (the first `max` in
+/// solution order): an UPDATE with LIMIT does not match more than it changes.
+pub fn solutions_up_to(
+    g: &dyn GraphRead,
+    clauses: &[WhereClause],
+    target: &str,
+    limits: &QueryLimits,
+    max: usize,
+) -> Result<Vec<Val>, KipError> {
     let vars = prepare_vars(clauses, std::iter::once(target))?;
     let plan = compile(g, clauses, vars, limits.max_hops)?;
     let slot = plan.vars.get(target).ok_or_else(|| unbound_var(target))?;
@@ -67,6 +79,9 @@ pub fn solutions(
                 out.push(v.clone());
                 if out.len() > limits.max_rows {
                     return Err(too_many(limits));
+                }
+                if out.len() >= max {
+                    return Ok(false);
                 }
             }
         }
