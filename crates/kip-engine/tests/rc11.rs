@@ -421,3 +421,57 @@ fn the_read_only_interface_refuses_update_and_merge_and_answers_export() {
         "nothing was written"
     );
 }
+
+/// RC9+ query forms: predicate variables with FILTER/IN and bare-variable ORDER BY
+/// keys (the rc9 parse corpus, executed).
+#[test]
+fn predicate_variables_order_and_filter() {
+    let n = nexus();
+    medical_schema(&n);
+    medical_facts(&n);
+    let r = ok(
+        &n,
+        r#"FIND(?pred, ?o.name) WHERE { ?d {type: "Drug", name: "Aspirin"} ?l (?d, ?pred, ?o) FILTER(IN(?pred, ["treats", "is_class_of"])) } ORDER BY ?pred ASC, ?o.name DESC LIMIT 20"#,
+    );
+    assert_eq!(
+        r,
+        json!([
+            ["is_class_of", "treats", "treats"],
+            ["NSAID", "Headache", "Fever"]
+        ])
+    );
+    let r = ok(
+        &n,
+        r#"FIND(?pred, ?o) WHERE { ?l ({type: "Drug", name: "Aspirin"}, ?pred, ?o) FILTER(?pred != "belongs_to_domain") } LIMIT 50"#,
+    );
+    assert_eq!(r[0].as_array().map(Vec::len), Some(4), "{r}");
+}
+
+/// EXPORT writes a link about a link as a nested structural clause, which re-imports.
+#[test]
+fn export_of_higher_order_links_re_imports() {
+    let n = nexus();
+    medical_schema(&n);
+    medical_facts(&n);
+    ok(
+        &n,
+        r#"UPSERT { CONCEPT ?ada { {type: "Person", name: "Ada"} } PROPOSITION ?s { (?ada, "stated", ({type: "Drug", name: "Aspirin"}, "treats", {type: "Symptom", name: "Headache"})) SET ATTRIBUTES { certainty: 0.8 } } }"#,
+    );
+    let r = ok(
+        &n,
+        r#"EXPORT ?x WHERE { ?x {type: "Drug", name: "Aspirin"} UNION { ?x {type: "Symptom", name: "Headache"} } UNION { ?x {type: "Person", name: "Ada"} } UNION { ?x ({type: "Drug", name: "Aspirin"}, "treats", {type: "Symptom", name: "Headache"}) } UNION { ?x (?p, "stated", ?f) } }"#,
+    );
+    let capsule = r["capsule"].as_str().expect("capsule");
+    assert!(
+        capsule.contains(
+            r#"({type: "Drug", name: "Aspirin"}, "treats", {type: "Symptom", name: "Headache"})"#
+        ),
+        "{capsule}"
+    );
+    let m = nexus();
+    medical_schema(&m);
+    ok(&m, capsule);
+    let probe = r#"FIND(?who.name, ?s.attributes.certainty, ?d.name) WHERE { ?s (?who, "stated", ?f) ?f (?d, "treats", ?h) }"#;
+    assert_eq!(ok(&m, probe), ok(&n, probe));
+    assert_eq!(ok(&m, probe), json!([["Ada"], [0.8], ["Aspirin"]]));
+}
