@@ -173,11 +173,13 @@ pub enum Access {
     ReadOnly,
 }
 
-/// The error `execute_kip_readonly` answers a KML statement (UPSERT, UPDATE, MERGE, DELETE) with.
+/// The error `execute_kip_readonly` answers a KML statement (UPSERT, UPDATE, MERGE,
+/// DELETE) with: word for word what DECISIONS.md item 24 fixes (item 36 extends it to
+/// UPDATE and MERGE without changing the text).
 pub fn readonly_refusal() -> KipError {
     KipError::new(
         ErrorCode::ImmutableTarget,
-        "read-only interface: UPSERT, UPDATE, MERGE and DELETE are not allowed",
+        "read-only interface: UPSERT/DELETE are not allowed",
     )
     .with_hint("use execute_kip")
 }
@@ -448,7 +450,7 @@ mod tests {
         let resp = run(&r, Access::ReadOnly, echo);
         assert_eq!(
             resp.to_json()["result"][1],
-            json!({"error": {"code": "KIP_3004", "message": "read-only interface: UPSERT, UPDATE, MERGE and DELETE are not allowed", "hint": "use execute_kip. The batch stopped at command 1 (0-based): command 2 was not run; send them again once this is fixed"}})
+            json!({"error": {"code": "KIP_3004", "message": "read-only interface: UPSERT/DELETE are not allowed", "hint": "use execute_kip. The batch stopped at command 1 (0-based): command 2 was not run; send them again once this is fixed"}})
         );
         let Response::Batch(out) = resp else { panic!() };
         assert_eq!(out.len(), 2);

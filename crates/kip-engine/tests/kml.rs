@@ -541,12 +541,10 @@ fn dry_run_validates_everything_and_writes_nothing() {
         .execute_json(&json!({"command": r#"UPSERT { CONCEPT ?x { {type: "Drug", name: "Dry"} } }"#, "dry_run": true}), Access::ReadWrite)
         .to_json();
     assert_eq!(r["result"]["valid"], true);
+    // RC11 §6.2.2: the effect counts the statement, and its ID arrays are empty.
     assert_eq!(
-        r["result"]["effect"]["upsert_concept_nodes"]
-            .as_array()
-            .expect("arr")
-            .len(),
-        1
+        r["result"]["effect"],
+        json!({"blocks": 1, "upsert_concept_nodes": [], "upsert_proposition_links": []})
     );
     let r = n
         .execute_json(&json!({"command": r#"UPSERT { CONCEPT ?x { {type: "Drugs", name: "Dry"} } }"#, "dry_run": true}), Access::ReadWrite)

@@ -800,7 +800,15 @@ fn validate_in(
 ) -> Result<Value, KipError> {
     let mut out = validation_shape(cmd);
     match cmd {
-        Command::Upsert(u) => out["effect"] = upsert::upsert(w, u, upsert::Privilege::Agent)?,
+        Command::Upsert(u) => {
+            let mut effect = upsert::upsert(w, u, upsert::Privilege::Agent)?;
+            // RC11 §6.2.2: under dry_run the ID arrays are empty (the ids of an aborted
+            // transaction are handed out again by the next real write).
+            for key in ["upsert_concept_nodes", "upsert_proposition_links"] {
+                effect[key] = Value::Array(Vec::new());
+            }
+            out["effect"] = effect;
+        }
         Command::Delete(d) => out["effect"] = delete::delete(w, d, limits)?,
         Command::Update(u) => out["effect"] = crate::kml::update::update(w, u, limits)?,
         Command::Merge(m) => out["effect"] = crate::kml::merge::merge(w, m, limits)?,
