@@ -97,9 +97,45 @@ pub fn import_capsule(data: &Path, file: &str, quiet: bool) -> Result<ExitCode> 
     }
 }
 
-/// `kip export`: the whole graph as a capsule.
-pub fn export(data: &Path, output: Option<PathBuf>) -> Result<ExitCode> {
+/// Runs an EXPORT command page by page (following `next_cursor`) and writes each
+/// page's capsule, separated by blank lines: a script `kip import` loads.
+fn export_pages(nexus: &kip_engine::Nexus, query: &str, w: &mut dyn std::io::Write) -> Result<()> {
+    use kip_lang::ast::{Command, Slot};
+    let cmd = kip_lang::parse_command(query).map_err(|e| anyhow::anyhow!("{e}"))?;
+    let Command::Export(mut export) = cmd else {
+        anyhow::bail!("--query takes an EXPORT command: EXPORT ?x WHERE {{ ... }} [LIMIT n]");
+    };
+    loop {
+        let page = nexus.execute_command(&Command::Export(export.clone()), false);
+        let kip_engine::Outcome::Ok {
+            result,
+            next_cursor,
+        } = page
+        else {
+            anyhow::bail!("{}", page.to_json()["error"]);
+        };
+        let capsule = result["capsule"].as_str().unwrap_or_default();
+        w.write_all(capsule.as_bytes())
+            .and_then(|()| w.write_all(b"\n\n"))
+            .context("writing the export")?;
+        match next_cursor {
+            Some(c) => export.cursor = Some(Slot::Literal(c, export.span)),
+            None => return Ok(()),
+        }
+    }
+}
+
+/// `kip export`: the whole graph as a capsule, or the pages of an EXPORT command.
+pub fn export(data: &Path, output: Option<PathBuf>, query: Option<&str>) -> Result<ExitCode> {
     let nexus = open_existing(data, "export")?;
+    let write = |w: &mut dyn std::io::Write| -> Result<()> {
+        match query {
+            None => nexus
+                .export_capsule_to(w)
+                .map_err(|e| anyhow::anyhow!("{}", e.message)),
+            Some(q) => export_pages(&nexus, q, w),
+        }
+    };
     match output {
         Some(path) => {
             // Written next to the target and renamed into place, so a failed export never
@@ -111,9 +147,7 @@ pub fn export(data: &Path, output: Option<PathBuf>) -> Result<ExitCode> {
             let tmp = tempfile::NamedTempFile::new_in(&dir)
                 .with_context(|| format!("creating a temporary file in {}", dir.display()))?;
             let mut w = std::io::BufWriter::with_capacity(1 << 20, tmp);
-            nexus
-                .export_capsule_to(&mut w)
-                .map_err(|e| anyhow::anyhow!("{}", e.message))?;
+            write(&mut w)?;
             let tmp = w
                 .into_inner()
                 .map_err(|e| anyhow::anyhow!("writing {}: {}", path.display(), e.error()))?;
@@ -131,9 +165,8 @@ pub fn export(data: &Path, output: Option<PathBuf>) -> Result<ExitCode> {
         None => {
             let stdout = std::io::stdout();
             let mut w = std::io::BufWriter::with_capacity(1 << 20, stdout.lock());
-            nexus
-                .export_capsule_to(&mut w)
-                .map_err(|e| anyhow::anyhow!("{}", e.message))?;
+            write(&mut w)?;
+            std::io::Write::flush(&mut w).context("writing to stdout")?;
         }
     }
     Ok(ExitCode::SUCCESS)

@@ -74,11 +74,16 @@ enum Cmd {
     /// Knowledge capsules.
     #[command(subcommand)]
     Capsule(CapsuleCmd),
-    /// Write the whole graph as a KIP capsule (re-importable with `kip import`).
+    /// Write the whole graph as a KIP capsule (re-importable with `kip import`), or what
+    /// an EXPORT command selects (`--query`).
     Export {
         /// Output file (default: stdout).
         #[arg(long, short)]
         output: Option<PathBuf>,
+        /// Run this `EXPORT ?x WHERE { ... } [LIMIT n]` instead of exporting everything:
+        /// every page (following next_cursor) is written, one UPSERT statement each.
+        #[arg(long, value_name = "EXPORT", conflicts_with = "memory_jsonl")]
+        query: Option<String>,
         /// Write the memory-server graph (entities and relations) as memory-server JSONL
         /// to FILE (`-` for stdout) instead.
         #[arg(long, value_name = "FILE", conflicts_with = "output")]
@@ -220,7 +225,7 @@ fn run_command(cli: Cli) -> ExitCode {
             memory_jsonl: Some(file),
             ..
         } => admin::export_memory(&data, &file),
-        Cmd::Export { output, .. } => admin::export(&data, output),
+        Cmd::Export { output, query, .. } => admin::export(&data, output, query.as_deref()),
         Cmd::Explain { query } => admin::explain(&data, &query),
         Cmd::Reindex => admin::reindex(&data, quiet),
         Cmd::Check => admin::check(&data),

@@ -210,6 +210,57 @@ fn export_import_export_is_identical() {
     );
 }
 
+/// `kip export --query` runs an EXPORT and follows its pages: the output is a script of
+/// one UPSERT per page that `kip import` loads into a fresh directory.
+#[test]
+fn export_query_writes_every_page_and_re_imports() {
+    let a = tempfile::tempdir().expect("tempdir");
+    let capsule = r#"UPSERT {
+        CONCEPT ?t { {type: "$ConceptType", name: "Note"} SET ATTRIBUTES { description: "a note" } }
+        CONCEPT ?a { {type: "Note", name: "n1"} SET ATTRIBUTES { text: "one" } }
+        CONCEPT ?b { {type: "Note", name: "n2"} SET ATTRIBUTES { text: "two" } }
+        CONCEPT ?c { {type: "Note", name: "n3"} SET ATTRIBUTES { text: "three" } }
+    }"#;
+    let (code, _) = kip_in(a.path(), &["capsule", "load", "-"], capsule.as_bytes());
+    assert_eq!(code, 0);
+    let (code, out) = kip_in(
+        a.path(),
+        &[
+            "export",
+            "--query",
+            r#"EXPORT ?n WHERE { ?n {type: "Note"} } LIMIT 2"#,
+        ],
+        b"",
+    );
+    assert_eq!(code, 0, "{out}");
+    assert_eq!(out.matches("UPSERT {").count(), 2, "two pages:\n{out}");
+    assert!(!out.contains("_version"), "{out}");
+    let b = tempfile::tempdir().expect("tempdir");
+    let (code, _) = kip_in(
+        b.path(),
+        &["capsule", "load", "-"],
+        br#"UPSERT { CONCEPT ?t { {type: "$ConceptType", name: "Note"} SET ATTRIBUTES { description: "a note" } } }"#,
+    );
+    assert_eq!(code, 0);
+    let (code, summary) = kip_in(b.path(), &["import", "-"], out.as_bytes());
+    assert_eq!(code, 0, "{summary}");
+    let (code, found) = kip_in(
+        b.path(),
+        &[
+            "exec",
+            "--format",
+            "json",
+            r#"FIND(?n.attributes.text) WHERE { ?n {type: "Note"} } ORDER BY ?n.name"#,
+        ],
+        b"",
+    );
+    assert_eq!(code, 0);
+    assert!(found.contains(r#"["one","two","three"]"#), "{found}");
+    // Anything but an EXPORT is refused.
+    let (code, _) = kip_in(a.path(), &["export", "--query", "DESCRIBE PRIMER"], b"");
+    assert_ne!(code, 0);
+}
+
 #[test]
 fn read_and_maintenance_commands_refuse_a_directory_without_a_database_and_create_nothing() {
     let dir = tempfile::tempdir().expect("tempdir");
