@@ -204,9 +204,42 @@ fn main() -> ExitCode {
     }
 }
 
+/// A progress bar for long open-time migrations (older stores), on a terminal.
+fn show_open_progress() {
+    use std::io::IsTerminal;
+    if !std::io::stderr().is_terminal() {
+        return;
+    }
+    let bar: std::sync::Mutex<Option<indicatif::ProgressBar>> = std::sync::Mutex::new(None);
+    kip_engine::progress::set_open_progress(Box::new(move |what, done, total| {
+        // Small stores finish before a bar would be seen.
+        if total < 100_000 {
+            return;
+        }
+        let mut bar = bar.lock().unwrap_or_else(|p| p.into_inner());
+        let b = bar.get_or_insert_with(|| {
+            let b = indicatif::ProgressBar::new(total);
+            b.set_style(
+                indicatif::ProgressStyle::with_template("{msg} {bar:40} {pos}/{len} ({eta})")
+                    .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+            );
+            b.set_message(what.to_string());
+            b
+        });
+        b.set_position(done);
+        if done >= total {
+            b.finish_and_clear();
+            *bar = None;
+        }
+    }));
+}
+
 fn run_command(cli: Cli) -> ExitCode {
     let data = data_dir(&cli);
     let quiet = cli.quiet;
+    if !quiet {
+        show_open_progress();
+    }
     let result = match cli.command {
         Cmd::Exec(args) => exec::run(&data, args),
         Cmd::Repl { format } => repl::run(&data, format),

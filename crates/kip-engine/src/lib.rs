@@ -18,6 +18,7 @@ pub mod memory;
 pub mod meta;
 pub mod nexus;
 pub mod outcome;
+pub mod progress;
 pub mod schema;
 pub use kip_store as store;
 pub use kip_store::throttle;

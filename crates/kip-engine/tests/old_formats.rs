@@ -53,8 +53,17 @@ fn names(v: &serde_json::Value) -> Vec<String> {
     out
 }
 
+/// What the open-time migration reported to the progress hook.
+static PROGRESS: std::sync::Mutex<Vec<(String, u64, u64)>> = std::sync::Mutex::new(Vec::new());
+
 #[test]
 fn a_data_directory_of_an_earlier_release_opens_migrated_and_whole() {
+    kip_engine::progress::set_open_progress(Box::new(|what, done, total| {
+        PROGRESS
+            .lock()
+            .expect("progress")
+            .push((what.to_string(), done, total));
+    }));
     let dir = copy();
     {
         let n = Nexus::open(dir.path()).expect("the old directory opens");
@@ -99,6 +108,13 @@ fn a_data_directory_of_an_earlier_release_opens_migrated_and_whole() {
             let found = ok(&n, &format!("SEARCH CONCEPT {query:?}"));
             assert!(found.to_string().contains(expected), "{query}: {found}");
         }
+        // The migration told the progress hook, ending with done == total.
+        let reports = PROGRESS.lock().expect("progress").clone();
+        let last = reports.last().expect("a progress report");
+        assert!(
+            last.0.contains("_version") && last.1 == last.2 && last.2 > 0,
+            "{reports:?}"
+        );
         // RC11: every element written before versions existed has `_version` 1 now,
         // links included, and its next change makes it 2.
         assert_eq!(

@@ -175,9 +175,13 @@ fn add_versions(w: &mut dyn GraphWrite) -> Result<(), KipError> {
     let total = concepts.len() + links.len();
     let mut done = 0usize;
     let mut changed = 0usize;
+    const WHAT: &str = "adding _version to the elements of an older store";
     let progress = |done: usize| {
+        if done.is_multiple_of(10_000) || done == total {
+            crate::progress::report(WHAT, done as u64, total as u64);
+        }
         if total >= 100_000 && done.is_multiple_of(100_000) {
-            tracing::info!("adding _version to the elements of an older store: {done} of {total}");
+            tracing::info!("{WHAT}: {done} of {total}");
         }
     };
     for n in concepts {
