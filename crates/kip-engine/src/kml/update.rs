@@ -81,13 +81,13 @@ pub fn update(g: &mut dyn GraphWrite, u: &Update, limits: &QueryLimits) -> Resul
                     &old.attributes,
                     &old.metadata,
                     &mut rec.attributes,
-                );
+                )?;
                 apply(
                     &u.set_metadata,
                     &old.attributes,
                     &old.metadata,
                     &mut rec.metadata,
-                );
+                )?;
                 w.put_concept(n, Some(&old), &mut rec)?
             }
             ElemRef::Prop(n) => {
@@ -100,13 +100,13 @@ pub fn update(g: &mut dyn GraphWrite, u: &Update, limits: &QueryLimits) -> Resul
                     &old.attributes,
                     &old.metadata,
                     &mut rec.attributes,
-                );
+                )?;
                 apply(
                     &u.set_metadata,
                     &old.attributes,
                     &old.metadata,
                     &mut rec.metadata,
-                );
+                )?;
                 w.put_link(n, &old, &mut rec)?
             }
         };
@@ -162,12 +162,12 @@ fn apply(
     attrs: &Map<String, Value>,
     meta: &Map<String, Value>,
     out: &mut Map<String, Value>,
-) {
-    let Some(set) = set else { return };
+) -> Result<(), KipError> {
+    let Some(set) = set else { return Ok(()) };
     for (key, v) in &set.entries {
         let value = match v {
             // A plain value is written as it is (null included), as in UPSERT.
-            UpdateValue::Value(x) => x.to_json().unwrap_or(Value::Null),
+            UpdateValue::Value(x) => x.to_json().map_err(|p| super::unbound(&p.name))?,
             _ => match eval(v, attrs, meta) {
                 Some(x) => x,
                 None => continue, // null: this key is skipped for this element
@@ -175,6 +175,7 @@ fn apply(
         };
         out.insert(key.clone(), value);
     }
+    Ok(())
 }
 
 /// The value of an operand or expression; `None` is `null`.
@@ -257,7 +258,7 @@ mod tests {
     fn run(src: &str, attrs: Value) -> Map<String, Value> {
         let attrs = attrs.as_object().cloned().unwrap_or_default();
         let mut out = attrs.clone();
-        apply(&Some(set_of(src)), &attrs, &Map::new(), &mut out);
+        apply(&Some(set_of(src)), &attrs, &Map::new(), &mut out).expect("bound");
         out
     }
 
