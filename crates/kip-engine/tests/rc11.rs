@@ -475,3 +475,28 @@ fn export_of_higher_order_links_re_imports() {
     assert_eq!(ok(&m, probe), ok(&n, probe));
     assert_eq!(ok(&m, probe), json!([["Ada"], [0.8], ["Aspirin"]]));
 }
+
+/// The spec's own sweep (RC11 §4.3, rc9_004) runs on a fresh nexus: the Genesis links
+/// it would touch are all `belongs_to_domain`, which it filters out.
+#[test]
+fn the_spec_decay_sweep_runs_on_a_fresh_nexus() {
+    let n = nexus();
+    medical_schema(&n);
+    medical_facts(&n);
+    let sweep = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../conformance/parse/valid_rc9plus/rc9_004_update_decay.kip"
+    ))
+    .expect("corpus file");
+    let r = ok(&n, &sweep);
+    assert_eq!(r["matched"], r["updated"], "{r}");
+    assert_eq!(r["updated"], 7, "the seven links between the facts: {r}");
+    // Converges: a second run with the same marker changes nothing.
+    assert_eq!(ok(&n, &sweep), json!({"updated": 0, "matched": 0}));
+    let strengths = ok(
+        &n,
+        r#"FIND(?l.metadata.memory_strength) WHERE { ?l (?s, "treats", ?o) }"#,
+    );
+    let s = strengths[0].as_f64().expect("a number");
+    assert!((s - 0.7 * 0.95).abs() < 1e-12, "0.7 decayed once: {s}");
+}
