@@ -207,7 +207,7 @@ fn merge_repoints_links_fills_attributes_and_leaves_a_trail() {
     );
     assert_eq!(
         r,
-        json!({"merged": true, "links_repointed": 1, "links_deduplicated": 1, "attributes_filled": 1})
+        json!({"merged": true, "links_repointed": 1, "links_deduplicated": 1, "attributes_filled": 2})
     );
     let a = ok(
         &n,
@@ -215,7 +215,10 @@ fn merge_repoints_links_fills_attributes_and_leaves_a_trail() {
     )[0]
     .clone();
     assert_eq!(a["attributes"]["risk_level"], 2, "the target wins");
-    assert_eq!(a["attributes"]["brand"], "Bayer", "missing keys are filled");
+    assert_eq!(
+        a["attributes"]["brand"], "Bayer",
+        "missing keys are filled (brand, aliases)"
+    );
     assert_eq!(
         a["attributes"]["aliases"],
         json!(["acetylsalicylic", "ASA"])

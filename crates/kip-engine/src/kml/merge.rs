@@ -79,6 +79,11 @@ pub fn merge(g: &mut dyn GraphWrite, m: &Merge, limits: &QueryLimits) -> Result<
             filled += 1;
         }
     }
+    // `aliases` follows the fill rule too (a key the target lacks counts as filled),
+    // with the union as its one special case.
+    if src.attributes.contains_key("aliases") && !rec.attributes.contains_key("aliases") {
+        filled += 1;
+    }
     let mut aliases: Vec<Value> = match rec.attributes.get("aliases") {
         Some(Value::Array(a)) => a.clone(),
         Some(other) => vec![other.clone()],
