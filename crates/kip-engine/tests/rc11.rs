@@ -277,6 +277,33 @@ fn merge_repoints_links_fills_attributes_and_leaves_a_trail() {
         ),
         "KIP_3004"
     );
+    assert_eq!(
+        err(
+            &n,
+            r#"MERGE CONCEPT ?d INTO ?c WHERE { ?d {type: "Person", name: "$self"} ?c {type: "Person", name: "$self"} }"#
+        ),
+        "KIP_3004",
+        "protected even into itself"
+    );
+    // A node into itself: a success that changes nothing.
+    let before = ok(
+        &n,
+        r#"FIND(?d) WHERE { ?d {type: "Drug", name: "Aspirin"} }"#,
+    );
+    assert_eq!(
+        ok(
+            &n,
+            r#"MERGE CONCEPT ?d INTO ?c WHERE { ?d {type: "Drug", name: "Aspirin"} ?c {type: "Drug", name: "Aspirin"} }"#
+        ),
+        json!({"merged": true, "links_repointed": 0, "links_deduplicated": 0, "attributes_filled": 0})
+    );
+    assert_eq!(
+        ok(
+            &n,
+            r#"FIND(?d) WHERE { ?d {type: "Drug", name: "Aspirin"} }"#
+        ),
+        before
+    );
 }
 
 #[test]

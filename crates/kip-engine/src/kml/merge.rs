@@ -30,11 +30,8 @@ pub fn merge(g: &mut dyn GraphWrite, m: &Merge, limits: &QueryLimits) -> Result<
     let (Some(src), Some(tgt)) = (g.concept(source)?, g.concept(target)?) else {
         return Err(KipError::internal("a matched concept vanished"));
     };
-    if source == target {
-        return Ok(
-            json!({"merged": true, "links_repointed": 0, "links_deduplicated": 0, "attributes_filled": 0}),
-        );
-    }
+    // Protection first (DECISIONS.md item 36: either position), even for a merge of a
+    // node into itself.
     for c in [&src, &tgt] {
         if schema::is_protected(c) {
             return Err(schema::immutable(format!(
@@ -42,6 +39,11 @@ pub fn merge(g: &mut dyn GraphWrite, m: &Merge, limits: &QueryLimits) -> Result<
                 c.concept_type, c.name
             )));
         }
+    }
+    if source == target {
+        return Ok(
+            json!({"merged": true, "links_repointed": 0, "links_deduplicated": 0, "attributes_filled": 0}),
+        );
     }
     if src.concept_type != tgt.concept_type {
         return Err(KipError::new(
