@@ -76,18 +76,7 @@ pub fn update(g: &mut dyn GraphWrite, u: &Update, limits: &QueryLimits) -> Resul
                     continue;
                 };
                 let mut rec = old.clone();
-                apply(
-                    &u.set_attributes,
-                    &old.attributes,
-                    &old.metadata,
-                    &mut rec.attributes,
-                )?;
-                apply(
-                    &u.set_metadata,
-                    &old.attributes,
-                    &old.metadata,
-                    &mut rec.metadata,
-                )?;
+                (rec.attributes, rec.metadata) = apply_both(u, &old.attributes, &old.metadata)?;
                 w.put_concept(n, Some(&old), &mut rec)?
             }
             ElemRef::Prop(n) => {
@@ -95,18 +84,7 @@ pub fn update(g: &mut dyn GraphWrite, u: &Update, limits: &QueryLimits) -> Resul
                     continue;
                 };
                 let mut rec = old.clone();
-                apply(
-                    &u.set_attributes,
-                    &old.attributes,
-                    &old.metadata,
-                    &mut rec.attributes,
-                )?;
-                apply(
-                    &u.set_metadata,
-                    &old.attributes,
-                    &old.metadata,
-                    &mut rec.metadata,
-                )?;
+                (rec.attributes, rec.metadata) = apply_both(u, &old.attributes, &old.metadata)?;
                 w.put_link(n, &old, &mut rec)?
             }
         };
@@ -153,6 +131,22 @@ fn check_not_protected(w: &mut Writer, r: ElemRef) -> Result<(), KipError> {
         .with_hint("narrow the WHERE pattern so that it leaves out the protected system concepts ($self, $system, meta-types, core domains) and the links between them; change $self's own attributes with UPSERT")),
         None => Ok(()),
     }
+}
+
+/// An element's attributes or metadata.
+type Fields = Map<String, Value>;
+
+/// Both SET objects of `u` applied to an element's attributes and metadata: the new
+/// attributes and metadata, every value computed from the state before the statement.
+fn apply_both(
+    u: &Update,
+    attrs: &Map<String, Value>,
+    meta: &Map<String, Value>,
+) -> Result<(Fields, Fields), KipError> {
+    let (mut new_attrs, mut new_meta) = (attrs.clone(), meta.clone());
+    apply(&u.set_attributes, attrs, meta, &mut new_attrs)?;
+    apply(&u.set_metadata, attrs, meta, &mut new_meta)?;
+    Ok((new_attrs, new_meta))
 }
 
 /// Applies one SET object to `out` (shallow merge), each value computed from the
