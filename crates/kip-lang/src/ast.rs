@@ -5,8 +5,9 @@
 //! are typed [`Slot`] (a literal or a parameter) or [`ValueExpr::Param`]; parameters are
 //! replaced on the tree by [`crate::bind`], never by editing text.
 //!
-//! One file on purpose (about 800 lines): the whole tree is one type definition read
-//! together, and splitting it would scatter the grammar's shape.
+//! One file on purpose (about 1,000 lines since RC11's UPDATE, MERGE, EXPORT and
+//! SEARCH modes): the whole tree is one type definition read together, and splitting
+//! it would scatter the grammar's shape.
 
 use crate::span::Span;
 

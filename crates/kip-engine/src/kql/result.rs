@@ -3,8 +3,9 @@
 //! first descending, stable), pagination with opaque cursors bound to the query, and the
 //! columnar result shape.
 //!
-//! One file on purpose (about 800 lines): projection, grouping, ordering and the keyset
-//! cursors share the row representation and the cursor's anchor; they change together.
+//! One file on purpose (about 820 lines): projection, grouping, ordering, the keyset
+//! cursors and the target solutions of DELETE/UPDATE/EXPORT share the row representation
+//! and the cursor's anchor; they change together.
 
 use super::eval::{element_json, path_value, sort_cmp};
 use super::exec::{run_group, Ctx, Row, Val};

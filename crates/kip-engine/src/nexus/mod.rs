@@ -3,7 +3,7 @@
 //! executing KIP commands with one write transaction per KML statement (concurrent
 //! statements are combined into one transaction by the write combiner here).
 
-use crate::bootstrap::{BOOTSTRAPPED_KEY, BOOTSTRAP_CAPSULES, RC11_BOOTSTRAP_KEY};
+use crate::bootstrap::{bootstrap, bootstrap_with, BOOTSTRAP_CAPSULES};
 mod check;
 
 use crate::cancel::Interrupt;
@@ -110,108 +110,6 @@ impl Budget {
             interrupt: Some(Interrupt::new()),
         }
     }
-}
-
-/// The engine's part of opening a store: the bootstrap capsules, once; then the
-/// engine-level migrations (each once, in order).
-fn bootstrap(w: &mut dyn GraphWrite) -> Result<(), KipError> {
-    bootstrap_with(w, &BOOTSTRAP_CAPSULES)
-}
-
-/// [`bootstrap`] with the given capsules.
-fn bootstrap_with(w: &mut dyn GraphWrite, capsules: &[(&str, &str)]) -> Result<(), KipError> {
-    if w.meta(RC11_BOOTSTRAP_KEY)?.is_none() {
-        // A new store loads the capsules; one bootstrapped by an earlier release gains
-        // only what it lacks.
-        let upgrade = w.meta(BOOTSTRAPPED_KEY)?.is_some();
-        for (name, text) in capsules {
-            let cmds = kip_lang::parse_script(text).map_err(|e| {
-                KipError::internal(format!("bootstrap capsule {name} does not parse: {e}"))
-            })?;
-            for cmd in &cmds {
-                let Command::Upsert(u) = cmd else {
-                    return Err(KipError::internal(format!(
-                        "bootstrap capsule {name} holds a non-UPSERT command"
-                    )));
-                };
-                let done = if upgrade {
-                    upsert::upsert_missing(w, u)
-                } else {
-                    upsert::upsert(w, u, upsert::Privilege::System)
-                };
-                done.map_err(|e| {
-                    KipError::internal(format!("bootstrap capsule {name} failed: {e}"))
-                })?;
-            }
-        }
-        crate::store::GraphWrite::set_meta(w, BOOTSTRAPPED_KEY, b"1")?;
-        crate::store::GraphWrite::set_meta(w, RC11_BOOTSTRAP_KEY, b"1")?;
-    }
-    if w.meta(VERSIONED_KEY)?.is_none() {
-        add_versions(w)?;
-        crate::store::GraphWrite::set_meta(w, VERSIONED_KEY, b"1")?;
-    }
-    Ok(())
-}
-
-/// Set once every element carries `_version` (RC11).
-const VERSIONED_KEY: &str = "rc11_versions";
-
-/// RC11 migration: every concept and link written before versions existed gets
-/// `_version: 1` (its `_updated_at` stays unknown). Elements that have one are left
-/// alone, so the migration is idempotent; it runs in the open transaction.
-fn add_versions(w: &mut dyn GraphWrite) -> Result<(), KipError> {
-    use crate::kml::primitives::VERSION_KEY;
-    let mut concepts = Vec::new();
-    w.scan_concepts(&mut |n| {
-        concepts.push(n);
-        Ok(true)
-    })?;
-    let mut links = Vec::new();
-    w.scan_props(&mut |n| {
-        links.push(n);
-        Ok(true)
-    })?;
-    let total = concepts.len() + links.len();
-    let mut done = 0usize;
-    let mut changed = 0usize;
-    const WHAT: &str = "adding _version to the elements of an older store";
-    let progress = |done: usize| {
-        if done.is_multiple_of(10_000) || done == total {
-            crate::progress::report(WHAT, done as u64, total as u64);
-        }
-        if total >= 100_000 && done.is_multiple_of(100_000) {
-            tracing::info!("{WHAT}: {done} of {total}");
-        }
-    };
-    for n in concepts {
-        if let Some(old) = w.concept(n)? {
-            if !old.metadata.contains_key(VERSION_KEY) {
-                let mut new = old.clone();
-                new.metadata.insert(VERSION_KEY.into(), Value::from(1u64));
-                w.put_concept(n, &new, Some(&old))?;
-                changed += 1;
-            }
-        }
-        done += 1;
-        progress(done);
-    }
-    for n in links {
-        if let Some(old) = w.prop(n)? {
-            if !old.metadata.contains_key(VERSION_KEY) {
-                let mut new = old.clone();
-                new.metadata.insert(VERSION_KEY.into(), Value::from(1u64));
-                w.put_prop(n, &new, Some(&old))?;
-                changed += 1;
-            }
-        }
-        done += 1;
-        progress(done);
-    }
-    if changed > 0 {
-        tracing::info!("gave {changed} elements of an older store _version 1 (RC11)");
-    }
-    Ok(())
 }
 
 impl Nexus {
