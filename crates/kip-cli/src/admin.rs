@@ -172,7 +172,7 @@ pub fn export(data: &Path, output: Option<PathBuf>, query: Option<&str>) -> Resu
     Ok(ExitCode::SUCCESS)
 }
 
-/// `kip reindex`: rebuild the text index with a progress bar.
+/// `kip reindex`: rebuild the text index and the attribute value index, with a progress bar.
 pub fn reindex(data: &Path, quiet: bool) -> Result<ExitCode> {
     let nexus = open_existing(data, "reindex")?;
     let bar = if quiet {

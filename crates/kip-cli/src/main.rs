@@ -102,7 +102,7 @@ enum Cmd {
         #[arg(long, requires = "memory_jsonl")]
         skip_bad_lines: bool,
     },
-    /// Rebuild the full-text index from the graph (with a progress bar).
+    /// Rebuild the full-text index and the attribute value index from the graph (with a progress bar).
     Reindex,
     /// Check the store's invariants: every index (by key, type, name, predicate, incoming
     /// link, text) against the records, references, statistics.

@@ -19,13 +19,14 @@
 //! | `stats` | [`Stat`] keys ("t:Type", "p:pred", "dm:C:n", "ft:docs") -> count | planner statistics, domain sizes, BM25 |
 //! | `meta` | key -> bytes | format version, id counters, bootstrap marker |
 //! | `text_postings3` | (term, first element) -> block of (element, tf, doc length) | SEARCH (exact term and prefix ranges) |
+//! | `attr_values` | (type, attribute, value key, id) -> () | FILTER ranges and ORDER BY over a type's attribute ([`attrs`]) |
 //!
 //! Subjects and objects are [`ElemRef`]s encoded as one `u64` (bit 63 set for
 //! propositions), so a link whose subject is another link sorts like any other.
 //! Attributes and metadata are stored as MessagePack (compact, self-describing).
 //!
-//! The five pure secondary indexes (`concept_type`, `concept_name`, `pos`, `osp`,
-//! `text_postings3`) are written through an in-memory layer ([`Overlay`]): committed
+//! The six pure secondary indexes (`concept_type`, `concept_name`, `pos`, `osp`,
+//! `text_postings3`, `attr_values`) are written through an in-memory layer ([`Overlay`]): committed
 //! changes wait there, merged into every read, until a checkpoint folds them into the
 //! tables in key order.
 //!
@@ -37,6 +38,7 @@
 //! [`GraphRead`]/[`GraphWrite`] and leaves the executors untouched; what it must
 //! guarantee is written in ARCHITECTURE.md ("What a backend must guarantee").
 
+pub mod attrs;
 pub mod backend;
 pub mod crashsim;
 pub mod db;
@@ -81,6 +83,9 @@ pub enum Stat<'a> {
     TextDocs,
     /// Total weighted length of the documents in the text index.
     TextLen,
+    /// Concepts of a type (first) with an indexed value of an attribute (second):
+    /// see [`attrs`].
+    Attr(&'a str, &'a str),
 }
 
 impl Stat<'_> {
@@ -92,6 +97,7 @@ impl Stat<'_> {
             Stat::Domain(d) => format!("dm:{}", d.id_string()).into(),
             Stat::TextDocs => TEXT_DOCS.into(),
             Stat::TextLen => TEXT_LEN.into(),
+            Stat::Attr(t, a) => attrs::stat_key(t, a).into(),
         }
     }
 }
@@ -294,6 +300,20 @@ pub trait GraphRead {
     /// The weighted frequency of `term` in an indexed document and the document's
     /// weighted length.
     fn posting(&self, term: &str, key: u64) -> StoreResult<Option<(u32, u32)>>;
+    /// Concepts of `concept_type` by the indexed value of their attribute `attr`
+    /// ([`attrs`]), in value order (descending when `rev`), with value keys within
+    /// `(lo, hi)` (keys made by [`attrs::value_key`], [`attrs::number_key`],
+    /// [`attrs::string_key`] or a kind tag): `f(value key, concept)`. Concepts with the
+    /// same value come in id order (reversed when `rev`).
+    fn scan_attr(
+        &self,
+        concept_type: &str,
+        attr: &str,
+        lo: std::ops::Bound<&str>,
+        hi: std::ops::Bound<&str>,
+        rev: bool,
+        f: &mut dyn FnMut(&str, u64) -> StoreResult<Continue>,
+    ) -> StoreResult<()>;
 }
 
 /// Write access inside one transaction. Index maintenance is the implementation's job:

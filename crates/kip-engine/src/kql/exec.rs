@@ -10,9 +10,13 @@ use super::plan::{
 use super::QueryLimits;
 use crate::store::{ConceptRecord, ElemRef, GraphRead, PropRecord, StoreResult};
 use kip_lang::{ErrorCode, KipError};
+use std::borrow::Cow;
 use std::cell::{Cell, RefCell};
 use std::collections::{HashMap, HashSet};
 use std::rc::Rc;
+
+/// A hash map with a fast hasher, for maps keyed by element ids in the query loops.
+pub type FastMap<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
 use std::time::Instant;
 
 /// A bound value: an element, or a predicate name (from a predicate variable).
@@ -45,8 +49,8 @@ pub struct Ctx<'g> {
     pub vars: &'g Vars,
     work: Cell<u64>,
     start: Instant,
-    concepts: RefCell<HashMap<u64, Option<Rc<ConceptRecord>>>>,
-    props: RefCell<HashMap<u64, Option<Rc<PropRecord>>>>,
+    concepts: RefCell<FastMap<u64, Option<Rc<ConceptRecord>>>>,
+    props: RefCell<FastMap<u64, Option<Rc<PropRecord>>>>,
     pub(crate) regexes: RefCell<HashMap<String, Rc<regex::Regex>>>,
 }
 
@@ -59,8 +63,8 @@ impl<'g> Ctx<'g> {
             vars,
             work: Cell::new(0),
             start: Instant::now(),
-            concepts: RefCell::new(HashMap::new()),
-            props: RefCell::new(HashMap::new()),
+            concepts: RefCell::new(FastMap::default()),
+            props: RefCell::new(FastMap::default()),
             regexes: RefCell::new(HashMap::new()),
         }
     }
@@ -247,16 +251,7 @@ fn concept_ok(ctx: &Ctx, m: &ConceptMatch, n: u64) -> Result<bool, KipError> {
         && m.name.as_ref().is_none_or(|x| *x == rec.name))
 }
 
-/// Concepts satisfying a matcher, streamed to `f`.
-fn scan_matcher(
-    ctx: &Ctx,
-    m: &ConceptMatch,
-    f: &mut dyn FnMut(u64) -> Result<More, KipError>,
-) -> Result<More, KipError> {
-    scan_matcher_from(ctx, m, 0, f)
-}
-
-/// [`scan_matcher`] from concept number `start` on: the concepts come in ascending
+/// Concepts satisfying a matcher, streamed to `f`, from concept number `start` on: the concepts come in ascending
 /// number (the type, name and record tables are keyed by it), and those below `start`
 /// are passed over without reading their records (a keyset cursor resuming a page).
 pub fn scan_matcher_from(
@@ -266,6 +261,8 @@ pub fn scan_matcher_from(
     f: &mut dyn FnMut(u64) -> Result<More, KipError>,
 ) -> Result<More, KipError> {
     let mut more = true;
+    // A scan of the type index alone (no name) needs no record to check the matcher.
+    let by_type = m.id.is_none() && m.name.is_none() && m.concept_type.is_some();
     let mut check = |n: u64| -> StoreResult<More> {
         // Passing over an index entry below the cursor is not counted as work: a page
         // deep in a result costs what the first one does.
@@ -273,7 +270,7 @@ pub fn scan_matcher_from(
             return Ok(true);
         }
         ctx.tick()?;
-        if concept_ok(ctx, m, n)? {
+        if by_type || concept_ok(ctx, m, n)? {
             more = f(n)?;
             Ok(more)
         } else {
@@ -297,6 +294,36 @@ pub fn scan_matcher_from(
     Ok(more)
 }
 
+/// The concepts a concept step scans (its variable unbound), from concept number
+/// `start` on, in ascending number: through its attribute index range when it has one
+/// (the range's concepts are gathered and sorted first), else as [`scan_matcher_from`].
+pub fn scan_step_from(
+    ctx: &Ctx,
+    c: &ConceptStep,
+    start: u64,
+    f: &mut dyn FnMut(u64) -> Result<More, KipError>,
+) -> Result<More, KipError> {
+    let (Some(range), Some(t)) = (&c.index, &c.matcher.concept_type) else {
+        return scan_matcher_from(ctx, &c.matcher, start, f);
+    };
+    let mut ids = Vec::new();
+    range.scan(ctx.g, t, &mut |_, n| {
+        ctx.tick()?;
+        if n >= start {
+            ids.push(n);
+        }
+        Ok(true)
+    })?;
+    ids.sort_unstable();
+    for n in ids {
+        // The index files a concept under its type: no record to read for the matcher.
+        if !f(n)? {
+            return Ok(false);
+        }
+    }
+    Ok(true)
+}
+
 fn match_concept(
     ctx: &Ctx,
     c: &ConceptStep,
@@ -312,7 +339,7 @@ fn match_concept(
             }
         }
         Some(_) => Ok(true),
-        None => scan_matcher(ctx, &c.matcher, &mut |n| {
+        None => scan_step_from(ctx, c, 0, &mut |n| {
             let mut r = row.clone();
             r[c.var] = Some(Val::Elem(ElemRef::Concept(n)));
             f(&r)
@@ -347,9 +374,17 @@ fn accept(ctx: &Ctx, e: &EndpointC, v: ElemRef, row: &Row) -> Result<Option<Row>
 }
 
 fn accept_pred(pred: &PredC, name: &str, row: &Row) -> Option<Row> {
+    accept_pred_ref(pred, name, row).map(Cow::into_owned)
+}
+
+/// [`accept_pred`] without copying the row when nothing is bound (literal predicates).
+fn accept_pred_ref<'r>(pred: &PredC, name: &str, row: &'r Row) -> Option<Cow<'r, Row>> {
     match pred {
-        PredC::Var(s) => bind(row, *s, Val::Pred(Rc::from(name))),
-        PredC::Lits(names, _) => names.iter().any(|n| n == name).then(|| row.clone()),
+        PredC::Var(s) => bind(row, *s, Val::Pred(Rc::from(name))).map(Cow::Owned),
+        PredC::Lits(names, _) => names
+            .iter()
+            .any(|n| n == name)
+            .then_some(Cow::Borrowed(row)),
     }
 }
 
@@ -507,7 +542,7 @@ pub fn match_prop(
         for (sv, r1) in cands {
             if !scan_side(ctx, true, sv, &preds, &mut |pname, ov, id| {
                 ctx.tick()?;
-                let Some(r2) = accept_pred(pred, pname, &r1) else {
+                let Some(r2) = accept_pred_ref(pred, pname, &r1) else {
                     return Ok(true);
                 };
                 match accept(ctx, o, ov, &r2)? {
@@ -524,7 +559,7 @@ pub fn match_prop(
         for (ov, r1) in cands {
             if !scan_side(ctx, false, ov, &preds, &mut |pname, sv, id| {
                 ctx.tick()?;
-                let Some(r2) = accept_pred(pred, pname, &r1) else {
+                let Some(r2) = accept_pred_ref(pred, pname, &r1) else {
                     return Ok(true);
                 };
                 match accept(ctx, s, sv, &r2)? {
@@ -556,7 +591,7 @@ pub fn match_prop(
     }
     let mut each = |sv: ElemRef, pname: &str, ov: ElemRef, id: u64| -> Result<More, KipError> {
         ctx.tick()?;
-        let Some(r1) = accept_pred(pred, pname, row) else {
+        let Some(r1) = accept_pred_ref(pred, pname, row) else {
             return Ok(true);
         };
         let Some(r2) = accept(ctx, s, sv, &r1)? else {

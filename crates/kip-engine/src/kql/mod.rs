@@ -14,6 +14,7 @@
 
 pub mod eval;
 pub mod exec;
+pub mod index;
 pub mod plan;
 pub mod result;
 
@@ -40,6 +41,10 @@ pub struct QueryLimits {
     pub max_page: usize,
     /// Maximum hops of a path pattern (`{m,}` stops here).
     pub max_hops: u32,
+    /// Whether queries may use the attribute value index (FILTER ranges, ORDER BY
+    /// walks). On by default; off answers every query by scanning, as a reference for
+    /// tests and for measuring what the index gains.
+    pub attr_index: bool,
     /// Maximum commands in one `commands` batch (`KIP_4002` beyond, nothing run).
     pub max_batch: usize,
     /// Maximum size of one response's JSON, in bytes: a read whose result would pass
@@ -63,6 +68,7 @@ impl Default for QueryLimits {
             default_page: 1000,
             max_page: 10_000,
             max_hops: 16,
+            attr_index: true,
             max_batch: 256,
             max_response_bytes: 16 << 20,
             deadline: None,

@@ -72,6 +72,9 @@ pub struct ConceptStep {
     pub var: usize,
     /// The matcher.
     pub matcher: ConceptMatch,
+    /// When the variable is not bound before this step: the attribute value index range
+    /// its FILTERs allow, scanned instead of the whole type (the FILTERs still run).
+    pub index: Option<super::index::AttrRange>,
 }
 
 /// A subject or object.
@@ -153,6 +156,7 @@ struct Compiler<'g> {
     g: &'g dyn GraphRead,
     vars: Vars,
     max_hops: u32,
+    attr_index: bool,
 }
 
 fn not_found(what: String) -> KipError {
@@ -173,9 +177,14 @@ pub fn compile(
     g: &dyn GraphRead,
     clauses: &[WhereClause],
     vars: Vars,
-    max_hops: u32,
+    limits: &super::QueryLimits,
 ) -> Result<Plan, KipError> {
-    let mut c = Compiler { g, vars, max_hops };
+    let mut c = Compiler {
+        g,
+        vars,
+        max_hops: limits.max_hops,
+        attr_index: limits.attr_index,
+    };
     let root = c.group(clauses, &BTreeSet::new(), true)?;
     Ok(Plan { vars: c.vars, root })
 }
@@ -352,6 +361,8 @@ impl Compiler<'_> {
                 let m = &c.matcher;
                 if m.id.is_some() || (m.concept_type.is_some() && m.name.is_some()) {
                     1
+                } else if let Some(r) = &c.index {
+                    r.estimate + 1
                 } else if m.name.is_some() {
                     3
                 } else if let Some(t) = &m.concept_type {
@@ -479,7 +490,11 @@ impl Compiler<'_> {
                 WhereClause::Concept(cp) => {
                     let var = self.vars.slot(&cp.var.name);
                     let matcher = self.concept_match(&cp.matcher, required)?;
-                    patterns.push(Step::Concept(ConceptStep { var, matcher }));
+                    patterns.push(Step::Concept(ConceptStep {
+                        var,
+                        matcher,
+                        index: None,
+                    }));
                 }
                 WhereClause::Proposition(p) => patterns.push(Step::Prop(self.prop(p, required)?)),
                 WhereClause::Filter(f) => filters.push(&f.expr),
@@ -495,6 +510,26 @@ impl Compiler<'_> {
             expr_vars(f, &mut names);
             let slots: BTreeSet<usize> = names.iter().map(|n| self.vars.slot(n)).collect();
             filter_sets.push(slots);
+        }
+        // Concept scans narrowed by an attribute value index range from the FILTERs
+        // that read only their variable.
+        for p in patterns.iter_mut() {
+            if let Step::Concept(c) = p {
+                if outer.contains(&c.var) {
+                    continue;
+                }
+                let own: Vec<&Expr> = filters
+                    .iter()
+                    .zip(&filter_sets)
+                    .filter(|(_, vs)| vs.len() == 1 && vs.contains(&c.var))
+                    .map(|(f, _)| *f)
+                    .collect();
+                if own.is_empty() || !self.attr_index {
+                    continue;
+                }
+                let name = self.vars.name(c.var).unwrap_or_default().to_string();
+                c.index = super::index::choose(self.g, c, &name, &own);
+            }
         }
         let mut bound = outer.clone();
         let mut steps = Vec::new();
@@ -699,8 +734,15 @@ fn explain_group_from(gr: &Group, vars: &Vars, depth: usize, input: u64, out: &m
         match s {
             Step::Concept(c) => {
                 let note = est.map(|e| cost(e, &mut flow)).unwrap_or_default();
+                let via = match (&c.index, &c.matcher.concept_type) {
+                    (Some(r), Some(t)) => format!(
+                        " via attribute index {t}.{} where {} ({} entries)",
+                        r.attr, r.text, r.estimate
+                    ),
+                    _ => String::new(),
+                };
                 out.push(format!(
-                    "{pad}match concept {} {{{}}}{note}",
+                    "{pad}match concept {} {{{}}}{via}{note}",
                     vname(vars, c.var),
                     explain_match(&c.matcher)
                 ))

@@ -8,7 +8,7 @@
 //! and the cursor's anchor; they change together.
 
 use super::eval::{element_json, path_value, sort_cmp};
-use super::exec::{run_group, Ctx, Row, Val};
+use super::exec::{run_group, Ctx, More, Row, Val};
 use super::plan::{bound_names, compile, Plan, Vars};
 use super::QueryLimits;
 use crate::outcome::Outcome;
@@ -18,6 +18,7 @@ use kip_lang::ast::{
 };
 use kip_lang::{ErrorCode, KipError};
 use serde_json::{json, Value};
+use std::cell::RefCell;
 use std::cmp::Ordering;
 use std::collections::{BTreeSet, HashMap, HashSet};
 
@@ -68,7 +69,7 @@ pub fn solutions_up_to(
     max: usize,
 ) -> Result<Vec<Val>, KipError> {
     let vars = prepare_vars(clauses, std::iter::once(target))?;
-    let plan = compile(g, clauses, vars, limits.max_hops)?;
+    let plan = compile(g, clauses, vars, limits)?;
     let slot = plan.vars.get(target).ok_or_else(|| unbound_var(target))?;
     let ctx = Ctx::new(g, limits, &plan.vars);
     let mut seen = HashSet::new();
@@ -311,6 +312,42 @@ impl Acc {
         }
     }
 
+    /// Adds the state of the same aggregate over other rows.
+    fn merge(&mut self, func: AggregateFunc, other: Acc) {
+        match (self, other) {
+            (Acc::Count(a), Acc::Count(b)) => *a += b,
+            (Acc::Distinct(a), Acc::Distinct(b)) => a.extend(b),
+            (
+                Acc::Sum {
+                    int,
+                    float,
+                    any_float,
+                    n,
+                },
+                Acc::Sum {
+                    int: i2,
+                    float: f2,
+                    any_float: af2,
+                    n: n2,
+                },
+            ) => {
+                *n += n2;
+                match (*any_float, af2) {
+                    (false, false) => *int += i2,
+                    (true, false) => *float += i2 as f64,
+                    (false, true) => {
+                        *float = *int as f64 + f2;
+                        *any_float = true;
+                    }
+                    (true, true) => *float += f2,
+                }
+            }
+            // MIN and MAX: the other's extreme competes like one more value.
+            (me @ Acc::Extreme(_), Acc::Extreme(Some(v))) => me.add(func, v),
+            _ => {}
+        }
+    }
+
     fn finish(&self, func: AggregateFunc) -> Value {
         match self {
             Acc::Count(n) => json!(n),
@@ -362,7 +399,7 @@ fn cmp_keys(a: &[Value], b: &[Value], dirs: &[Direction]) -> Ordering {
 
 fn compile_find(g: &dyn GraphRead, q: &FindQuery, limits: &QueryLimits) -> Result<Plan, KipError> {
     let vars = prepare_vars(&q.where_clauses, projection_vars(q).into_iter())?;
-    compile(g, &q.where_clauses, vars, limits.max_hops)
+    compile(g, &q.where_clauses, vars, limits)
 }
 
 /// Compiles a FIND and checks its cursor without running it.
@@ -431,31 +468,45 @@ pub fn run_find(
         first: Row,
         accs: Vec<Acc>,
     }
-    let mut groups: Vec<GroupState> = Vec::new();
-    let mut index: HashMap<String, usize> = HashMap::new();
     let key_paths = path_projections(q);
+    // Rows are grouped first by what the key's variables are bound to (hashing a few
+    // ids, no allocation per row), and the key values are projected once per such
+    // binding; bindings whose keys come out equal (two concepts of one name) are merged
+    // after the scan.
+    let mut key_slots: Vec<usize> = Vec::new();
+    for d in &key_paths {
+        if let Some(s) = ctx.vars.get(&d.var.name) {
+            if !key_slots.contains(&s) {
+                key_slots.push(s);
+            }
+        }
+    }
+    let mut bindings: Vec<GroupState> = Vec::new();
+    let mut by_binding: super::exec::FastMap<Vec<Option<Val>>, usize> = Default::default();
+    let mut scratch: Vec<Option<Val>> = Vec::with_capacity(key_slots.len());
     run_group(&ctx, &plan.root, &empty, &mut |r| {
-        let kv = key_paths
-            .iter()
-            .map(|d| project(&ctx, d, r))
-            .collect::<Result<Vec<_>, _>>()?;
-        let k = serde_json::to_string(&kv).unwrap_or_default();
-        let gi = match index.get(&k) {
+        scratch.clear();
+        scratch.extend(key_slots.iter().map(|s| r[*s].clone()));
+        let gi = match by_binding.get(&scratch) {
             Some(i) => *i,
             None => {
-                if groups.len() >= limits.max_rows {
+                if bindings.len() >= limits.max_rows {
                     return Err(too_many(limits));
                 }
-                groups.push(GroupState {
+                let kv = key_paths
+                    .iter()
+                    .map(|d| project(&ctx, d, r))
+                    .collect::<Result<Vec<_>, _>>()?;
+                bindings.push(GroupState {
                     key_values: kv,
                     first: r.clone(),
                     accs: aggs.iter().map(|a| Acc::new(a)).collect(),
                 });
-                index.insert(k, groups.len() - 1);
-                groups.len() - 1
+                by_binding.insert(scratch.clone(), bindings.len() - 1);
+                bindings.len() - 1
             }
         };
-        for (acc, a) in groups[gi].accs.iter_mut().zip(&aggs) {
+        for (acc, a) in bindings[gi].accs.iter_mut().zip(&aggs) {
             let v = if a.func == AggregateFunc::Count && !a.distinct && a.arg.path.is_empty() {
                 // COUNT(?x) counts solutions with ?x bound.
                 let slot = ctx.vars.get(&a.arg.var.name);
@@ -470,6 +521,23 @@ pub fn run_find(
         }
         Ok(true)
     })?;
+    drop(by_binding);
+    let mut groups: Vec<GroupState> = Vec::new();
+    let mut index: HashMap<String, usize> = HashMap::new();
+    for b in bindings {
+        let k = serde_json::to_string(&b.key_values).unwrap_or_default();
+        match index.get(&k) {
+            Some(i) => {
+                for ((acc, other), a) in groups[*i].accs.iter_mut().zip(b.accs).zip(&aggs) {
+                    acc.merge(a.func, other);
+                }
+            }
+            None => {
+                index.insert(k, groups.len());
+                groups.push(b);
+            }
+        }
+    }
     let only_aggs = key_paths.is_empty();
     if only_aggs && groups.is_empty() {
         groups.push(GroupState {
@@ -478,13 +546,12 @@ pub fn run_find(
             accs: aggs.iter().map(|a| Acc::new(a)).collect(),
         });
     }
+    let agg_keys: Vec<String> = aggs.iter().map(|a| agg_key(a)).collect();
     let value_of = |gs: &GroupState, p: &Projection| -> Result<Value, KipError> {
         match p {
             Projection::Aggregate(a) => {
-                let i = aggs
-                    .iter()
-                    .position(|x| agg_key(x) == agg_key(a))
-                    .unwrap_or(0);
+                let key = agg_key(a);
+                let i = agg_keys.iter().position(|x| *x == key).unwrap_or(0);
                 Ok(gs
                     .accs
                     .get(i)
@@ -593,7 +660,7 @@ fn plain(
         let mut bytes = 0usize;
         let mut last: Option<(u64, u64)> = None;
         let mut more = false;
-        super::exec::scan_matcher_from(ctx, &root.matcher, start, &mut |n| {
+        super::exec::scan_step_from(ctx, root, start, &mut |n| {
             let mut row = empty.clone();
             row[root.var] = Some(Val::Elem(crate::store::ElemRef::Concept(n)));
             // This concept's rows, distinct, in hash order.
@@ -668,13 +735,13 @@ fn plain(
     let mut solutions = 0usize;
     // The sort keys of the worst row of a full page after the last cut: a solution with
     // worse keys can never make the page, so it is dropped before it is projected.
-    let mut threshold: Option<Vec<Value>> = None;
+    let threshold: RefCell<Option<Vec<Value>>> = RefCell::new(None);
     // Sorted, each distinct row at its first place in the order (set semantics), cut
     // to `keep` rows.
     // A page whose rows alone pass the response limit fails at the cut, before more of
     // them are gathered.
     let cut = |rows: &mut Vec<(Vec<Value>, u64, Vec<Value>)>,
-               threshold: &mut Option<Vec<Value>>|
+               threshold: &RefCell<Option<Vec<Value>>>|
      -> Result<(), KipError> {
         rows.sort_by(cmp);
         let mut seen = HashSet::new();
@@ -693,11 +760,14 @@ fn plain(
             return Err(page_too_large(limits));
         }
         if rows.len() == keep {
-            *threshold = rows.last().map(|r| r.0.clone());
+            *threshold.borrow_mut() = rows.last().map(|r| r.0.clone());
         }
         Ok(())
     };
-    run_group(ctx, &plan.root, empty, &mut |r| {
+    let walk = ordered_walk(ctx, plan, q, after.as_ref().map(|a| &a.0));
+    let eager = walk.is_some();
+    let mut last_cut = 0usize;
+    let mut on_row = |r: &Row| -> Result<More, KipError> {
         solutions += 1;
         if solutions > limits.max_rows {
             return Err(too_many(limits));
@@ -709,6 +779,7 @@ fn plain(
             (project_all(ctx, &order_paths, r)?, None)
         };
         if threshold
+            .borrow()
             .as_ref()
             .is_some_and(|t| cmp_keys(&keys, t, &dirs) == Ordering::Greater)
         {
@@ -739,13 +810,145 @@ fn plain(
         };
         let hash = hash.unwrap_or_else(|| row_hash(&proj));
         rows.push((keys, hash, proj));
-        if rows.len() >= keep.saturating_mul(2).max(1024) {
-            cut(&mut rows, &mut threshold)?;
+        // In an ordered walk the page is cut as soon as it is full (then whenever the
+        // buffer doubles), so the threshold that stops the walk is known early.
+        let due = if eager {
+            rows.len() >= keep && (last_cut == 0 || rows.len() >= last_cut.saturating_mul(2))
+        } else {
+            rows.len() >= keep.saturating_mul(2).max(1024)
+        };
+        if due {
+            cut(&mut rows, &threshold)?;
+            last_cut = rows.len().max(1);
         }
         Ok(true)
-    })?;
-    cut(&mut rows, &mut threshold)?;
+    };
+    match walk {
+        Some(w) => {
+            let root = &plan.root.steps;
+            let mut row = empty.clone();
+            let mut group: Option<String> = None;
+            w.scan(ctx.g, &mut |vk, n| {
+                ctx.tick()?;
+                if group.as_deref() != Some(vk) {
+                    // A new value: when the page is full and this value sorts strictly
+                    // after its worst row's, no later concept can make the page.
+                    let past = threshold
+                        .borrow()
+                        .as_ref()
+                        .and_then(|t| t.first())
+                        .and_then(crate::store::attrs::value_key)
+                        .is_some_and(|tk| {
+                            if w.rev {
+                                vk < tk.as_str()
+                            } else {
+                                vk > tk.as_str()
+                            }
+                        });
+                    if past {
+                        return Ok(false);
+                    }
+                    group = Some(vk.to_string());
+                }
+                row[w.var] = Some(Val::Elem(crate::store::ElemRef::Concept(n)));
+                Ok(super::exec::run_steps(ctx, root, 1, &row, &mut on_row)?)
+            })?;
+        }
+        None => {
+            run_group(ctx, &plan.root, empty, &mut on_row)?;
+        }
+    }
+    cut(&mut rows, &threshold)?;
     Ok(sorted_page(q, rows, page, fingerprint))
+}
+
+/// An ORDER BY answered by walking the attribute value index (see `kql/index.rs`).
+struct Walk<'p> {
+    var: usize,
+    concept_type: &'p str,
+    attr: &'p str,
+    lo: std::ops::Bound<String>,
+    hi: std::ops::Bound<String>,
+    rev: bool,
+}
+
+impl Walk<'_> {
+    fn scan(
+        &self,
+        g: &dyn GraphRead,
+        f: &mut dyn FnMut(&str, u64) -> crate::store::StoreResult<bool>,
+    ) -> crate::store::StoreResult<()> {
+        g.scan_attr(
+            self.concept_type,
+            self.attr,
+            self.lo.as_ref().map(String::as_str),
+            self.hi.as_ref().map(String::as_str),
+            self.rev,
+            f,
+        )
+    }
+}
+
+/// When the first ORDER BY key is `?x.attributes.k` of the concept the plan starts by
+/// scanning (`?x {type: T}`, no UNION) and every concept of `T` has an indexed value of
+/// `k`: the walk of the index in that order (from the cursor's value on, within the
+/// scan's own index range when it is on `k`). A scan narrowed by a range on another
+/// attribute is left as it is (that range is the selective part).
+fn ordered_walk<'p>(
+    ctx: &Ctx,
+    plan: &'p Plan,
+    q: &'p FindQuery,
+    after: Option<&Vec<Value>>,
+) -> Option<Walk<'p>> {
+    use super::index::{covered, max_lo, min_hi};
+    use std::ops::Bound;
+    if !plan.root.unions.is_empty() || !ctx.limits.attr_index {
+        return None;
+    }
+    let first = q.order_by.first()?;
+    let Some(super::plan::Step::Concept(c)) = plan.root.steps.first() else {
+        return None;
+    };
+    let m = &c.matcher;
+    let concept_type = m.concept_type.as_deref()?;
+    if m.id.is_some() || m.name.is_some() {
+        return None;
+    }
+    let Projection::Path(d) = &first.expr else {
+        return None;
+    };
+    let var = plan.vars.name(c.var)?;
+    let attr = match d.path.as_slice() {
+        [a, k] if a == "attributes" && d.var.name == var => k.as_str(),
+        _ => return None,
+    };
+    let (mut lo, mut hi) = match &c.index {
+        Some(r) if r.attr == attr => (r.lo.clone(), r.hi.clone()),
+        Some(_) => return None,
+        None => (Bound::Unbounded, Bound::Unbounded),
+    };
+    if !covered(ctx.g, concept_type, attr) {
+        return None;
+    }
+    let rev = first.direction == Direction::Desc;
+    if let Some(k) = after
+        .and_then(|keys| keys.first())
+        .and_then(crate::store::attrs::value_key)
+    {
+        if rev {
+            hi = min_hi(hi, Bound::Included(k));
+        } else {
+            lo = max_lo(lo, Bound::Included(k));
+        }
+    }
+    Some(Walk {
+        var: c.var,
+        concept_type,
+        attr,
+        lo,
+        hi,
+        rev,
+    })
 }
 
 fn page_too_large(limits: &QueryLimits) -> KipError {

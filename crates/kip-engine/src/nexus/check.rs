@@ -22,6 +22,8 @@ impl Nexus {
             // What the type, name, predicate and incoming-link indexes must hold.
             let mut by_type: HashMap<String, Vec<u64>> = HashMap::new();
             let mut by_name: HashMap<String, Vec<u64>> = HashMap::new();
+            // What the attribute value index must hold, per (type, attribute).
+            let mut by_attr: HashMap<(String, String), Vec<(String, u64)>> = HashMap::new();
             let mut by_pred: HashMap<String, Vec<(u64, u64, u64)>> = HashMap::new();
             let mut preds: Vec<String> = Vec::new();
             let mut pred_no: HashMap<String, usize> = HashMap::new();
@@ -47,6 +49,12 @@ impl Nexus {
                 *type_counts.entry(c.concept_type.clone()).or_default() += 1;
                 by_type.entry(c.concept_type.clone()).or_default().push(*n);
                 by_name.entry(c.name.clone()).or_default().push(*n);
+                for (a, v) in crate::store::attrs::entries(&c) {
+                    by_attr
+                        .entry((c.concept_type.clone(), a.to_string()))
+                        .or_default()
+                        .push((v, *n));
+                }
                 let doc = crate::meta::text::concept_doc(&c);
                 check_doc(r, ElemRef::Concept(*n), &doc, &mut problems)?;
             }
@@ -109,6 +117,28 @@ impl Nexus {
                 if s != *k {
                     problems.push(format!("statistics say {s} links of {p}, the data has {k}"));
                 }
+            }
+            for ((t, a), want) in by_attr {
+                let s = r.stat(crate::store::Stat::Attr(&t, &a))?;
+                if s != want.len() as u64 {
+                    problems.push(format!(
+                        "statistics say {s} indexed values of {t}.{a}, the data has {}",
+                        want.len()
+                    ));
+                }
+                let mut got = Vec::new();
+                r.scan_attr(
+                    &t,
+                    &a,
+                    std::ops::Bound::Unbounded,
+                    std::ops::Bound::Unbounded,
+                    false,
+                    &mut |v, n| {
+                        got.push((v.to_string(), n));
+                        Ok(true)
+                    },
+                )?;
+                compare_index(&format!("attribute {t}.{a}"), want, got, &mut problems);
             }
             check_secondary(
                 r,

@@ -583,7 +583,8 @@ impl Nexus {
         self.read(|r| kql::explain(r, &q, &self.limits))
     }
 
-    /// Rebuilds the text index from the graph in one transaction; `progress(done, total)`.
+    /// Rebuilds the text index and the attribute value index from the graph in one
+    /// transaction; `progress(done, total)`.
     pub fn reindex(&self, progress: &mut dyn FnMut(u64, u64)) -> Result<(), KipError> {
         Ok(self.store.reindex(progress)?)
     }

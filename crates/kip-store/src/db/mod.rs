@@ -153,7 +153,8 @@ impl Store {
         }
     }
 
-    /// Rebuilds the text index from the graph in one transaction; `progress(done, total)`.
+    /// Rebuilds the text index and the attribute value index from the graph in one
+    /// transaction; `progress(done, total)` (each index counts its own pass).
     pub fn reindex(&self, progress: &mut dyn FnMut(u64, u64)) -> StoreResult<()> {
         self.write(
             |w| {
@@ -162,6 +163,12 @@ impl Store {
                     w,
                     TEXT_INDEX_KEY,
                     &crate::text::TEXT_INDEX_VERSION.to_le_bytes(),
+                )?;
+                w.rebuild_attr_index(progress)?;
+                GraphWrite::set_meta(
+                    w,
+                    crate::attrs::ATTR_INDEX_KEY,
+                    &crate::attrs::ATTR_INDEX_VERSION.to_le_bytes(),
                 )
             },
             false,

@@ -321,6 +321,16 @@ impl Store {
                     &crate::text::TEXT_INDEX_VERSION.to_le_bytes(),
                 )?;
             }
+            if meta_u64(&w, crate::attrs::ATTR_INDEX_KEY)? != Some(crate::attrs::ATTR_INDEX_VERSION)
+            {
+                // A store from before the attribute value index (or another layout).
+                w.rebuild_attr_index(&mut |_, _| {})?;
+                crate::GraphWrite::set_meta(
+                    &mut w,
+                    crate::attrs::ATTR_INDEX_KEY,
+                    &crate::attrs::ATTR_INDEX_VERSION.to_le_bytes(),
+                )?;
+            }
             init(&mut w)?;
             w.flush()?;
             // A durable commit: the index entries go into the tables with it, and the

@@ -1,5 +1,5 @@
 //! A transaction's private changes to the overlaid indexes ([`Changes`] per index,
-//! [`IndexChanges`] for all five), and which index is which ([`Which`]).
+//! [`IndexChanges`] for all six), and which index is which ([`Which`]).
 
 use super::*;
 
@@ -188,6 +188,13 @@ pub(crate) const POSTINGS: Which<StrKey, u64> = Which {
     changes: |c| &c.postings,
 };
 
+pub(crate) const ATTRS: Which<AttrKey, ()> = Which {
+    slot: 5,
+    layer: |l| &l.attrs,
+    layer_mut: |l| &mut l.attrs,
+    changes: |c| &c.attrs,
+};
+
 /// A transaction's changes to the overlaid indexes (the last change of a key wins).
 #[derive(Debug, Default)]
 pub(crate) struct IndexChanges {
@@ -196,6 +203,7 @@ pub(crate) struct IndexChanges {
     pub pos: Changes<PosKey, u64>,
     pub osp: Changes<OspKey, u64>,
     pub postings: Changes<StrKey, u64>,
+    pub attrs: Changes<AttrKey, ()>,
 }
 
 impl IndexChanges {
@@ -206,6 +214,7 @@ impl IndexChanges {
             + self.pos.len()
             + self.osp.len()
             + self.postings.len()
+            + self.attrs.len()
     }
 
     /// Whether nothing changed.
@@ -220,5 +229,6 @@ impl IndexChanges {
         self.pos.sort();
         self.osp.sort();
         self.postings.sort();
+        self.attrs.sort();
     }
 }

@@ -103,6 +103,17 @@ impl Apply<OspKey, u64> for Table<'_, (u64, &'static str, u64), u64> {
     }
 }
 
+impl Apply<AttrKey, ()> for Table<'_, (&'static str, &'static str, &'static str, u64), ()> {
+    fn apply_sorted(&mut self, items: &[Entry<'_, AttrKey, ()>]) -> StoreResult<()> {
+        write_sorted(
+            self,
+            items,
+            |(t, a, v, id)| (t.as_str(), a.as_str(), v.as_str(), *id),
+            |_| (),
+        )
+    }
+}
+
 /// Folds one index: the shared entries above `floor` (when `shared` is given), then the
 /// transaction's own changes, each in key order.
 pub(crate) fn fold_index<K: Ord + Clone, V: Clone, T: Apply<K, V>>(

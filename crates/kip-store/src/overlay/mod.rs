@@ -57,6 +57,8 @@ pub(crate) type StrKey = (Text, u64);
 pub(crate) type PosKey = (Text, u64, u64);
 /// `(object, predicate, subject)`: `osp`.
 pub(crate) type OspKey = (u64, Text, u64);
+/// `(type, attribute, value key, concept)`: `attr_values`.
+pub(crate) type AttrKey = (Text, Text, Text, u64);
 
 mod changes;
 mod fold;
@@ -90,7 +92,7 @@ pub struct Overlay {
     max_txn_changes: AtomicUsize,
     /// Entries per layer (by [`Which`] slot), readable without the lock: a scan of an
     /// index whose layer is empty skips the overlay entirely.
-    counts: [AtomicUsize; 5],
+    counts: [AtomicUsize; 6],
     /// The writers' `concept_key` cache (see `store/keys.rs`); lives here because it
     /// follows the same commits.
     keys: Mutex<KeyCache>,
@@ -219,6 +221,7 @@ impl Overlay {
         merge_layer(self, &POS);
         merge_layer(self, &OSP);
         merge_layer(self, &POSTINGS);
+        merge_layer(self, &ATTRS);
     }
 
     fn wake_merger(&self) {
@@ -285,6 +288,7 @@ impl Overlay {
         publish_into(self, &POS, changes.pos, ver);
         publish_into(self, &OSP, changes.osp, ver);
         publish_into(self, &POSTINGS, changes.postings, ver);
+        publish_into(self, &ATTRS, changes.attrs, ver);
         Some(ver)
     }
 
@@ -296,6 +300,7 @@ impl Overlay {
         l.pos.unpublish(ver);
         l.osp.unpublish(ver);
         l.postings.unpublish(ver);
+        l.attrs.unpublish(ver);
         self.store_counts(&l);
     }
 
@@ -306,6 +311,7 @@ impl Overlay {
             l.pos.len(),
             l.osp.len(),
             l.postings.len(),
+            l.attrs.len(),
         ];
         for (c, n) in self.counts.iter().zip(lens) {
             c.store(n, Ordering::SeqCst);

@@ -75,7 +75,7 @@ impl<K, V> Default for Layer<K, V> {
 }
 
 /// Whether `(lo, hi)` holds no key (also the case in which `BTreeMap::range` panics).
-pub(super) fn empty_range<K: Ord>(lo: &Bound<K>, hi: &Bound<K>) -> bool {
+pub(crate) fn empty_range<K: Ord>(lo: &Bound<K>, hi: &Bound<K>) -> bool {
     match (lo, hi) {
         (Bound::Included(a), Bound::Included(b)) => a > b,
         (Bound::Included(a) | Bound::Excluded(a), Bound::Included(b) | Bound::Excluded(b)) => {
@@ -445,6 +445,7 @@ pub(crate) struct Layers {
     pub pos: Layer<PosKey, u64>,
     pub osp: Layer<OspKey, u64>,
     pub postings: Layer<StrKey, u64>,
+    pub attrs: Layer<AttrKey, ()>,
     /// Folds whose entries are still in memory: (floor, generation token), oldest first.
     pub(super) prunes: VecDeque<(u64, Arc<()>)>,
 }
@@ -456,6 +457,7 @@ impl Layers {
             + self.pos.len()
             + self.osp.len()
             + self.postings.len()
+            + self.attrs.len()
     }
 
     pub(super) fn prune(&mut self, upto: u64) {
@@ -464,5 +466,6 @@ impl Layers {
         self.pos.prune(upto);
         self.osp.prune(upto);
         self.postings.prune(upto);
+        self.attrs.prune(upto);
     }
 }

@@ -258,6 +258,63 @@ pub(super) mod read {
         Ok(packed.map(|p| ((p >> 32) as u32, p as u32)))
     }
 
+    /// `attr_values`: the concepts of type `ty` by the value key of attribute `attr`
+    /// within `(lo, hi)`, ascending (descending with `rev`): `f(value key, concept)`.
+    #[allow(clippy::too_many_arguments)]
+    pub fn scan_attr(
+        t: &impl ReadableTable<AttrTableKey, ()>,
+        view: View<'_>,
+        ty: &str,
+        attr: &str,
+        lo: Bound<&str>,
+        hi: Bound<&str>,
+        rev: bool,
+        f: &mut dyn FnMut(&str, u64) -> StoreResult<Continue>,
+    ) -> StoreResult<()> {
+        // Every value key starts with a kind tag below "4" (see `crate::attrs`).
+        let klo = match lo {
+            Bound::Included(v) => Bound::Included((ty, attr, v, 0u64)),
+            Bound::Excluded(v) => Bound::Excluded((ty, attr, v, u64::MAX)),
+            Bound::Unbounded => Bound::Included((ty, attr, "", 0u64)),
+        };
+        let khi = match hi {
+            Bound::Included(v) => Bound::Included((ty, attr, v, u64::MAX)),
+            Bound::Excluded(v) => Bound::Excluded((ty, attr, v, 0u64)),
+            Bound::Unbounded => Bound::Excluded((ty, attr, "4", 0u64)),
+        };
+        if overlay::empty_range(&klo, &khi) {
+            return Ok(());
+        }
+        let owned = |b: &Bound<(&str, &str, &str, u64)>| -> Bound<AttrKey> {
+            b.map(|(a, b, c, d)| (Text::from(a), Text::from(b), Text::from(c), d))
+        };
+        let over = view.stream(&overlay::ATTRS, || (owned(&klo), owned(&khi)));
+        let base = t.range((klo, khi)).map_err(storage_error)?;
+        let cmp = |(k, _): &Base<'_>, ok: &AttrKey| {
+            k.value()
+                .cmp(&(ok.0.as_str(), ok.1.as_str(), ok.2.as_str(), ok.3))
+        };
+        type Base<'g> = (
+            redb::AccessGuard<'g, AttrTableKey>,
+            redb::AccessGuard<'g, ()>,
+        );
+        let mut emit = |item: Item<'_, Base<'_>, AttrKey, ()>| match item {
+            Item::Base((k, _)) => {
+                let (_, _, v, id) = k.value();
+                f(v, id)
+            }
+            Item::Over(ok, ()) => f(&ok.2, ok.3),
+        };
+        if rev {
+            // The overlay's part of the range, newest state per key, walked backwards
+            // (a stream only goes forwards; this range is at most what one fold holds).
+            let over = over.map(|s| s.collect::<Vec<_>>().into_iter().rev());
+            merge(base.rev(), over, |b, k| cmp(b, k).reverse(), &mut emit)
+        } else {
+            merge(base, over, cmp, &mut emit)
+        }
+    }
+
     pub fn stat(t: &impl ReadableTable<&'static str, u64>, key: &str) -> StoreResult<u64> {
         Ok(t.get(key)
             .map_err(storage_error)?
@@ -385,6 +442,17 @@ macro_rules! impl_graph_read {
             }
             fn posting(&self, term: &str, key: u64) -> StoreResult<Option<(u32, u32)>> {
                 read::posting(&self.postings, self.view(), term, key)
+            }
+            fn scan_attr(
+                &self,
+                concept_type: &str,
+                attr: &str,
+                lo: Bound<&str>,
+                hi: Bound<&str>,
+                rev: bool,
+                f: &mut dyn FnMut(&str, u64) -> StoreResult<Continue>,
+            ) -> StoreResult<()> {
+                read::scan_attr(&self.attrs, self.view(), concept_type, attr, lo, hi, rev, f)
             }
         }
     };

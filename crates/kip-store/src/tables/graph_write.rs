@@ -25,6 +25,7 @@ impl GraphWrite for WriteTables<'_> {
             }
             self.index(key, &text::concept_doc(rec))?;
         }
+        self.file_attrs(id, old, Some(rec))?;
         let bytes = encode(rec)?;
         self.log_op(OP_PUT_CONCEPT, id, &bytes, &[]);
         self.staged.concepts.insert(id, Some(bytes));
@@ -42,6 +43,7 @@ impl GraphWrite for WriteTables<'_> {
     fn delete_concept(&mut self, id: u64, rec: &ConceptRecord) -> StoreResult<()> {
         self.log_op(OP_DEL_CONCEPT, id, &[], &[]);
         self.unindex(ElemRef::Concept(id).encode(), &text::concept_doc(rec))?;
+        self.file_attrs(id, Some(rec), None)?;
         self.staged.concepts.insert(id, None);
         self.file_key(id, rec, false)?;
         self.staged_grew()
@@ -107,6 +109,96 @@ impl WriteTables<'_> {
         self.change(|c| &mut c.concept_type, (Text::from(ty), id), present)?;
         self.change(|c| &mut c.concept_name, (Text::from(name), id), present)?;
         self.bump(crate::Stat::Type(ty), if add { 1 } else { -1 })
+    }
+
+    /// Moves concept `id` in the attribute value index from what `old` filed (if any)
+    /// to what `new` files (if any): only the entries that differ change, with the
+    /// per-`(type, attribute)` counts.
+    fn file_attrs(
+        &mut self,
+        id: u64,
+        old: Option<&ConceptRecord>,
+        new: Option<&ConceptRecord>,
+    ) -> StoreResult<()> {
+        let before = old.map(crate::attrs::entries).unwrap_or_default();
+        let after = new.map(crate::attrs::entries).unwrap_or_default();
+        let same_type = match (old, new) {
+            (Some(o), Some(n)) => o.concept_type == n.concept_type,
+            _ => false,
+        };
+        if same_type && before == after {
+            return Ok(());
+        }
+        if let Some(o) = old {
+            for (a, v) in &before {
+                if same_type
+                    && after
+                        .binary_search_by(|e| (e.0, &e.1).cmp(&(*a, v)))
+                        .is_ok()
+                {
+                    continue;
+                }
+                let key = (
+                    Text::from(o.concept_type.as_str()),
+                    Text::from(*a),
+                    Text::from(v.as_str()),
+                    id,
+                );
+                self.change(|c| &mut c.attrs, key, None)?;
+                self.bump(crate::Stat::Attr(&o.concept_type, a), -1)?;
+            }
+        }
+        if let Some(n) = new {
+            for (a, v) in &after {
+                if same_type
+                    && before
+                        .binary_search_by(|e| (e.0, &e.1).cmp(&(*a, v)))
+                        .is_ok()
+                {
+                    continue;
+                }
+                let key = (
+                    Text::from(n.concept_type.as_str()),
+                    Text::from(*a),
+                    Text::from(v.as_str()),
+                    id,
+                );
+                self.change(|c| &mut c.attrs, key, Some(()))?;
+                self.bump(crate::Stat::Attr(&n.concept_type, a), 1)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Drops and rebuilds the attribute value index and its counts from the records.
+    pub fn rebuild_attr_index(&mut self, progress: &mut dyn FnMut(u64, u64)) -> StoreResult<()> {
+        // Not expressible as an operation log: this transaction commits durably.
+        self.log = None;
+        self.pending.retain(|k, _| !k.starts_with("a:"));
+        self.fold()?;
+        self.write_staged()?;
+        self.attrs.retain(|_, _| false).map_err(storage_error)?;
+        self.stats
+            .retain(|k, _| !k.starts_with("a:"))
+            .map_err(storage_error)?;
+        let total = self.concepts.len().map_err(storage_error)?;
+        let mut done = 0u64;
+        let mut ids = Vec::new();
+        read::scan_ids(&self.concepts, None, &mut |n| {
+            ids.push(n);
+            Ok(true)
+        })?;
+        for n in ids {
+            if let Some(c) = read::record::<ConceptRecord>(&self.concepts, None, n)? {
+                self.file_attrs(n, None, Some(&c))?;
+            }
+            done += 1;
+            if done.is_multiple_of(1000) {
+                progress(done, total);
+            }
+        }
+        progress(total, total);
+        Ok(())
     }
 
     /// Adds a document to the text index.

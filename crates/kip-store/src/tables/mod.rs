@@ -4,8 +4,8 @@
 
 use super::keys::{KeyCache, FILL_LIMIT};
 use super::overlay::{
-    self, decode_state, encode_state, fold_index, merge, write_sorted, Changes, IndexChanges, Item,
-    OspKey, Overlay, PosKey, Snapshot, StrKey, Text, View, Which,
+    self, decode_state, encode_state, fold_index, merge, write_sorted, AttrKey, Changes,
+    IndexChanges, Item, OspKey, Overlay, PosKey, Snapshot, StrKey, Text, View, Which,
 };
 use super::postings;
 use super::{
@@ -40,6 +40,9 @@ pub(crate) const SPO: TableDefinition<(u64, &str, u64), u64> = TableDefinition::
 pub(crate) const POS: TableDefinition<(&str, u64, u64), u64> = TableDefinition::new("pos");
 pub(crate) const OSP: TableDefinition<(u64, &str, u64), u64> = TableDefinition::new("osp");
 pub(crate) const STATS: TableDefinition<&str, u64> = TableDefinition::new("stats");
+/// (type, attribute, value key, concept) -> (): see [`crate::attrs`].
+pub(crate) const ATTR_VALUES: TableDefinition<(&str, &str, &str, u64), ()> =
+    TableDefinition::new("attr_values");
 /// (term, first element) -> a block of postings: per element the weighted term frequency
 /// and the document length, so BM25 needs no second lookup (see `store/postings.rs`).
 pub(crate) use super::postings::POSTING_BLOCKS as POSTINGS;
@@ -61,6 +64,9 @@ const LOG_LIMIT: usize = 32 << 20;
 /// A transaction writes its staged records and `spo` keys into redb once it holds this
 /// many (bounds its memory; a 1,000-block capsule stays well below).
 const MAX_STAGED: usize = 1 << 16;
+
+/// The key of `attr_values`: (type, attribute, value key, concept).
+type AttrTableKey = (&'static str, &'static str, &'static str, u64);
 
 /// `spo` key in a transaction's staged writes: `(subject, predicate, object)`.
 type SpoKey = (u64, Text, u64);
@@ -128,6 +134,7 @@ pub struct ReadTables {
     osp: ReadOnlyTable<(u64, &'static str, u64), u64>,
     stats: ReadOnlyTable<&'static str, u64>,
     postings: ReadOnlyTable<(&'static str, u64), &'static [u8]>,
+    attrs: ReadOnlyTable<AttrTableKey, ()>,
     overlay: Arc<Overlay>,
     snapshot: Snapshot,
 }
@@ -167,6 +174,7 @@ impl ReadTables {
             osp: txn.open_table(OSP).map_err(storage_error)?,
             stats: txn.open_table(STATS).map_err(storage_error)?,
             postings: txn.open_table(POSTINGS).map_err(storage_error)?,
+            attrs: txn.open_table(ATTR_VALUES).map_err(storage_error)?,
             overlay,
             snapshot,
         })
@@ -206,6 +214,7 @@ pub struct WriteTables<'t> {
     osp: Table<'t, (u64, &'static str, u64), u64>,
     stats: Table<'t, &'static str, u64>,
     postings: Table<'t, (&'static str, u64), &'static [u8]>,
+    attrs: Table<'t, AttrTableKey, ()>,
     overlay: &'t Overlay,
     /// Overlay versions up to this one are in the redb tables (see `store/overlay.rs`).
     floor: u64,
@@ -248,6 +257,7 @@ impl<'t> WriteTables<'t> {
             osp: txn.open_table(OSP).map_err(storage_error)?,
             stats: txn.open_table(STATS).map_err(storage_error)?,
             postings: txn.open_table(POSTINGS).map_err(storage_error)?,
+            attrs: txn.open_table(ATTR_VALUES).map_err(storage_error)?,
             overlay,
             floor,
             top,
@@ -328,6 +338,11 @@ impl<'t> WriteTables<'t> {
             &mut self.postings,
             shared.map(|f| (&layers.postings, f)),
             &mut c.postings,
+        )?;
+        fold_index(
+            &mut self.attrs,
+            shared.map(|f| (&layers.attrs, f)),
+            &mut c.attrs,
         )?;
         if self.folded.is_none() {
             self.folded = Some(self.top);
@@ -416,6 +431,7 @@ impl<'t> WriteTables<'t> {
         let _ = match stat {
             crate::Stat::Type(t) => write!(key, "t:{t}"),
             crate::Stat::Predicate(p) => write!(key, "p:{p}"),
+            crate::Stat::Attr(t, a) => write!(key, "a:{t}\u{0}{a}"),
             other => write!(key, "{}", other.key()),
         };
         let r = self.bump_stat(&key, delta);
