@@ -161,14 +161,60 @@ fn explain_names_the_index_and_its_entries() {
         .explain("FIND(?d.name) WHERE { ?d {type: \"Drug\"} FILTER(?d.attributes.rank > 17) }")
         .expect("explain");
     assert!(
-        plan[0].contains("via attribute index Drug.rank where ?d.attributes.rank > 17 (2 entries)"),
+        plan[0].contains(
+            "match concept ?d {type Drug}: range of the attribute index Drug.rank where ?d.attributes.rank > 17 (2 entries)"
+        ),
         "{plan:?}"
     );
     // Not selective (more than half the type): the type is scanned.
     let plan = n
         .explain("FIND(?d.name) WHERE { ?d {type: \"Drug\"} FILTER(?d.attributes.rank > 2) }")
         .expect("explain");
-    assert!(!plan[0].contains("attribute index"), "{plan:?}");
+    assert!(
+        plan[0].contains(": scan of the type index (Drug)"),
+        "{plan:?}"
+    );
+    // ORDER BY: the walk, when every Drug has a rank.
+    let plan = n
+        .explain(
+            "FIND(?d.name) WHERE { ?d {type: \"Drug\"} } ORDER BY ?d.attributes.rank DESC LIMIT 3",
+        )
+        .expect("explain");
+    assert_eq!(
+        plan.last().map(String::as_str),
+        Some("order by ?d.attributes.rank DESC: walk of the attribute index Drug.rank in order, stopping once the page is full"),
+        "{plan:?}"
+    );
+    // One Drug without a rank: it sorts first descending, the index cannot place it.
+    ok(
+        &n,
+        r#"UPSERT { CONCEPT ?a { {type: "Drug", name: "unranked"} } }"#,
+    );
+    let plan = n
+        .explain(
+            "FIND(?d.name) WHERE { ?d {type: \"Drug\"} } ORDER BY ?d.attributes.rank DESC LIMIT 3",
+        )
+        .expect("explain");
+    assert!(
+        plan.last().is_some_and(
+            |l| l.ends_with("every solution read, the best page kept (bounded buffer)")
+        ),
+        "{plan:?}"
+    );
+    // Links: the access path of each step.
+    let plan = n
+        .explain("FIND(?d.name, COUNT(?s)) WHERE { ?d {type: \"Drug\", name: \"d1\"} (?d, \"treats\", ?s) }")
+        .expect("explain");
+    assert!(
+        plan[0]
+            .ends_with("lookup in the (type, name) index  [est. ~1 per input row, ~1 rows after]"),
+        "{plan:?}"
+    );
+    assert!(
+        plan[1].contains(": out-links of the subject by predicate (spo index)"),
+        "{plan:?}"
+    );
+    assert!(plan[2].starts_with("group: "), "{plan:?}");
     // An OR is not a range.
     let plan = n
         .explain("FIND(?d.name) WHERE { ?d {type: \"Drug\"} FILTER(?d.attributes.rank > 17 || ?d.attributes.rank < 1) }")

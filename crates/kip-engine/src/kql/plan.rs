@@ -703,12 +703,72 @@ fn rows(n: u64) -> String {
 /// input row and of the rows after it (the running product; a filter or a NOT keeps
 /// at most as many, an OPTIONAL at least as many).
 fn explain_group(gr: &Group, vars: &Vars, depth: usize, out: &mut Vec<String>) {
-    explain_group_from(gr, vars, depth, 1, out);
+    explain_group_from(gr, vars, depth, 1, &BTreeSet::new(), out);
 }
 
-fn explain_group_from(gr: &Group, vars: &Vars, depth: usize, input: u64, out: &mut Vec<String>) {
+/// How a concept step finds its concepts (what `exec::match_concept` does).
+fn concept_access(c: &ConceptStep, bound: &BTreeSet<usize>) -> String {
+    if bound.contains(&c.var) {
+        return "check of the bound concept".into();
+    }
+    let m = &c.matcher;
+    match (&m.id, &m.concept_type, &m.name, &c.index) {
+        (Some(_), _, _, _) => "lookup by id".into(),
+        (None, Some(_), Some(_), _) => "lookup in the (type, name) index".into(),
+        (None, Some(t), None, Some(r)) => format!(
+            "range of the attribute index {t}.{} where {} ({} entries)",
+            r.attr, r.text, r.estimate
+        ),
+        (None, Some(t), None, None) => format!("scan of the type index ({t})"),
+        (None, None, Some(_), _) => "scan of the name index".into(),
+        (None, None, None, _) => "scan of every concept".into(),
+    }
+}
+
+/// How a link step finds its links (what `exec::match_prop` does).
+fn prop_access(p: &PropStep, bound: &BTreeSet<usize>) -> String {
+    if p.var.is_some_and(|v| bound.contains(&v)) {
+        return "check of the bound link".into();
+    }
+    let (s, pred, o) = match &p.kind {
+        PropKind::Id(_) => return "lookup by id".into(),
+        PropKind::Triple(s, pred, o) => (s, pred, o),
+    };
+    let sk = Compiler::endpoint_known(s, bound);
+    let ok = Compiler::endpoint_known(o, bound);
+    if let PredC::Lits(_, Some((a, b))) = pred {
+        let from = match (sk, ok) {
+            (true, _) => "from the subject",
+            (false, true) => "from the object",
+            _ => "from every start",
+        };
+        return format!("path walk of {a} to {b} hops {from}, level by level");
+    }
+    let by_pred = matches!(pred, PredC::Lits(..));
+    match (sk, ok) {
+        (true, _) if by_pred => "out-links of the subject by predicate (spo index)".into(),
+        (true, _) => "out-links of the subject (spo index)".into(),
+        (false, true) if by_pred => "in-links of the object by predicate (osp index)".into(),
+        (false, true) => "in-links of the object (osp index)".into(),
+        _ if matches!(s, EndpointC::Prop(_)) || matches!(o, EndpointC::Prop(_)) => {
+            "links of each matching nested proposition".into()
+        }
+        _ if by_pred => "scan of the predicate index (pos)".into(),
+        _ => "scan of every link".into(),
+    }
+}
+
+fn explain_group_from(
+    gr: &Group,
+    vars: &Vars,
+    depth: usize,
+    input: u64,
+    outer: &BTreeSet<usize>,
+    out: &mut Vec<String>,
+) {
     let pad = "  ".repeat(depth);
     let mut flow = input;
+    let mut bound = outer.clone();
     for (i, s) in gr.steps.iter().enumerate() {
         let est = gr.estimates.get(i).copied().flatten();
         let cost = |per: u64, flow: &mut u64| -> String {
@@ -734,22 +794,34 @@ fn explain_group_from(gr: &Group, vars: &Vars, depth: usize, input: u64, out: &m
         match s {
             Step::Concept(c) => {
                 let note = est.map(|e| cost(e, &mut flow)).unwrap_or_default();
-                let via = match (&c.index, &c.matcher.concept_type) {
-                    (Some(r), Some(t)) => format!(
-                        " via attribute index {t}.{} where {} ({} entries)",
-                        r.attr, r.text, r.estimate
-                    ),
-                    _ => String::new(),
-                };
                 out.push(format!(
-                    "{pad}match concept {} {{{}}}{via}{note}",
+                    "{pad}match concept {} {{{}}}: {}{note}",
                     vname(vars, c.var),
-                    explain_match(&c.matcher)
-                ))
+                    explain_match(&c.matcher),
+                    concept_access(c, &bound)
+                ));
+                Compiler::step_vars(s, &mut bound);
             }
             Step::Prop(p) => {
                 let note = est.map(|e| cost(e, &mut flow)).unwrap_or_default();
-                out.push(format!("{pad}match link {}{note}", explain_prop(p, vars)))
+                let merged = match (i.checked_sub(1).and_then(|j| gr.steps.get(j)), s) {
+                    (Some(Step::Concept(c)), next) if !outer.contains(&c.var) => {
+                        super::exec::in_links_of(c, next).map(|_| {
+                            format!(
+                                ", or one pass over the predicate index (pos) merged with the scan above when the predicate has fewer than {} links per scanned concept",
+                                super::exec::SEEK_COST
+                            )
+                        })
+                    }
+                    _ => None,
+                }
+                .unwrap_or_default();
+                out.push(format!(
+                    "{pad}match link {}: {}{merged}{note}",
+                    explain_prop(p, vars),
+                    prop_access(p, &bound)
+                ));
+                Compiler::step_vars(s, &mut bound);
             }
             Step::Filter(e) => out.push(format!(
                 "{pad}filter {}  [at most {} rows after]",
@@ -758,19 +830,30 @@ fn explain_group_from(gr: &Group, vars: &Vars, depth: usize, input: u64, out: &m
             )),
             Step::Optional(g) => {
                 out.push(format!("{pad}optional (left join)"));
-                explain_group_from(g, vars, depth + 1, flow, out);
+                explain_group_from(g, vars, depth + 1, flow, &bound, out);
+                group_vars(g, &mut bound);
             }
             Step::Not(g) => {
                 out.push(format!(
                     "{pad}not (anti join)  [at most {} rows after]",
                     rows(flow)
                 ));
-                explain_group_from(g, vars, depth + 1, flow, out);
+                explain_group_from(g, vars, depth + 1, flow, &bound, out);
             }
         }
     }
     for u in &gr.unions {
         out.push(format!("{pad}union (independent branch)"));
-        explain_group_from(u, vars, depth + 1, 1, out);
+        explain_group_from(u, vars, depth + 1, 1, &BTreeSet::new(), out);
+    }
+}
+
+/// The variables an OPTIONAL group's patterns bind (for the steps after it).
+fn group_vars(g: &Group, out: &mut BTreeSet<usize>) {
+    for s in &g.steps {
+        match s {
+            Step::Optional(inner) => group_vars(inner, out),
+            other => Compiler::step_vars(other, out),
+        }
     }
 }

@@ -421,7 +421,40 @@ pub fn explain_find(
     q: &FindQuery,
     limits: &QueryLimits,
 ) -> Result<Vec<String>, KipError> {
-    Ok(super::plan::explain(&compile_find(g, q, limits)?))
+    let plan = compile_find(g, q, limits)?;
+    let mut lines = super::plan::explain(&plan);
+    let has_agg = q
+        .projections
+        .iter()
+        .chain(q.order_by.iter().map(|k| &k.expr))
+        .any(|p| matches!(p, Projection::Aggregate(_)));
+    if has_agg {
+        lines.push(
+            "group: rows grouped by the bindings of the key's variables (no per-row projection), keys projected once per group"
+                .to_string(),
+        );
+    }
+    if let Some(first) = q.order_by.first() {
+        let key = match &first.expr {
+            Projection::Path(d) => kip_lang::printer::dot_path(d),
+            p @ Projection::Aggregate(_) => kip_lang::printer::projection(p),
+        };
+        let dir = if first.direction == Direction::Desc {
+            "DESC"
+        } else {
+            "ASC"
+        };
+        let ctx = Ctx::new(g, limits, &plan.vars);
+        let how = match ordered_walk(&ctx, &plan, q, None).filter(|_| !has_agg) {
+            Some(w) => format!(
+                "walk of the attribute index {}.{} in order, stopping once the page is full",
+                w.concept_type, w.attr
+            ),
+            None => "every solution read, the best page kept (bounded buffer)".to_string(),
+        };
+        lines.push(format!("order by {key} {dir}: {how}"));
+    }
+    Ok(lines)
 }
 
 /// Runs a FIND query.
