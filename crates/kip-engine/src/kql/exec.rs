@@ -363,6 +363,75 @@ fn merge_join(
     Ok(more)
 }
 
+/// For a group that is exactly `?c {type: T}` then `(?x, "p", ?c)` (no link variable,
+/// `?x` free), grouped by `?c` alone (`key_slots` holds at most its slot): the number of
+/// links into each scanned concept that has any, counted from the index (one pass over
+/// the predicate's links merged with the scan, or one lookup per concept, as
+/// [`merge_join`] chooses) without making a row per link. `None` when the group has
+/// another shape.
+pub fn count_in_links(
+    ctx: &Ctx,
+    g: &Group,
+    key_slots: &[usize],
+) -> Result<Option<Vec<(u64, u64)>>, KipError> {
+    let [Step::Concept(c), next] = g.steps.as_slice() else {
+        return Ok(None);
+    };
+    if !g.unions.is_empty() || key_slots.iter().any(|s| *s != c.var) {
+        return Ok(None);
+    }
+    let Some((p, pred)) = in_links_of(c, next) else {
+        return Ok(None);
+    };
+    match &p.kind {
+        PropKind::Triple(EndpointC::Var(x), _, _) if *x != c.var && p.var.is_none() => {}
+        _ => return Ok(None),
+    }
+    let mut ids = Vec::new();
+    scan_step_from(ctx, c, 0, &mut |n| {
+        ids.push(n);
+        Ok(true)
+    })?;
+    let links = ctx.g.stat(crate::store::Stat::Predicate(pred))?;
+    let mut counts: Vec<(u64, u64)> = Vec::new();
+    if links > (ids.len() as u64).saturating_mul(SEEK_COST) {
+        for n in ids {
+            let mut k = 0u64;
+            ctx.g
+                .scan_in(ElemRef::Concept(n), Some(pred), &mut |_, _, _| {
+                    ctx.tick()?;
+                    k += 1;
+                    Ok(true)
+                })?;
+            if k > 0 {
+                counts.push((n, k));
+            }
+        }
+        return Ok(Some(counts));
+    }
+    let mut k = 0usize;
+    ctx.g.scan_predicate(pred, &mut |_, ov, _| {
+        ctx.tick()?;
+        let ElemRef::Concept(o) = ov else {
+            return Ok(false);
+        };
+        while ids.get(k).is_some_and(|&n| n < o) {
+            k += 1;
+        }
+        match ids.get(k) {
+            None => return Ok(false),
+            Some(&n) if n != o => return Ok(true),
+            Some(_) => {}
+        }
+        match counts.last_mut() {
+            Some((last, n)) if *last == o => *n += 1,
+            _ => counts.push((o, 1)),
+        }
+        Ok(true)
+    })?;
+    Ok(Some(counts))
+}
+
 /// True when concept `n` satisfies the matcher.
 fn concept_ok(ctx: &Ctx, m: &ConceptMatch, n: u64) -> Result<bool, KipError> {
     if let Some(id) = m.id {

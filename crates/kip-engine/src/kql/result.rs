@@ -430,7 +430,7 @@ pub fn explain_find(
         .any(|p| matches!(p, Projection::Aggregate(_)));
     if has_agg {
         lines.push(
-            "group: rows grouped by the bindings of the key's variables (no per-row projection), keys projected once per group"
+            "group: rows grouped by the bindings of the key's variables (no per-row projection), keys projected once per group; COUNT of the links into each scanned concept is read from the index without rows"
                 .to_string(),
         );
     }
@@ -517,43 +517,81 @@ pub fn run_find(
     let mut bindings: Vec<GroupState> = Vec::new();
     let mut by_binding: super::exec::FastMap<Vec<Option<Val>>, usize> = Default::default();
     let mut scratch: Vec<Option<Val>> = Vec::with_capacity(key_slots.len());
-    run_group(&ctx, &plan.root, &empty, &mut |r| {
-        scratch.clear();
-        scratch.extend(key_slots.iter().map(|s| r[*s].clone()));
-        let gi = match by_binding.get(&scratch) {
-            Some(i) => *i,
-            None => {
-                if bindings.len() >= limits.max_rows {
-                    return Err(too_many(limits));
-                }
-                let kv = key_paths
-                    .iter()
-                    .map(|d| project(&ctx, d, r))
-                    .collect::<Result<Vec<_>, _>>()?;
-                bindings.push(GroupState {
-                    key_values: kv,
-                    first: r.clone(),
-                    accs: aggs.iter().map(|a| Acc::new(a)).collect(),
-                });
-                by_binding.insert(scratch.clone(), bindings.len() - 1);
-                bindings.len() - 1
+    let counted = if has_only_link_counts(&aggs) {
+        // Every variable a key or an ORDER BY path reads (a group's rows all share them).
+        let mut read = key_slots.clone();
+        for k in &q.order_by {
+            if let Projection::Path(d) = &k.expr {
+                read.push(ctx.vars.get(&d.var.name).unwrap_or(usize::MAX));
             }
-        };
-        for (acc, a) in bindings[gi].accs.iter_mut().zip(&aggs) {
-            let v = if a.func == AggregateFunc::Count && !a.distinct && a.arg.path.is_empty() {
-                // COUNT(?x) counts solutions with ?x bound.
-                let slot = ctx.vars.get(&a.arg.var.name);
-                match slot.and_then(|s| r[s].as_ref()) {
-                    Some(_) => Value::Bool(true),
-                    None => Value::Null,
-                }
-            } else {
-                project(&ctx, &a.arg, r)?
-            };
-            acc.add(a.func, v);
         }
-        Ok(true)
-    })?;
+        super::exec::count_in_links(&ctx, &plan.root, &read)?
+    } else {
+        None
+    };
+    if let Some(counts) = counted {
+        // COUNT per concept of the links into it, read from the index without making
+        // a row per link.
+        let Some(super::plan::Step::Concept(c)) = plan.root.steps.first() else {
+            return Err(KipError::internal(
+                "a counted plan starts with a concept scan",
+            ));
+        };
+        for (n, links) in counts {
+            if bindings.len() >= limits.max_rows {
+                return Err(too_many(limits));
+            }
+            let mut r = empty.clone();
+            r[c.var] = Some(Val::Elem(crate::store::ElemRef::Concept(n)));
+            let kv = key_paths
+                .iter()
+                .map(|d| project(&ctx, d, &r))
+                .collect::<Result<Vec<_>, _>>()?;
+            bindings.push(GroupState {
+                key_values: kv,
+                first: r,
+                accs: aggs.iter().map(|_| Acc::Count(links)).collect(),
+            });
+        }
+    } else {
+        run_group(&ctx, &plan.root, &empty, &mut |r| {
+            scratch.clear();
+            scratch.extend(key_slots.iter().map(|s| r[*s].clone()));
+            let gi = match by_binding.get(&scratch) {
+                Some(i) => *i,
+                None => {
+                    if bindings.len() >= limits.max_rows {
+                        return Err(too_many(limits));
+                    }
+                    let kv = key_paths
+                        .iter()
+                        .map(|d| project(&ctx, d, r))
+                        .collect::<Result<Vec<_>, _>>()?;
+                    bindings.push(GroupState {
+                        key_values: kv,
+                        first: r.clone(),
+                        accs: aggs.iter().map(|a| Acc::new(a)).collect(),
+                    });
+                    by_binding.insert(scratch.clone(), bindings.len() - 1);
+                    bindings.len() - 1
+                }
+            };
+            for (acc, a) in bindings[gi].accs.iter_mut().zip(&aggs) {
+                let v = if a.func == AggregateFunc::Count && !a.distinct && a.arg.path.is_empty() {
+                    // COUNT(?x) counts solutions with ?x bound.
+                    let slot = ctx.vars.get(&a.arg.var.name);
+                    match slot.and_then(|s| r[s].as_ref()) {
+                        Some(_) => Value::Bool(true),
+                        None => Value::Null,
+                    }
+                } else {
+                    project(&ctx, &a.arg, r)?
+                };
+                acc.add(a.func, v);
+            }
+            Ok(true)
+        })?;
+    }
     drop(by_binding);
     let mut groups: Vec<GroupState> = Vec::new();
     let mut index: HashMap<String, usize> = HashMap::new();
@@ -640,6 +678,14 @@ pub fn run_find(
         keep.retain(|r| cmp_keys(&r.0, k, &dirs).then(r.1.cmp(h)) == Ordering::Greater);
     }
     Ok(sorted_page(q, keep, page, fingerprint))
+}
+
+/// Whether every aggregate is a plain `COUNT(?x)` (solutions with `?x` bound).
+fn has_only_link_counts(aggs: &[&Aggregate]) -> bool {
+    !aggs.is_empty()
+        && aggs
+            .iter()
+            .all(|a| a.func == AggregateFunc::Count && !a.distinct && a.arg.path.is_empty())
 }
 
 /// The first matched concept of a plan whose rows it determines: the plan starts with
