@@ -191,6 +191,16 @@ pub struct ConceptRecord {
     pub metadata: Map<String, Value>,
 }
 
+/// The head of a concept record: what [`GraphRead::concept_head`] decodes (the other
+/// fields of the record are skipped, not built).
+#[derive(Debug, Deserialize)]
+pub(crate) struct ConceptHead {
+    #[serde(rename = "t")]
+    pub concept_type: String,
+    #[serde(rename = "n")]
+    pub name: String,
+}
+
 /// A stored proposition link.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct PropRecord {
@@ -242,6 +252,10 @@ pub type Continue = bool;
 pub trait GraphRead {
     /// A concept by number.
     fn concept(&self, id: u64) -> StoreResult<Option<ConceptRecord>>;
+    /// A concept's type and name, without decoding its attributes and metadata.
+    fn concept_head(&self, id: u64) -> StoreResult<Option<(String, String)>> {
+        Ok(self.concept(id)?.map(|c| (c.concept_type, c.name)))
+    }
     /// The concept with this `(type, name)`.
     fn concept_by_key(&self, concept_type: &str, name: &str) -> StoreResult<Option<u64>>;
     /// Concepts of a type, in id order.

@@ -81,6 +81,17 @@ pub fn path_value(ctx: &Ctx, p: &DotPath, row: &Row, whole: bool) -> Result<Valu
     Ok(match v {
         Val::Pred(_) => Value::Null,
         Val::Elem(r @ ElemRef::Concept(n)) => {
+            if matches!(field, "id" | "type" | "name") && ctx.cached_concept(*n).is_none() {
+                // The record's head is enough (no attributes or metadata decoded).
+                let Some(head) = ctx.concept_head(*n)? else {
+                    return Ok(Value::Null);
+                };
+                return Ok(match field {
+                    "id" => Value::String(r.id_string()),
+                    "type" => Value::String(head.0.clone()),
+                    _ => Value::String(head.1.clone()),
+                });
+            }
             let Some(c) = ctx.concept(*n)? else {
                 return Ok(Value::Null);
             };

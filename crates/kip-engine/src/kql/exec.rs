@@ -15,6 +15,9 @@ use std::cell::{Cell, RefCell};
 use std::collections::{HashMap, HashSet};
 use std::rc::Rc;
 
+/// A concept's type and name.
+pub type Head = (String, String);
+
 /// A hash map with a fast hasher, for maps keyed by element ids in the query loops.
 pub type FastMap<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
 use std::time::Instant;
@@ -50,6 +53,7 @@ pub struct Ctx<'g> {
     work: Cell<u64>,
     start: Instant,
     concepts: RefCell<FastMap<u64, Option<Rc<ConceptRecord>>>>,
+    heads: RefCell<FastMap<u64, Option<Rc<Head>>>>,
     props: RefCell<FastMap<u64, Option<Rc<PropRecord>>>>,
     pub(crate) regexes: RefCell<HashMap<String, Rc<regex::Regex>>>,
 }
@@ -64,6 +68,7 @@ impl<'g> Ctx<'g> {
             work: Cell::new(0),
             start: Instant::now(),
             concepts: RefCell::new(FastMap::default()),
+            heads: RefCell::new(FastMap::default()),
             props: RefCell::new(FastMap::default()),
             regexes: RefCell::new(HashMap::new()),
         }
@@ -114,6 +119,25 @@ impl<'g> Ctx<'g> {
         }
         cache.insert(n, rec.clone());
         Ok(rec)
+    }
+
+    /// The whole record of a concept if it is cached (`Some(None)`: known missing).
+    pub fn cached_concept(&self, n: u64) -> Option<Option<Rc<ConceptRecord>>> {
+        self.concepts.borrow().get(&n).cloned()
+    }
+
+    /// A concept's type and name (cached), decoded without its attributes and metadata.
+    pub fn concept_head(&self, n: u64) -> Result<Option<Rc<Head>>, KipError> {
+        if let Some(h) = self.heads.borrow().get(&n) {
+            return Ok(h.clone());
+        }
+        let head = self.g.concept_head(n)?.map(Rc::new);
+        let mut cache = self.heads.borrow_mut();
+        if cache.len() >= CACHE_LIMIT {
+            cache.clear();
+        }
+        cache.insert(n, head.clone());
+        Ok(head)
     }
 
     /// A proposition record (cached).
@@ -439,16 +463,14 @@ fn concept_ok(ctx: &Ctx, m: &ConceptMatch, n: u64) -> Result<bool, KipError> {
             return Ok(false);
         }
     }
-    if m.concept_type.is_none() && m.name.is_none() {
-        return Ok(ctx.concept(n)?.is_some());
-    }
-    let Some(rec) = ctx.concept(n)? else {
-        return Ok(false);
+    let ok = |concept_type: &String, name: &String| {
+        m.concept_type.as_ref().is_none_or(|t| t == concept_type)
+            && m.name.as_ref().is_none_or(|x| x == name)
     };
-    Ok(m.concept_type
-        .as_ref()
-        .is_none_or(|t| *t == rec.concept_type)
-        && m.name.as_ref().is_none_or(|x| *x == rec.name))
+    if let Some(cached) = ctx.cached_concept(n) {
+        return Ok(cached.is_some_and(|c| ok(&c.concept_type, &c.name)));
+    }
+    Ok(ctx.concept_head(n)?.is_some_and(|h| ok(&h.0, &h.1)))
 }
 
 /// Concepts satisfying a matcher, streamed to `f`, from concept number `start` on: the concepts come in ascending

@@ -338,6 +338,14 @@ macro_rules! impl_graph_read {
             fn concept(&self, id: u64) -> StoreResult<Option<ConceptRecord>> {
                 read::record(&self.concepts, self.staged().map(|s| &s.concepts), id)
             }
+            fn concept_head(&self, id: u64) -> StoreResult<Option<(String, String)>> {
+                Ok(read::record::<crate::ConceptHead>(
+                    &self.concepts,
+                    self.staged().map(|s| &s.concepts),
+                    id,
+                )?
+                .map(|h| (h.concept_type, h.name)))
+            }
             fn concept_by_key(&self, concept_type: &str, name: &str) -> StoreResult<Option<u64>> {
                 self.key_lookup(concept_type, name)
             }
