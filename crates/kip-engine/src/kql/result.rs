@@ -823,18 +823,23 @@ fn plain(
                threshold: &RefCell<Option<Vec<Value>>>|
      -> Result<(), KipError> {
         rows.sort_by(cmp);
-        let mut seen = HashSet::new();
+        // The first `keep` distinct projections in order; equal projections have equal
+        // row hashes, so a duplicate is looked for among the rows of its hash only.
+        let sorted = std::mem::take(rows);
+        let mut by_hash: super::exec::FastMap<u64, Vec<usize>> = Default::default();
         let mut bytes = 0usize;
-        rows.retain(|r| {
-            let text = serde_json::to_string(&r.2).unwrap_or_default();
-            let len = text.len();
-            let first = seen.insert(text);
-            if first && seen.len() <= keep {
-                bytes = bytes.saturating_add(len);
+        for r in sorted {
+            if rows.len() >= keep {
+                break;
             }
-            first
-        });
-        rows.truncate(keep);
+            let seen = by_hash.entry(r.1).or_default();
+            if seen.iter().any(|&i| rows.get(i).is_some_and(|k| k.2 == r.2)) {
+                continue;
+            }
+            seen.push(rows.len());
+            bytes = bytes.saturating_add(r.2.iter().map(crate::outcome::json_size).sum::<usize>());
+            rows.push(r);
+        }
         if bytes > limits.max_response_bytes {
             return Err(page_too_large(limits));
         }
