@@ -833,7 +833,10 @@ fn plain(
                 break;
             }
             let seen = by_hash.entry(r.1).or_default();
-            if seen.iter().any(|&i| rows.get(i).is_some_and(|k| k.2 == r.2)) {
+            if seen
+                .iter()
+                .any(|&i| rows.get(i).is_some_and(|k| k.2 == r.2))
+            {
                 continue;
             }
             seen.push(rows.len());
