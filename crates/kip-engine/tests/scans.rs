@@ -59,10 +59,19 @@ fn the_merge_join_answers_what_the_nested_loop_answers() {
         .explain(r#"FIND(?s.name, COUNT(?d)) WHERE { ?s {type: "Symptom"} (?d, "treats", ?s) }"#)
         .expect("explain");
     assert!(plan[1].contains("merged with the scan above"), "{plan:?}");
+    assert!(
+        plan[2]
+            .starts_with("group: COUNT of the links into each scanned concept read from the index"),
+        "{plan:?}"
+    );
     let plan = n
         .explain(r#"FIND(?s.name, COUNT(?d)) WHERE { ?s {type: "Symptom"} FILTER(?s.name != "") (?d, "treats", ?s) }"#)
         .expect("explain");
     assert!(!plan[2].contains("merged"), "{plan:?}");
+    assert!(
+        plan[3].starts_with("group: rows grouped by the bindings"),
+        "{plan:?}"
+    );
     same(
         &n,
         r#"FIND(?s.name, ?d.name, ?l) WHERE { ?s {type: "Symptom"} ?l (?d, "follows", ?s) }"#,

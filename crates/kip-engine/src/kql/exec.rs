@@ -398,19 +398,9 @@ pub fn count_in_links(
     g: &Group,
     key_slots: &[usize],
 ) -> Result<Option<Vec<(u64, u64)>>, KipError> {
-    let [Step::Concept(c), next] = g.steps.as_slice() else {
+    let Some((c, pred)) = counted_shape(g, key_slots) else {
         return Ok(None);
     };
-    if !g.unions.is_empty() || key_slots.iter().any(|s| *s != c.var) {
-        return Ok(None);
-    }
-    let Some((p, pred)) = in_links_of(c, next) else {
-        return Ok(None);
-    };
-    match &p.kind {
-        PropKind::Triple(EndpointC::Var(x), _, _) if *x != c.var && p.var.is_none() => {}
-        _ => return Ok(None),
-    }
     let mut ids = Vec::new();
     scan_step_from(ctx, c, 0, &mut |n| {
         ids.push(n);
@@ -454,6 +444,23 @@ pub fn count_in_links(
         Ok(true)
     })?;
     Ok(Some(counts))
+}
+
+/// The shape [`count_in_links`] answers: the scan step and the predicate.
+pub fn counted_shape<'g>(g: &'g Group, key_slots: &[usize]) -> Option<(&'g ConceptStep, &'g str)> {
+    let [Step::Concept(c), next] = g.steps.as_slice() else {
+        return None;
+    };
+    if !g.unions.is_empty() || key_slots.iter().any(|s| *s != c.var) {
+        return None;
+    }
+    let (p, pred) = in_links_of(c, next)?;
+    match &p.kind {
+        PropKind::Triple(EndpointC::Var(x), _, _) if *x != c.var && p.var.is_none() => {
+            Some((c, pred))
+        }
+        _ => None,
+    }
 }
 
 /// True when concept `n` satisfies the matcher.

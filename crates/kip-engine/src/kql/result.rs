@@ -429,10 +429,22 @@ pub fn explain_find(
         .chain(q.order_by.iter().map(|k| &k.expr))
         .any(|p| matches!(p, Projection::Aggregate(_)));
     if has_agg {
-        lines.push(
-            "group: rows grouped by the bindings of the key's variables (no per-row projection), keys projected once per group; COUNT of the links into each scanned concept is read from the index without rows"
-                .to_string(),
-        );
+        let aggs: Vec<&Aggregate> = q
+            .projections
+            .iter()
+            .chain(q.order_by.iter().map(|k| &k.expr))
+            .filter_map(|p| match p {
+                Projection::Aggregate(a) => Some(a),
+                Projection::Path(_) => None,
+            })
+            .collect();
+        let counted = has_only_link_counts(&aggs)
+            && super::exec::counted_shape(&plan.root, &read_slots(q, &plan.vars)).is_some();
+        lines.push(if counted {
+            "group: COUNT of the links into each scanned concept read from the index (no row per link), keys projected once per concept".to_string()
+        } else {
+            "group: rows grouped by the bindings of the key's variables (no per-row projection), keys projected once per group".to_string()
+        });
     }
     if let Some(first) = q.order_by.first() {
         let key = match &first.expr {
@@ -518,14 +530,7 @@ pub fn run_find(
     let mut by_binding: super::exec::FastMap<Vec<Option<Val>>, usize> = Default::default();
     let mut scratch: Vec<Option<Val>> = Vec::with_capacity(key_slots.len());
     let counted = if has_only_link_counts(&aggs) {
-        // Every variable a key or an ORDER BY path reads (a group's rows all share them).
-        let mut read = key_slots.clone();
-        for k in &q.order_by {
-            if let Projection::Path(d) = &k.expr {
-                read.push(ctx.vars.get(&d.var.name).unwrap_or(usize::MAX));
-            }
-        }
-        super::exec::count_in_links(&ctx, &plan.root, &read)?
+        super::exec::count_in_links(&ctx, &plan.root, &read_slots(q, &plan.vars))?
     } else {
         None
     };
@@ -678,6 +683,25 @@ pub fn run_find(
         keep.retain(|r| cmp_keys(&r.0, k, &dirs).then(r.1.cmp(h)) == Ordering::Greater);
     }
     Ok(sorted_page(q, keep, page, fingerprint))
+}
+
+/// The slots of the variables the group keys and the ORDER BY paths read (all of a
+/// group's rows share them); a variable the query does not bind counts as `usize::MAX`.
+fn read_slots(q: &FindQuery, vars: &Vars) -> Vec<usize> {
+    let mut out: Vec<usize> = Vec::new();
+    for d in path_projections(q)
+        .into_iter()
+        .chain(q.order_by.iter().filter_map(|k| match &k.expr {
+            Projection::Path(d) => Some(d),
+            Projection::Aggregate(_) => None,
+        }))
+    {
+        let s = vars.get(&d.var.name).unwrap_or(usize::MAX);
+        if !out.contains(&s) {
+            out.push(s);
+        }
+    }
+    out
 }
 
 /// Whether every aggregate is a plain `COUNT(?x)` (solutions with `?x` bound).
