@@ -3,6 +3,11 @@
 //! Every candidate examined counts against [`QueryLimits::max_work`] and the clock is
 //! checked regularly against [`QueryLimits::timeout`], so a runaway query ends in
 //! `KIP_4002` / `KIP_4001` instead of a hang.
+//!
+//! One file because its parts recurse into each other: steps run patterns, patterns
+//! accept endpoints that may be nested propositions matched by the same code, and
+//! OPTIONAL/NOT/UNION run groups of steps. The merge join of a scan with the links
+//! into it lives in `join.rs`, index ranges in `index.rs`.
 
 use super::plan::{
     ConceptMatch, ConceptStep, EndpointC, Group, PredC, PropKind, PropStep, Step, Vars,
@@ -155,7 +160,7 @@ impl<'g> Ctx<'g> {
     }
 }
 
-fn bind(row: &Row, slot: usize, v: Val) -> Option<Row> {
+pub(crate) fn bind(row: &Row, slot: usize, v: Val) -> Option<Row> {
     match &row[slot] {
         Some(x) if *x == v => Some(row.clone()),
         Some(_) => None,
@@ -214,8 +219,11 @@ pub fn run_steps(
     match step {
         Step::Concept(c) => {
             if row[c.var].is_none() {
-                if let Some((p, pred)) = steps.get(i + 1).and_then(|s| in_links_of(c, s)) {
-                    return merge_join(ctx, c, p, pred, steps, i, row, emit);
+                if let Some((p, pred)) = steps
+                    .get(i + 1)
+                    .and_then(|s| super::join::in_links_of(c, s))
+                {
+                    return super::join::merge_join(ctx, c, p, pred, steps, i, row, emit);
                 }
             }
             match_concept(ctx, c, row, &mut |r| run_steps(ctx, steps, i + 1, r, emit))
@@ -258,208 +266,6 @@ pub fn run_steps(
                 run_steps(ctx, steps, i + 1, row, emit)
             }
         }
-    }
-}
-
-/// A link step right after a concept scan that reads the links of one literal predicate
-/// *into* the scanned concepts: `?c {type: T}` then `(x, "p", ?c)`.
-pub(crate) fn in_links_of<'s>(c: &ConceptStep, next: &'s Step) -> Option<(&'s PropStep, &'s str)> {
-    let Step::Prop(p) = next else { return None };
-    let PropKind::Triple(_, PredC::Lits(names, None), EndpointC::Var(o)) = &p.kind else {
-        return None;
-    };
-    let m = &c.matcher;
-    let scan = m.id.is_none() && m.name.is_none() && m.concept_type.is_some();
-    match names.as_slice() {
-        [pred] if *o == c.var && scan => Some((p, pred.as_str())),
-        _ => None,
-    }
-}
-
-/// Links per scanned concept above which one pass over the predicate's links beats a
-/// lookup of each concept's links (a lookup costs about this many sequential entries).
-pub(crate) const SEEK_COST: u64 = 64;
-
-/// `?c {type: T}` then `(x, "p", ?c)`: when the predicate has fewer links than
-/// [`SEEK_COST`] per scanned concept, one pass over its links in (object, subject)
-/// order merged with the scanned concepts (ascending) instead of one index lookup per
-/// concept (a thousand categories and the links into them: one range instead of a
-/// thousand descents). Rows come in the same order as the nested loop's.
-#[allow(clippy::too_many_arguments)]
-fn merge_join(
-    ctx: &Ctx,
-    c: &ConceptStep,
-    p: &PropStep,
-    pred: &str,
-    steps: &[Step],
-    i: usize,
-    row: &Row,
-    emit: &mut dyn FnMut(&Row) -> Result<More, KipError>,
-) -> Result<More, KipError> {
-    let mut ids = Vec::new();
-    scan_step_from(ctx, c, 0, &mut |n| {
-        ids.push(n);
-        Ok(true)
-    })?;
-    let links = ctx.g.stat(crate::store::Stat::Predicate(pred))?;
-    let bind_c = |n: u64| {
-        let mut r = row.clone();
-        r[c.var] = Some(Val::Elem(ElemRef::Concept(n)));
-        r
-    };
-    if links > (ids.len() as u64).saturating_mul(SEEK_COST) {
-        for n in ids {
-            if !run_steps(ctx, steps, i + 1, &bind_c(n), emit)? {
-                return Ok(false);
-            }
-        }
-        return Ok(true);
-    }
-    let PropKind::Triple(s, _, _) = &p.kind else {
-        return Ok(true);
-    };
-    // The usual subject is an unbound variable and the link unnamed: then the rows are
-    // made by writing into one buffer, with no allocation per link.
-    let free_subject = match s {
-        EndpointC::Var(slot) if row[*slot].is_none() && *slot != c.var => Some(*slot),
-        _ => None,
-    };
-    if let (Some(slot), None) = (free_subject, p.var) {
-        let mut k = 0usize;
-        let mut more = true;
-        let mut buf = bind_c(0);
-        ctx.g.scan_predicate(pred, &mut |sv, ov, _| {
-            ctx.tick()?;
-            let ElemRef::Concept(o) = ov else {
-                return Ok(false);
-            };
-            while ids.get(k).is_some_and(|&n| n < o) {
-                k += 1;
-            }
-            match ids.get(k) {
-                None => return Ok(false),
-                Some(&n) if n != o => return Ok(true),
-                Some(_) => {}
-            }
-            buf[c.var] = Some(Val::Elem(ElemRef::Concept(o)));
-            buf[slot] = Some(Val::Elem(sv));
-            more = run_steps(ctx, steps, i + 2, &buf, emit)?;
-            Ok(more)
-        })?;
-        return Ok(more);
-    }
-    let mut k = 0usize;
-    let mut more = true;
-    let mut current: Option<(u64, Row)> = None;
-    ctx.g.scan_predicate(pred, &mut |sv, ov, id| {
-        ctx.tick()?;
-        // Concepts sort before links as objects: past them, nothing more can join.
-        let ElemRef::Concept(o) = ov else {
-            return Ok(false);
-        };
-        while ids.get(k).is_some_and(|&n| n < o) {
-            k += 1;
-        }
-        match ids.get(k) {
-            None => return Ok(false),
-            Some(&n) if n != o => return Ok(true),
-            Some(_) => {}
-        }
-        if current.as_ref().is_none_or(|(x, _)| *x != o) {
-            current = Some((o, bind_c(o)));
-        }
-        let Some((_, r1)) = &current else {
-            return Ok(true);
-        };
-        let Some(r2) = accept(ctx, s, sv, r1)? else {
-            return Ok(true);
-        };
-        let r3 = match p.var {
-            Some(slot) => match bind(&r2, slot, Val::Elem(ElemRef::Prop(id))) {
-                Some(r) => r,
-                None => return Ok(true),
-            },
-            None => r2,
-        };
-        more = run_steps(ctx, steps, i + 2, &r3, emit)?;
-        Ok(more)
-    })?;
-    Ok(more)
-}
-
-/// For a group that is exactly `?c {type: T}` then `(?x, "p", ?c)` (no link variable,
-/// `?x` free), grouped by `?c` alone (`key_slots` holds at most its slot): the number of
-/// links into each scanned concept that has any, counted from the index (one pass over
-/// the predicate's links merged with the scan, or one lookup per concept, as
-/// [`merge_join`] chooses) without making a row per link. `None` when the group has
-/// another shape.
-pub fn count_in_links(
-    ctx: &Ctx,
-    g: &Group,
-    key_slots: &[usize],
-) -> Result<Option<Vec<(u64, u64)>>, KipError> {
-    let Some((c, pred)) = counted_shape(g, key_slots) else {
-        return Ok(None);
-    };
-    let mut ids = Vec::new();
-    scan_step_from(ctx, c, 0, &mut |n| {
-        ids.push(n);
-        Ok(true)
-    })?;
-    let links = ctx.g.stat(crate::store::Stat::Predicate(pred))?;
-    let mut counts: Vec<(u64, u64)> = Vec::new();
-    if links > (ids.len() as u64).saturating_mul(SEEK_COST) {
-        for n in ids {
-            let mut k = 0u64;
-            ctx.g
-                .scan_in(ElemRef::Concept(n), Some(pred), &mut |_, _, _| {
-                    ctx.tick()?;
-                    k += 1;
-                    Ok(true)
-                })?;
-            if k > 0 {
-                counts.push((n, k));
-            }
-        }
-        return Ok(Some(counts));
-    }
-    let mut k = 0usize;
-    ctx.g.scan_predicate(pred, &mut |_, ov, _| {
-        ctx.tick()?;
-        let ElemRef::Concept(o) = ov else {
-            return Ok(false);
-        };
-        while ids.get(k).is_some_and(|&n| n < o) {
-            k += 1;
-        }
-        match ids.get(k) {
-            None => return Ok(false),
-            Some(&n) if n != o => return Ok(true),
-            Some(_) => {}
-        }
-        match counts.last_mut() {
-            Some((last, n)) if *last == o => *n += 1,
-            _ => counts.push((o, 1)),
-        }
-        Ok(true)
-    })?;
-    Ok(Some(counts))
-}
-
-/// The shape [`count_in_links`] answers: the scan step and the predicate.
-pub fn counted_shape<'g>(g: &'g Group, key_slots: &[usize]) -> Option<(&'g ConceptStep, &'g str)> {
-    let [Step::Concept(c), next] = g.steps.as_slice() else {
-        return None;
-    };
-    if !g.unions.is_empty() || key_slots.iter().any(|s| *s != c.var) {
-        return None;
-    }
-    let (p, pred) = in_links_of(c, next)?;
-    match &p.kind {
-        PropKind::Triple(EndpointC::Var(x), _, _) if *x != c.var && p.var.is_none() => {
-            Some((c, pred))
-        }
-        _ => None,
     }
 }
 
@@ -577,7 +383,12 @@ fn match_concept(
 }
 
 /// Binds or checks an endpoint against a concrete element.
-fn accept(ctx: &Ctx, e: &EndpointC, v: ElemRef, row: &Row) -> Result<Option<Row>, KipError> {
+pub(crate) fn accept(
+    ctx: &Ctx,
+    e: &EndpointC,
+    v: ElemRef,
+    row: &Row,
+) -> Result<Option<Row>, KipError> {
     match e {
         EndpointC::Var(s) => Ok(bind(row, *s, Val::Elem(v))),
         EndpointC::Concept(var, m) => {

@@ -10,9 +10,10 @@
 //!   every concept of the type has an indexed value of `k` (the statistics say so), since
 //!   concepts without one sort after (ASC) or before (DESC) all values.
 
-use super::plan::ConceptStep;
+use super::exec::Ctx;
+use super::plan::{ConceptStep, Plan};
 use crate::store::{attrs, GraphRead, Stat};
-use kip_lang::ast::{BinaryOp, Expr};
+use kip_lang::ast::{BinaryOp, Direction, Expr, FindQuery, Projection};
 use serde_json::Value;
 use std::ops::Bound;
 
@@ -261,4 +262,99 @@ pub fn choose(
         }
     }
     best
+}
+
+/// An ORDER BY answered by walking the attribute value index.
+pub struct Walk<'p> {
+    /// The scanned variable.
+    pub var: usize,
+    /// Its type.
+    pub concept_type: &'p str,
+    /// The ORDER BY attribute.
+    pub attr: &'p str,
+    /// Lowest value key walked.
+    pub lo: std::ops::Bound<String>,
+    /// Highest value key walked.
+    pub hi: std::ops::Bound<String>,
+    /// Descending.
+    pub rev: bool,
+}
+
+impl Walk<'_> {
+    /// Walks the index: `f(value key, concept)`.
+    pub fn scan(
+        &self,
+        g: &dyn GraphRead,
+        f: &mut dyn FnMut(&str, u64) -> crate::store::StoreResult<bool>,
+    ) -> crate::store::StoreResult<()> {
+        g.scan_attr(
+            self.concept_type,
+            self.attr,
+            self.lo.as_ref().map(String::as_str),
+            self.hi.as_ref().map(String::as_str),
+            self.rev,
+            f,
+        )
+    }
+}
+
+/// When the first ORDER BY key is `?x.attributes.k` of the concept the plan starts by
+/// scanning (`?x {type: T}`, no UNION) and every concept of `T` has an indexed value of
+/// `k`: the walk of the index in that order (from the cursor's value on, within the
+/// scan's own index range when it is on `k`). A scan narrowed by a range on another
+/// attribute is left as it is (that range is the selective part).
+pub fn ordered_walk<'p>(
+    ctx: &Ctx,
+    plan: &'p Plan,
+    q: &'p FindQuery,
+    after: Option<&Vec<Value>>,
+) -> Option<Walk<'p>> {
+    use std::ops::Bound;
+    if !plan.root.unions.is_empty() || !ctx.limits.attr_index {
+        return None;
+    }
+    let first = q.order_by.first()?;
+    let Some(super::plan::Step::Concept(c)) = plan.root.steps.first() else {
+        return None;
+    };
+    let m = &c.matcher;
+    let concept_type = m.concept_type.as_deref()?;
+    if m.id.is_some() || m.name.is_some() {
+        return None;
+    }
+    let Projection::Path(d) = &first.expr else {
+        return None;
+    };
+    let var = plan.vars.name(c.var)?;
+    let attr = match d.path.as_slice() {
+        [a, k] if a == "attributes" && d.var.name == var => k.as_str(),
+        _ => return None,
+    };
+    let (mut lo, mut hi) = match &c.index {
+        Some(r) if r.attr == attr => (r.lo.clone(), r.hi.clone()),
+        Some(_) => return None,
+        None => (Bound::Unbounded, Bound::Unbounded),
+    };
+    if !covered(ctx.g, concept_type, attr) {
+        return None;
+    }
+    let rev = first.direction == Direction::Desc;
+    if let Some(k) = after
+        .and_then(|keys| keys.first())
+        .and_then(crate::store::attrs::value_key)
+    {
+        if rev {
+            hi = min_hi(hi, Bound::Included(k));
+        } else {
+            lo = max_lo(lo, Bound::Included(k));
+        }
+    }
+    Some(Walk {
+        var: c.var,
+        concept_type,
+        attr,
+        lo,
+        hi,
+        rev,
+    })
 }

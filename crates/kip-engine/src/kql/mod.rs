@@ -15,6 +15,7 @@
 pub mod eval;
 pub mod exec;
 pub mod index;
+pub mod join;
 pub mod plan;
 pub mod result;
 

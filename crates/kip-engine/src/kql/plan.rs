@@ -6,6 +6,9 @@
 //! binds its last variable; OPTIONAL blocks follow in written order, then the FILTERs
 //! that read optional variables, then NOT blocks. UNION branches are compiled as
 //! independent groups. The written order of patterns does not matter.
+//!
+//! One file: the compiler and `explain` share the step types and the cost model, and
+//! `explain` must describe exactly the access paths the compiler chose.
 
 use crate::schema;
 use crate::store::{ElemRef, GraphRead};
@@ -806,10 +809,10 @@ fn explain_group_from(
                 let note = est.map(|e| cost(e, &mut flow)).unwrap_or_default();
                 let merged = match (i.checked_sub(1).and_then(|j| gr.steps.get(j)), s) {
                     (Some(Step::Concept(c)), next) if !outer.contains(&c.var) => {
-                        super::exec::in_links_of(c, next).map(|_| {
+                        super::join::in_links_of(c, next).map(|_| {
                             format!(
                                 ", or one pass over the predicate index (pos) merged with the scan above when the predicate has fewer than {} links per scanned concept",
-                                super::exec::SEEK_COST
+                                super::join::SEEK_COST
                             )
                         })
                     }

@@ -6,6 +6,10 @@
 //! One file on purpose (about 820 lines): projection, grouping, ordering, the keyset
 //! cursors and the target solutions of DELETE/UPDATE/EXPORT share the row representation
 //! and the cursor's anchor; they change together.
+//!
+//! One file: the plain and the grouped paths share projection, ordering, the row hash
+//! and the cursor encoding, and a cursor must resume exactly where either left off. The
+//! attribute index walk is in `index.rs`, link counting in `join.rs`.
 
 use super::eval::{element_json, path_value, sort_cmp};
 use super::exec::{run_group, Ctx, More, Row, Val};
@@ -439,7 +443,7 @@ pub fn explain_find(
             })
             .collect();
         let counted = has_only_link_counts(&aggs)
-            && super::exec::counted_shape(&plan.root, &read_slots(q, &plan.vars)).is_some();
+            && super::join::counted_shape(&plan.root, &read_slots(q, &plan.vars)).is_some();
         lines.push(if counted {
             "group: COUNT of the links into each scanned concept read from the index (no row per link), keys projected once per concept".to_string()
         } else {
@@ -457,7 +461,7 @@ pub fn explain_find(
             "ASC"
         };
         let ctx = Ctx::new(g, limits, &plan.vars);
-        let how = match ordered_walk(&ctx, &plan, q, None).filter(|_| !has_agg) {
+        let how = match super::index::ordered_walk(&ctx, &plan, q, None).filter(|_| !has_agg) {
             Some(w) => format!(
                 "walk of the attribute index {}.{} in order, stopping once the page is full",
                 w.concept_type, w.attr
@@ -530,7 +534,7 @@ pub fn run_find(
     let mut by_binding: super::exec::FastMap<Vec<Option<Val>>, usize> = Default::default();
     let mut scratch: Vec<Option<Val>> = Vec::with_capacity(key_slots.len());
     let counted = if has_only_link_counts(&aggs) {
-        super::exec::count_in_links(&ctx, &plan.root, &read_slots(q, &plan.vars))?
+        super::join::count_in_links(&ctx, &plan.root, &read_slots(q, &plan.vars))?
     } else {
         None
     };
@@ -875,7 +879,7 @@ fn plain(
         }
         Ok(())
     };
-    let walk = ordered_walk(ctx, plan, q, after.as_ref().map(|a| &a.0));
+    let walk = super::index::ordered_walk(ctx, plan, q, after.as_ref().map(|a| &a.0));
     let eager = walk.is_some();
     let mut last_cut = 0usize;
     let mut on_row = |r: &Row| -> Result<More, KipError> {
@@ -971,95 +975,6 @@ fn plain(
     }
     cut(&mut rows, &threshold)?;
     Ok(sorted_page(q, rows, page, fingerprint))
-}
-
-/// An ORDER BY answered by walking the attribute value index (see `kql/index.rs`).
-struct Walk<'p> {
-    var: usize,
-    concept_type: &'p str,
-    attr: &'p str,
-    lo: std::ops::Bound<String>,
-    hi: std::ops::Bound<String>,
-    rev: bool,
-}
-
-impl Walk<'_> {
-    fn scan(
-        &self,
-        g: &dyn GraphRead,
-        f: &mut dyn FnMut(&str, u64) -> crate::store::StoreResult<bool>,
-    ) -> crate::store::StoreResult<()> {
-        g.scan_attr(
-            self.concept_type,
-            self.attr,
-            self.lo.as_ref().map(String::as_str),
-            self.hi.as_ref().map(String::as_str),
-            self.rev,
-            f,
-        )
-    }
-}
-
-/// When the first ORDER BY key is `?x.attributes.k` of the concept the plan starts by
-/// scanning (`?x {type: T}`, no UNION) and every concept of `T` has an indexed value of
-/// `k`: the walk of the index in that order (from the cursor's value on, within the
-/// scan's own index range when it is on `k`). A scan narrowed by a range on another
-/// attribute is left as it is (that range is the selective part).
-fn ordered_walk<'p>(
-    ctx: &Ctx,
-    plan: &'p Plan,
-    q: &'p FindQuery,
-    after: Option<&Vec<Value>>,
-) -> Option<Walk<'p>> {
-    use super::index::{covered, max_lo, min_hi};
-    use std::ops::Bound;
-    if !plan.root.unions.is_empty() || !ctx.limits.attr_index {
-        return None;
-    }
-    let first = q.order_by.first()?;
-    let Some(super::plan::Step::Concept(c)) = plan.root.steps.first() else {
-        return None;
-    };
-    let m = &c.matcher;
-    let concept_type = m.concept_type.as_deref()?;
-    if m.id.is_some() || m.name.is_some() {
-        return None;
-    }
-    let Projection::Path(d) = &first.expr else {
-        return None;
-    };
-    let var = plan.vars.name(c.var)?;
-    let attr = match d.path.as_slice() {
-        [a, k] if a == "attributes" && d.var.name == var => k.as_str(),
-        _ => return None,
-    };
-    let (mut lo, mut hi) = match &c.index {
-        Some(r) if r.attr == attr => (r.lo.clone(), r.hi.clone()),
-        Some(_) => return None,
-        None => (Bound::Unbounded, Bound::Unbounded),
-    };
-    if !covered(ctx.g, concept_type, attr) {
-        return None;
-    }
-    let rev = first.direction == Direction::Desc;
-    if let Some(k) = after
-        .and_then(|keys| keys.first())
-        .and_then(crate::store::attrs::value_key)
-    {
-        if rev {
-            hi = min_hi(hi, Bound::Included(k));
-        } else {
-            lo = max_lo(lo, Bound::Included(k));
-        }
-    }
-    Some(Walk {
-        var: c.var,
-        concept_type,
-        attr,
-        lo,
-        hi,
-        rev,
-    })
 }
 
 fn page_too_large(limits: &QueryLimits) -> KipError {

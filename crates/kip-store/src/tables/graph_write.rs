@@ -181,24 +181,7 @@ impl WriteTables<'_> {
         self.stats
             .retain(|k, _| !k.starts_with("a:"))
             .map_err(storage_error)?;
-        let total = self.concepts.len().map_err(storage_error)?;
-        let mut done = 0u64;
-        let mut ids = Vec::new();
-        read::scan_ids(&self.concepts, None, &mut |n| {
-            ids.push(n);
-            Ok(true)
-        })?;
-        for n in ids {
-            if let Some(c) = read::record::<ConceptRecord>(&self.concepts, None, n)? {
-                self.file_attrs(n, None, Some(&c))?;
-            }
-            done += 1;
-            if done.is_multiple_of(1000) {
-                progress(done, total);
-            }
-        }
-        progress(total, total);
-        Ok(())
+        self.each_concept(progress, &mut |w, n, c| w.file_attrs(n, None, Some(c)))
     }
 
     /// Adds a document to the text index.
@@ -249,6 +232,18 @@ impl WriteTables<'_> {
         self.stats
             .retain(|k, _| !k.starts_with("df:") && k != TEXT_DOCS && k != TEXT_LEN)
             .map_err(storage_error)?;
+        self.each_concept(progress, &mut |w, n, c| {
+            w.index(ElemRef::Concept(n).encode(), &text::concept_doc(c))
+        })
+    }
+
+    /// Calls `f` with every concept record (from the tables: staged writes must have
+    /// been written first), reporting `progress(done, total)` every 1,000.
+    fn each_concept(
+        &mut self,
+        progress: &mut dyn FnMut(u64, u64),
+        f: &mut dyn FnMut(&mut Self, u64, &ConceptRecord) -> StoreResult<()>,
+    ) -> StoreResult<()> {
         let total = self.concepts.len().map_err(storage_error)?;
         let mut done = 0u64;
         let mut ids = Vec::new();
@@ -258,7 +253,7 @@ impl WriteTables<'_> {
         })?;
         for n in ids {
             if let Some(c) = read::record::<ConceptRecord>(&self.concepts, None, n)? {
-                self.index(ElemRef::Concept(n).encode(), &text::concept_doc(&c))?;
+                f(self, n, &c)?;
             }
             done += 1;
             if done.is_multiple_of(1000) {
