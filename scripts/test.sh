@@ -23,9 +23,11 @@ fi
 # The advisories database cannot be fetched from the build machines: licenses and bans.
 "$TOOLS/bin/cargo-deny" --log-level error check licenses bans
 
-echo "== test environment (Python MCP client)"
+echo "== test environment (Python MCP client, official memory server, embedding model)"
 KIP_TEST_PYTHON="$(scripts/setup-test-env.sh | tail -n 1)"
 export KIP_TEST_PYTHON
+KIP_TEST_MODEL="$PWD/target/models/all-MiniLM-L6-v2"
+export KIP_TEST_MODEL
 
 echo "== cargo test (the tests that need Python/Node are #[ignore]d in a plain cargo test; included here)"
 cargo test --workspace --locked -- --include-ignored

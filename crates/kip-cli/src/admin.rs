@@ -173,6 +173,48 @@ pub fn export(data: &Path, output: Option<PathBuf>, query: Option<&str>) -> Resu
 }
 
 /// `kip reindex`: rebuild the text index and the attribute value index, with a progress bar.
+/// `kip reindex --vectors`: marks every concept whose vector is missing or stale, then
+/// waits (with a progress bar) until the worker has embedded them all.
+pub fn reindex_vectors(data: &Path, quiet: bool) -> Result<ExitCode> {
+    if crate::embedder()?.is_none() {
+        anyhow::bail!("reindex --vectors needs an embedder: --embedder local:DIR or openai:URL#MODEL (or KIP_EMBEDDER)");
+    }
+    let nexus = open_existing(data, "reindex")?;
+    let marked = match nexus.mark_stale_embeddings() {
+        Ok(n) => n,
+        Err(e) => {
+            print_json(&json!({"error": e.to_json()}));
+            return Ok(ExitCode::from(1));
+        }
+    };
+    let bar = if quiet {
+        indicatif::ProgressBar::hidden()
+    } else {
+        indicatif::ProgressBar::new(0)
+    };
+    bar.set_style(
+        indicatif::ProgressStyle::with_template("embed {bar:40} {pos}/{len} concepts ({eta})")
+            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+    );
+    let mut total = 0u64;
+    let r = nexus.wait_for_embeddings(std::time::Duration::from_secs(365 * 86_400), &mut |left| {
+        total = total.max(left);
+        bar.set_length(total);
+        bar.set_position(total - left);
+    });
+    bar.finish_and_clear();
+    match r {
+        Ok(left) => {
+            print_json(&json!({"result": {"marked": marked, "not_embedded": left}}));
+            Ok(ExitCode::SUCCESS)
+        }
+        Err(e) => {
+            print_json(&json!({"error": e.to_json()}));
+            Ok(ExitCode::from(1))
+        }
+    }
+}
+
 pub fn reindex(data: &Path, quiet: bool) -> Result<ExitCode> {
     let nexus = open_existing(data, "reindex")?;
     let bar = if quiet {

@@ -99,7 +99,8 @@ fn code(request: &Value, response: &Value) -> ExitCode {
 /// The data directory, shared with a `kip serve` (or another `kip exec`) that has it
 /// open: the requests are then forwarded to that process.
 fn open_shared(data: &Path) -> Result<Arc<SharedNexus>> {
-    SharedNexus::open(data, None).map_err(|e| anyhow::anyhow!("{}", crate::error_text(&e)))
+    SharedNexus::open_with_embedder(data, None, crate::embedder()?)
+        .map_err(|e| anyhow::anyhow!("{}", crate::error_text(&e)))
 }
 
 /// Ends the use of the directory: checkpoints when this process owns it (and lets a
@@ -107,6 +108,17 @@ fn open_shared(data: &Path) -> Result<Arc<SharedNexus>> {
 /// acknowledged from the write-ahead log, which the next open replays, so the
 /// responses stand.
 fn close(shared: &SharedNexus) {
+    // With an embedder, what this command wrote is embedded before it exits, so a
+    // script can write and then search by meaning (the worker stops with the process).
+    if let Some(n) = shared.local() {
+        match n.wait_for_embeddings(EMBED_WAIT, &mut |_| {}) {
+            Ok(0) => {}
+            Ok(left) => eprintln!(
+                "kip: {left} concepts are not embedded yet (the next start goes on with them)"
+            ),
+            Err(e) => eprintln!("kip: {}", e.message),
+        }
+    }
     if let Err(e) = shared.close() {
         eprintln!(
             "kip: the final checkpoint failed: {}. Nothing acknowledged is lost: the write-ahead log is replayed at the next start.",
@@ -114,6 +126,9 @@ fn close(shared: &SharedNexus) {
         );
     }
 }
+
+/// How long `kip exec` waits for the embeddings of what it wrote.
+const EMBED_WAIT: std::time::Duration = std::time::Duration::from_secs(600);
 
 /// Runs `kip exec`.
 pub fn run(data: &Path, args: ExecArgs) -> Result<ExitCode> {

@@ -35,6 +35,12 @@ struct Cli {
     #[arg(long, short, global = true)]
     quiet: bool,
 
+    /// Embedding model for semantic recall (SEARCH MODE "semantic"/"hybrid"): `none`,
+    /// `local:DIR` (a sentence-transformers directory run in process) or
+    /// `openai:URL#MODEL` (an OpenAI-compatible endpoint; key in KIP_EMBEDDER_API_KEY).
+    #[arg(long, global = true, env = "KIP_EMBEDDER", default_value = "none")]
+    embedder: String,
+
     #[command(subcommand)]
     command: Cmd,
 }
@@ -102,8 +108,14 @@ enum Cmd {
         #[arg(long, requires = "memory_jsonl")]
         skip_bad_lines: bool,
     },
-    /// Rebuild the full-text index and the attribute value index from the graph (with a progress bar).
-    Reindex,
+    /// Rebuild the full-text index and the attribute value index from the graph (with a
+    /// progress bar); with --vectors, embed every concept whose vector is missing or stale
+    /// instead, and wait for it (needs --embedder).
+    Reindex {
+        /// Embed what is missing or stale (with the configured embedder).
+        #[arg(long)]
+        vectors: bool,
+    },
     /// Check the store's invariants: every index (by key, type, name, predicate, incoming
     /// link, text) against the records, references, statistics.
     Check,
@@ -153,7 +165,34 @@ fn data_dir(cli: &Cli) -> PathBuf {
 /// Opens the nexus, as a usage-level error when it cannot be opened (with its hint:
 /// what to do about a damaged or incomplete data directory).
 pub fn open_nexus(data: &Path) -> Result<Nexus> {
-    Nexus::open(data).map_err(|e| anyhow::anyhow!("{}", error_text(&e)))
+    let mut n = Nexus::open(data).map_err(|e| anyhow::anyhow!("{}", error_text(&e)))?;
+    if let Some(e) = embedder()? {
+        n.set_embedder(e)
+            .map_err(|e| anyhow::anyhow!("{}", error_text(&e)))?;
+    }
+    Ok(n)
+}
+
+/// The `--embedder` spec of this run.
+static EMBEDDER_SPEC: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+/// The embedder, loaded at its first use.
+static EMBEDDER: std::sync::OnceLock<Option<std::sync::Arc<dyn kip_embed::Embedder>>> =
+    std::sync::OnceLock::new();
+
+/// The embedder `--embedder` names (loaded once; `None` for `none`).
+pub fn embedder() -> Result<Option<std::sync::Arc<dyn kip_embed::Embedder>>> {
+    if let Some(e) = EMBEDDER.get() {
+        return Ok(e.clone());
+    }
+    let spec: kip_embed::EmbedderSpec = EMBEDDER_SPEC
+        .get()
+        .map_or("none", String::as_str)
+        .parse()
+        .map_err(|e| anyhow::anyhow!("--embedder: {e}"))?;
+    let e = spec
+        .open()
+        .map_err(|e| anyhow::anyhow!("--embedder {spec}: {e}"))?;
+    Ok(EMBEDDER.get_or_init(|| e).clone())
 }
 
 /// A KIP error as text for the terminal: the message, then the hint.
@@ -236,6 +275,7 @@ fn show_open_progress() {
 
 fn run_command(cli: Cli) -> ExitCode {
     let data = data_dir(&cli);
+    let _ = EMBEDDER_SPEC.set(cli.embedder.clone());
     let quiet = cli.quiet;
     if !quiet {
         show_open_progress();
@@ -260,7 +300,8 @@ fn run_command(cli: Cli) -> ExitCode {
         } => admin::export_memory(&data, &file),
         Cmd::Export { output, query, .. } => admin::export(&data, output, query.as_deref()),
         Cmd::Explain { query } => admin::explain(&data, &query),
-        Cmd::Reindex => admin::reindex(&data, quiet),
+        Cmd::Reindex { vectors: false } => admin::reindex(&data, quiet),
+        Cmd::Reindex { vectors: true } => admin::reindex_vectors(&data, quiet),
         Cmd::Check => admin::check(&data),
         Cmd::Recover { .. } => admin::salvage_wal(&data),
         Cmd::Parse { file } => admin::parse(&file),

@@ -80,7 +80,7 @@ pub fn run(data: &Path, args: ServeArgs) -> Result<ExitCode> {
             import_memory_file(nexus).map_err(|e| kip_lang::KipError::internal(format!("{e:#}")))
         }))
     };
-    let shared = kip_server::SharedNexus::open(data, hook)
+    let shared = kip_server::SharedNexus::open_with_embedder(data, hook, crate::embedder()?)
         .map_err(|e| anyhow::anyhow!("{}", crate::error_text(&e)))?;
     let backend = kip_server::Backend::from(shared.clone());
     if let (false, Some(n)) = (args.no_prewarm, shared.local()) {

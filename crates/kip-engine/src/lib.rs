@@ -20,6 +20,7 @@ pub mod nexus;
 pub mod outcome;
 pub mod progress;
 pub mod schema;
+pub mod semantic;
 pub use kip_store as store;
 pub use kip_store::throttle;
 

@@ -273,6 +273,8 @@ pub struct SharedNexus {
     socket: PathBuf,
     role: Mutex<Role>,
     hook: Option<OwnerHook>,
+    /// Set on the nexus whenever this process becomes the owner (semantic recall).
+    embedder: Option<Arc<dyn kip_embed::Embedder>>,
 }
 
 struct Role {
@@ -304,6 +306,17 @@ impl SharedNexus {
     /// else as a client of the process that has. Waits (up to 30 s) for an owner that
     /// is starting or exiting. `hook` runs whenever this process becomes the owner.
     pub fn open(dir: impl AsRef<Path>, hook: Option<OwnerHook>) -> Result<Arc<Self>, KipError> {
+        SharedNexus::open_with_embedder(dir, hook, None)
+    }
+
+    /// [`SharedNexus::open`] with an embedder, set on the nexus whenever this process
+    /// owns the directory. (A process that forwards to another owner searches with the
+    /// owner's embedder, or none.)
+    pub fn open_with_embedder(
+        dir: impl AsRef<Path>,
+        hook: Option<OwnerHook>,
+        embedder: Option<Arc<dyn kip_embed::Embedder>>,
+    ) -> Result<Arc<Self>, KipError> {
         let dir = dir.as_ref().to_path_buf();
         let shared = Arc::new(SharedNexus {
             socket: dir.join(SOCKET_FILE),
@@ -314,6 +327,7 @@ impl SharedNexus {
                 closed: false,
             }),
             hook,
+            embedder,
         });
         shared.reroute(0, true)?;
         Ok(shared)
@@ -447,7 +461,10 @@ impl SharedNexus {
         let deadline = Instant::now() + ROUTE_WAIT;
         loop {
             match Nexus::try_open(&self.dir, OpenMode::Normal) {
-                Ok(nexus) => {
+                Ok(mut nexus) => {
+                    if let Some(e) = &self.embedder {
+                        nexus.set_embedder(e.clone())?;
+                    }
                     let nexus = Arc::new(nexus);
                     if let Err(e) = nexus.start_idle_checkpoints() {
                         tracing::warn!("cannot start the idle checkpoint thread: {e}; the log is checkpointed at writes only");

@@ -328,7 +328,36 @@ pub trait GraphRead {
         rev: bool,
         f: &mut dyn FnMut(&str, u64) -> StoreResult<Continue>,
     ) -> StoreResult<()>;
+    /// Concepts marked as needing an embedding (new, or their searchable text changed
+    /// since their vector was made), in id order from `from`. Empty in a store that never
+    /// enabled vectors ([`GraphWrite::enable_vectors`]).
+    fn scan_embedding_marks(
+        &self,
+        _from: u64,
+        _f: &mut dyn FnMut(u64) -> StoreResult<Continue>,
+    ) -> StoreResult<()> {
+        Ok(())
+    }
+    /// How many concepts are marked as needing an embedding.
+    fn embedding_marks(&self) -> StoreResult<u64> {
+        Ok(0)
+    }
+    /// A concept's stored embedding (see [`GraphWrite::put_vector`]).
+    fn vector(&self, _id: u64) -> StoreResult<Option<Vec<u8>>> {
+        Ok(None)
+    }
+    /// Every stored embedding, in id order: `f(concept, bytes)`.
+    fn scan_vectors(
+        &self,
+        _f: &mut dyn FnMut(u64, &[u8]) -> StoreResult<Continue>,
+    ) -> StoreResult<()> {
+        Ok(())
+    }
 }
+
+/// `meta` key: present once vectors are enabled; from then on every write of a concept
+/// whose searchable text changes marks it for embedding in the same transaction.
+pub const VECTORS_ON: &str = "vectors_on";
 
 /// Write access inside one transaction. Index maintenance is the implementation's job:
 /// callers pass the old record so stale index entries can be removed.
@@ -352,6 +381,25 @@ pub trait GraphWrite: GraphRead {
     fn delete_prop(&mut self, id: u64, rec: &PropRecord) -> StoreResult<()>;
     /// Sets a raw `meta` value.
     fn set_meta(&mut self, key: &str, value: &[u8]) -> StoreResult<()>;
+    /// Turns on embedding marks (idempotent): from this transaction on, concepts whose
+    /// searchable text changes are marked. Returns whether they were off before.
+    fn enable_vectors(&mut self) -> StoreResult<bool> {
+        Err(StoreError::Other("this backend keeps no vectors".into()))
+    }
+    /// Marks concepts for embedding (all of them when `ids` is `None`); returns how many
+    /// marks were added.
+    fn mark_for_embedding(&mut self, _ids: Option<&[u64]>) -> StoreResult<u64> {
+        Err(StoreError::Other("this backend keeps no vectors".into()))
+    }
+    /// Stores a concept's embedding (`bytes` as [`GraphRead::vector`] returns them) and
+    /// clears its mark; `None` only clears the mark. Not logged: see `tables::VECTORS`.
+    fn put_vector(&mut self, _id: u64, _bytes: Option<&[u8]>) -> StoreResult<()> {
+        Err(StoreError::Other("this backend keeps no vectors".into()))
+    }
+    /// Removes every stored embedding (the model changed).
+    fn clear_vectors(&mut self) -> StoreResult<()> {
+        Err(StoreError::Other("this backend keeps no vectors".into()))
+    }
 }
 
 /// Reads a `u64` stored in `meta`.

@@ -16,7 +16,7 @@ use crate::kql::QueryLimits;
 use crate::outcome::Outcome;
 use crate::schema::{self, PROPOSITION_TYPE};
 use crate::store::{ElemRef, GraphRead, Stat};
-use kip_lang::ast::{Search, SearchTarget, Slot};
+use kip_lang::ast::{Search, SearchMode, SearchTarget, Slot};
 use kip_lang::{ErrorCode, KipError};
 use serde_json::{json, Value};
 use std::collections::HashMap;
@@ -163,6 +163,78 @@ fn ranked_concepts(
     Ok(out)
 }
 
+/// Concepts ranked for the semantic and hybrid modes: `(_score, number, record)`, best
+/// first (see docs/semantics.md, "Semantic recall").
+///
+/// - semantic: the `window` nearest vectors (of the wanted type), scored by their
+///   cosine with the query (clipped at 0); concepts not embedded yet that match by
+///   keyword join with their keyword score, so a fresh write is found at once.
+/// - hybrid: the keyword candidates and the nearest vectors together, each scored
+///   `0.5 * keyword + 0.5 * cosine` (a concept not embedded yet: its keyword score).
+#[allow(clippy::too_many_arguments)]
+fn fused(
+    g: &dyn GraphRead,
+    scores: HashMap<u64, f64>,
+    query_norm: &str,
+    window: usize,
+    must: &std::collections::HashSet<u64>,
+    keep: &dyn Fn(&crate::store::ConceptRecord) -> bool,
+    mode: SearchMode,
+    q: &Semantic<'_>,
+    concept_type: Option<&str>,
+) -> Result<Vec<(f64, u64, crate::store::ConceptRecord)>, KipError> {
+    let raw = scores.clone();
+    let keyword = ranked_concepts(g, scores, query_norm, window, must, keep)?;
+    let mut out: Vec<(f64, u64, crate::store::ConceptRecord)> = Vec::new();
+    let mut seen = std::collections::HashSet::new();
+    let hybrid = mode == SearchMode::Hybrid;
+    for (kw, n, c) in keyword {
+        let kw = normalized(kw);
+        let cos = q.vectors.cosine(n, &q.query).map(|c| f64::from(c.max(0.0)));
+        let score = match cos {
+            Some(cos) if hybrid => HYBRID_KEYWORD_WEIGHT * kw + (1.0 - HYBRID_KEYWORD_WEIGHT) * cos,
+            Some(cos) => cos,
+            // Not embedded yet: found by keyword in both modes.
+            None => kw,
+        };
+        seen.insert(n);
+        out.push((score, n, c));
+    }
+    // Over-fetch: some nearest vectors may belong to concepts deleted since.
+    for (cos, n) in q.vectors.nearest(&q.query, window + 16, concept_type) {
+        if !seen.insert(n) {
+            continue;
+        }
+        let Some(c) = g.concept(n)? else { continue };
+        if !keep(&c) {
+            continue;
+        }
+        let cos = f64::from(cos.max(0.0));
+        let score = if hybrid {
+            let kw = raw.get(&n).map_or(0.0, |r| {
+                let name_norm = text::normalize(&c.name);
+                let bonus = if name_norm == query_norm {
+                    EXACT_NAME_BONUS
+                } else if name_norm.starts_with(query_norm) {
+                    NAME_PREFIX_BONUS
+                } else {
+                    0.0
+                };
+                normalized(r + bonus)
+            });
+            HYBRID_KEYWORD_WEIGHT * kw + (1.0 - HYBRID_KEYWORD_WEIGHT) * cos
+        } else {
+            cos
+        };
+        out.push((score, n, c));
+    }
+    for x in &mut out {
+        x.0 = round4(x.0);
+    }
+    out.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
+    Ok(out)
+}
+
 /// Raw scores (BM25 plus name bonuses) at which the normalized `_score` is one half.
 const SCORE_HALF: f64 = 4.0;
 
@@ -175,14 +247,58 @@ fn normalized(score: f64) -> f64 {
     ((s / (s + SCORE_HALF)) * 10_000.0).round() / 10_000.0
 }
 
-/// Executes a SEARCH.
+/// The query side of a semantic search: the engine's vectors and the embedded query.
+pub struct Semantic<'a> {
+    /// The vectors of the nexus.
+    pub vectors: &'a crate::semantic::Semantic,
+    /// The query text's embedding.
+    pub query: Vec<f32>,
+}
+
+/// The mode a SEARCH runs in (DECISIONS.md item 32): without an embedder every mode is
+/// keyword search; with one, an omitted `MODE` means `"hybrid"`.
+pub fn effective_mode(s: &Search, has_embedder: bool) -> Result<SearchMode, KipError> {
+    let asked = match &s.mode {
+        Some(Slot::Param(p)) => return Err(crate::kml::unbound(&p.name)),
+        Some(Slot::Literal(m, _)) => Some(*m),
+        None => None,
+    };
+    Ok(match (has_embedder, asked) {
+        (false, _) => SearchMode::Keyword,
+        (true, None) => SearchMode::Hybrid,
+        (true, Some(m)) => m,
+    })
+}
+
+/// Executes a SEARCH as keyword search.
 pub fn search(g: &dyn GraphRead, s: &Search, limits: &QueryLimits) -> Result<Outcome, KipError> {
+    search_with(g, s, limits, SearchMode::Keyword, None)
+}
+
+/// Weight of the keyword score in a hybrid `_score` (the rest is the cosine).
+pub const HYBRID_KEYWORD_WEIGHT: f64 = 0.5;
+
+fn round4(x: f64) -> f64 {
+    (x * 10_000.0).round() / 10_000.0
+}
+
+/// Executes a SEARCH in `mode`; `sem` is required for the semantic and hybrid modes
+/// (without it they run as keyword search).
+pub fn search_with(
+    g: &dyn GraphRead,
+    s: &Search,
+    limits: &QueryLimits,
+    mode: SearchMode,
+    sem: Option<&Semantic<'_>>,
+) -> Result<Outcome, KipError> {
     let term = lit(&s.term)?;
-    // Without an embedding model every mode runs as keyword search (RC11 §5.2.1:
-    // degraded recall, never an error); DESCRIBE PRIMER says which modes are real.
     if let Some(Slot::Param(p)) = &s.mode {
         return Err(crate::kml::unbound(&p.name));
     }
+    let (mode, sem) = match sem {
+        Some(q) if mode != SearchMode::Keyword => (mode, Some(q)),
+        _ => (SearchMode::Keyword, None),
+    };
     let threshold = match &s.threshold {
         Some(Slot::Literal(t, _)) => *t,
         Some(Slot::Param(p)) => return Err(crate::kml::unbound(&p.name)),
@@ -207,10 +323,14 @@ pub fn search(g: &dyn GraphRead, s: &Search, limits: &QueryLimits) -> Result<Out
     let mut qterms = text::terms(term);
     qterms.sort();
     qterms.dedup();
-    if qterms.is_empty() {
+    if qterms.is_empty() && sem.is_none() {
         return Ok(Outcome::ok(json!([])));
     }
-    let mut scores = concept_scores(g, &qterms, limits)?;
+    let mut scores = if qterms.is_empty() {
+        HashMap::new()
+    } else {
+        concept_scores(g, &qterms, limits)?
+    };
     // Concepts named exactly as the query are candidates even when their terms were
     // beyond the posting caps.
     let mut exact = std::collections::HashSet::new();
@@ -231,10 +351,25 @@ pub fn search(g: &dyn GraphRead, s: &Search, limits: &QueryLimits) -> Result<Out
             let keep = |c: &crate::store::ConceptRecord| {
                 with_type.as_ref().is_none_or(|t| *t == c.concept_type)
             };
-            let ranked = ranked_concepts(g, scores, &query_norm, window, &exact, &keep)?;
+            let ranked = match sem {
+                None => ranked_concepts(g, scores, &query_norm, window, &exact, &keep)?
+                    .into_iter()
+                    .map(|(score, n, c)| (normalized(score), n, c))
+                    .collect(),
+                Some(q) => fused(
+                    g,
+                    scores,
+                    &query_norm,
+                    window,
+                    &exact,
+                    &keep,
+                    mode,
+                    q,
+                    with_type.as_deref(),
+                )?,
+            };
             let results: Vec<Value> = ranked
                 .into_iter()
-                .map(|(score, n, c)| (normalized(score), n, c))
                 .filter(|(score, _, _)| *score >= threshold)
                 .take(limit)
                 .map(|(score, n, c)| {
@@ -246,10 +381,25 @@ pub fn search(g: &dyn GraphRead, s: &Search, limits: &QueryLimits) -> Result<Out
             Ok(Outcome::ok(Value::Array(results)))
         }
         SearchTarget::Proposition => {
-            let seeds =
-                ranked_concepts(g, scores, &query_norm, LINK_SEED_CONCEPTS, &exact, &|_| {
-                    true
-                })?;
+            let seeds: Vec<(f64, u64, crate::store::ConceptRecord)> = match sem {
+                // Raw scores, normalized once the links are ranked (below).
+                None => {
+                    ranked_concepts(g, scores, &query_norm, LINK_SEED_CONCEPTS, &exact, &|_| {
+                        true
+                    })?
+                }
+                Some(q) => fused(
+                    g,
+                    scores,
+                    &query_norm,
+                    LINK_SEED_CONCEPTS,
+                    &exact,
+                    &|_| true,
+                    mode,
+                    q,
+                    None,
+                )?,
+            };
             let per_seed = (limit * 2).max(20);
             let mut links: HashMap<u64, f64> = HashMap::new();
             let mut offer = |id: u64, score: f64| {
@@ -292,7 +442,16 @@ pub fn search(g: &dyn GraphRead, s: &Search, limits: &QueryLimits) -> Result<Out
             let mut results = Vec::new();
             let kept = ranked
                 .into_iter()
-                .map(|(id, score)| (id, normalized(score)))
+                .map(|(id, score)| {
+                    (
+                        id,
+                        if sem.is_some() {
+                            round4(score)
+                        } else {
+                            normalized(score)
+                        },
+                    )
+                })
                 .filter(|(_, score)| *score >= threshold)
                 .take(limit);
             for (id, score) in kept {

@@ -25,6 +25,17 @@ pub struct Nexus {
     store: Arc<dyn Backend>,
     limits: QueryLimits,
     combiner: Combiner,
+    /// The embedder, its vectors and worker, when semantic recall is on.
+    semantic: Option<Arc<crate::semantic::Semantic>>,
+}
+
+impl Drop for Nexus {
+    /// Stops the embedding worker (which holds the store) before the store closes.
+    fn drop(&mut self) {
+        if let Some(s) = &self.semantic {
+            s.shutdown();
+        }
+    }
 }
 
 /// Write combining for KML statements: concurrent statements queue up; one caller at a
@@ -118,6 +129,7 @@ impl Nexus {
             store: Arc::new(store),
             limits: QueryLimits::default(),
             combiner: Combiner::default(),
+            semantic: None,
         }
     }
 
@@ -129,7 +141,57 @@ impl Nexus {
             store: backend,
             limits: QueryLimits::default(),
             combiner: Combiner::default(),
+            semantic: None,
         })
+    }
+
+    /// Turns semantic recall on with `embedder` (see [`crate::semantic`]): SEARCH gets
+    /// `MODE "semantic"` and `"hybrid"` (the default mode from then on), and a worker
+    /// thread embeds new and changed concepts in the background. Opening with another
+    /// model than the stored vectors' drops them and embeds everything again.
+    pub fn set_embedder(&mut self, embedder: Arc<dyn kip_embed::Embedder>) -> Result<(), KipError> {
+        if let Some(old) = self.semantic.take() {
+            old.shutdown();
+        }
+        self.semantic = Some(crate::semantic::Semantic::start(&self.store, embedder)?);
+        Ok(())
+    }
+
+    /// The semantic-recall state, when an embedder is set.
+    pub fn semantic(&self) -> Option<&Arc<crate::semantic::Semantic>> {
+        self.semantic.as_ref()
+    }
+
+    /// Waits (at most `timeout`) until every concept written so far is embedded;
+    /// `progress` gets the number still waiting. Returns that number (0: all done).
+    /// Without an embedder there is nothing to wait for.
+    pub fn wait_for_embeddings(
+        &self,
+        timeout: std::time::Duration,
+        progress: &mut dyn FnMut(u64),
+    ) -> Result<u64, KipError> {
+        match &self.semantic {
+            Some(s) => s.wait_idle(&self.store, timeout, progress),
+            None => Ok(0),
+        }
+    }
+
+    /// Marks every concept whose vector is missing or was made from other text (or by
+    /// another model) for embedding; returns how many were marked. The worker then
+    /// embeds them ([`Nexus::wait_for_embeddings`] waits for it).
+    pub fn mark_stale_embeddings(&self) -> Result<u64, KipError> {
+        let Some(s) = &self.semantic else {
+            return Err(KipError::internal("no embedder is configured").with_hint(
+                "start with --embedder local:DIR or openai:URL#MODEL (or set KIP_EMBEDDER)",
+            ));
+        };
+        let stale = self.read(|r| crate::semantic::stale_concepts(r))?;
+        let n = self.write(
+            |w| -> Result<u64, KipError> { Ok(w.mark_for_embedding(Some(&stale))?) },
+            false,
+        )?;
+        s.nudge();
+        Ok(n)
     }
 
     /// The storage backend.
@@ -324,12 +386,18 @@ impl Nexus {
         }
         let r = match cmd {
             Command::Upsert(_) | Command::Delete(_) | Command::Update(_) | Command::Merge(_) => {
-                self.write_kml(cmd).map(Outcome::ok)
+                let r = self.write_kml(cmd).map(Outcome::ok);
+                if let Some(s) = &self.semantic {
+                    s.nudge();
+                }
+                r
             }
             Command::Export(e) => self.read(|r| crate::meta::export::export_command(r, e, limits)),
             Command::Find(q) => self.read(|r| kql::find(r, q, limits)),
-            Command::Describe(d) => self.read(|r| crate::meta::describe::describe(r, d, limits)),
-            Command::Search(s) => self.read(|r| crate::meta::search::search(r, s, limits)),
+            Command::Describe(d) => self
+                .read(|r| crate::meta::describe::describe(r, d, limits))
+                .map(|o| self.advertise_search_modes(d, o)),
+            Command::Search(s) => self.search(s, limits),
         };
         match r {
             Ok(o) => o,
@@ -602,7 +670,72 @@ impl Nexus {
 
     /// Runs a Knowledge Graph Memory Server tool (see [`crate::memory`]).
     pub fn memory_tool(&self, name: &str, args: &Value) -> Result<Value, KipError> {
-        crate::memory::call(self, name, args)
+        let r = crate::memory::call(self, name, args);
+        if let Some(s) = &self.semantic {
+            s.nudge();
+        }
+        r
+    }
+
+    /// DESCRIBE PRIMER with an embedder: `search_modes` lists all three modes and
+    /// `embedding_model` names the model (DECISIONS.md item 32).
+    fn advertise_search_modes(&self, d: &kip_lang::ast::Describe, o: Outcome) -> Outcome {
+        fn patch(v: &mut Value, model: &str, depth: u8) -> bool {
+            let Value::Object(m) = v else { return false };
+            if m.contains_key("search_modes") {
+                m.insert(
+                    "search_modes".into(),
+                    serde_json::json!(["keyword", "semantic", "hybrid"]),
+                );
+                m.insert("embedding_model".into(), Value::String(model.to_string()));
+                return true;
+            }
+            depth > 0 && m.values_mut().any(|x| patch(x, model, depth - 1))
+        }
+        let (Some(sem), kip_lang::ast::DescribeTarget::Primer) = (&self.semantic, &d.target) else {
+            return o;
+        };
+        match o {
+            Outcome::Ok {
+                mut result,
+                next_cursor,
+            } => {
+                patch(&mut result, sem.model_id(), 3);
+                Outcome::Ok {
+                    result,
+                    next_cursor,
+                }
+            }
+            other => other,
+        }
+    }
+
+    /// SEARCH: the query text is embedded first (outside any transaction) when the mode
+    /// asks for vectors and an embedder is set.
+    fn search(&self, s: &kip_lang::ast::Search, limits: &QueryLimits) -> Result<Outcome, KipError> {
+        use crate::meta::search::{effective_mode, Semantic as Sem};
+        let mode = effective_mode(s, self.semantic.is_some())?;
+        let query = match (&self.semantic, mode) {
+            (
+                Some(sem),
+                kip_lang::ast::SearchMode::Semantic | kip_lang::ast::SearchMode::Hybrid,
+            ) => {
+                let term = crate::kml::text(&s.term)?;
+                match sem.embed_query(term) {
+                    Ok(query) => Some(Sem {
+                        vectors: sem.as_ref(),
+                        query,
+                    }),
+                    // Degraded recall, never an error (as without a model): keyword.
+                    Err(e) => {
+                        tracing::warn!("SEARCH runs as keyword search: {}", e.message);
+                        None
+                    }
+                }
+            }
+            _ => None,
+        };
+        self.read(|r| crate::meta::search::search_with(r, s, limits, mode, query.as_ref()))
     }
 
     /// Imports a memory-server JSONL file in one transaction. A malformed line fails the

@@ -462,6 +462,45 @@ macro_rules! impl_graph_read {
             ) -> StoreResult<()> {
                 read::scan_attr(&self.attrs, self.view(), concept_type, attr, lo, hi, rev, f)
             }
+
+            fn scan_embedding_marks(
+                &self,
+                from: u64,
+                f: &mut dyn FnMut(u64) -> StoreResult<Continue>,
+            ) -> StoreResult<()> {
+                for item in self.embed_pending.range(from..).map_err(storage_error)? {
+                    let (k, _) = item.map_err(storage_error)?;
+                    if !f(k.value())? {
+                        break;
+                    }
+                }
+                Ok(())
+            }
+
+            fn embedding_marks(&self) -> StoreResult<u64> {
+                self.embed_pending.len().map_err(storage_error)
+            }
+
+            fn vector(&self, id: u64) -> StoreResult<Option<Vec<u8>>> {
+                Ok(self
+                    .vectors
+                    .get(id)
+                    .map_err(storage_error)?
+                    .map(|g| g.value().to_vec()))
+            }
+
+            fn scan_vectors(
+                &self,
+                f: &mut dyn FnMut(u64, &[u8]) -> StoreResult<Continue>,
+            ) -> StoreResult<()> {
+                for item in self.vectors.iter().map_err(storage_error)? {
+                    let (k, v) = item.map_err(storage_error)?;
+                    if !f(k.value(), v.value())? {
+                        break;
+                    }
+                }
+                Ok(())
+            }
         }
     };
 }

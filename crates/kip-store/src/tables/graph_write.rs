@@ -24,6 +24,9 @@ impl GraphWrite for WriteTables<'_> {
                 self.unindex(key, &text::concept_doc(o))?;
             }
             self.index(key, &text::concept_doc(rec))?;
+            if self.vectors_on {
+                self.embed_pending.insert(id, ()).map_err(storage_error)?;
+            }
         }
         self.file_attrs(id, old, Some(rec))?;
         let bytes = encode(rec)?;
@@ -43,6 +46,10 @@ impl GraphWrite for WriteTables<'_> {
     fn delete_concept(&mut self, id: u64, rec: &ConceptRecord) -> StoreResult<()> {
         self.log_op(OP_DEL_CONCEPT, id, &[], &[]);
         self.unindex(ElemRef::Concept(id).encode(), &text::concept_doc(rec))?;
+        if self.vectors_on {
+            self.embed_pending.remove(id).map_err(storage_error)?;
+            self.vectors.remove(id).map_err(storage_error)?;
+        }
         self.file_attrs(id, Some(rec), None)?;
         self.staged.concepts.insert(id, None);
         self.file_key(id, rec, false)?;
@@ -83,9 +90,70 @@ impl GraphWrite for WriteTables<'_> {
         self.staged_grew()
     }
 
+    fn enable_vectors(&mut self) -> StoreResult<bool> {
+        if self.vectors_on {
+            return Ok(false);
+        }
+        self.set_meta(crate::VECTORS_ON, &[1])?;
+        self.vectors_on = true;
+        Ok(true)
+    }
+
+    fn mark_for_embedding(&mut self, ids: Option<&[u64]>) -> StoreResult<u64> {
+        // Not expressible in the log: the transaction commits durably instead.
+        self.log = None;
+        let mut n = 0u64;
+        let mut mark = |t: &mut Self, id: u64| -> StoreResult<()> {
+            if t.embed_pending
+                .insert(id, ())
+                .map_err(storage_error)?
+                .is_none()
+            {
+                n += 1;
+            }
+            Ok(())
+        };
+        match ids {
+            Some(ids) => {
+                for &id in ids {
+                    mark(self, id)?;
+                }
+            }
+            None => {
+                let mut all = Vec::new();
+                self.scan_concepts(&mut |id| {
+                    all.push(id);
+                    Ok(true)
+                })?;
+                for id in all {
+                    mark(self, id)?;
+                }
+            }
+        }
+        Ok(n)
+    }
+
+    fn put_vector(&mut self, id: u64, bytes: Option<&[u8]>) -> StoreResult<()> {
+        self.embed_pending.remove(id).map_err(storage_error)?;
+        if let Some(b) = bytes {
+            self.vectors.insert(id, b).map_err(storage_error)?;
+        }
+        Ok(())
+    }
+
+    fn clear_vectors(&mut self) -> StoreResult<()> {
+        self.log = None;
+        self.vectors.retain(|_, _| false).map_err(storage_error)?;
+        Ok(())
+    }
+
     fn set_meta(&mut self, key: &str, value: &[u8]) -> StoreResult<()> {
         self.log_op(OP_META, 0, key.as_bytes(), value);
         self.meta.insert(key, value).map_err(storage_error)?;
+        if key == crate::VECTORS_ON {
+            // Also on write-ahead log replay: the records after it are marked again.
+            self.vectors_on = true;
+        }
         Ok(())
     }
 }

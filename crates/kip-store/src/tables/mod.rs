@@ -46,6 +46,16 @@ pub(crate) const ATTR_VALUES: TableDefinition<(&str, &str, &str, u64), ()> =
 /// (term, first element) -> a block of postings: per element the weighted term frequency
 /// and the document length, so BM25 needs no second lookup (see `store/postings.rs`).
 pub(crate) use super::postings::POSTING_BLOCKS as POSTINGS;
+/// concept -> its embedding: the hash of the text embedded (u64, little-endian), then the
+/// vector (f32 little-endian). Written by the engine's embedding worker, not logged in
+/// the write-ahead log: a vector lost in a crash is recomputed, because the mark below
+/// that asked for it comes back with the replayed write (see `docs/semantics.md`,
+/// "Semantic recall").
+pub(crate) const VECTORS: TableDefinition<u64, &[u8]> = TableDefinition::new("vectors");
+/// concept -> (): concepts whose searchable text changed since their vector was made (or
+/// that have none), kept in the same transaction as the record once vectors are enabled
+/// (`meta` [`crate::VECTORS_ON`]).
+pub(crate) const EMBED_PENDING: TableDefinition<u64, ()> = TableDefinition::new("embed_pending");
 /// Storage format 1 kept each element's analysed text here; format 2 derives it from the
 /// record when needed, and the migration deletes this table.
 pub(crate) const LEGACY_DOCS: TableDefinition<u64, &[u8]> = TableDefinition::new("text_docs");
@@ -135,6 +145,8 @@ pub struct ReadTables {
     stats: ReadOnlyTable<&'static str, u64>,
     postings: ReadOnlyTable<(&'static str, u64), &'static [u8]>,
     attrs: ReadOnlyTable<AttrTableKey, ()>,
+    vectors: ReadOnlyTable<u64, &'static [u8]>,
+    embed_pending: ReadOnlyTable<u64, ()>,
     overlay: Arc<Overlay>,
     snapshot: Snapshot,
 }
@@ -175,6 +187,8 @@ impl ReadTables {
             stats: txn.open_table(STATS).map_err(storage_error)?,
             postings: txn.open_table(POSTINGS).map_err(storage_error)?,
             attrs: txn.open_table(ATTR_VALUES).map_err(storage_error)?,
+            vectors: txn.open_table(VECTORS).map_err(storage_error)?,
+            embed_pending: txn.open_table(EMBED_PENDING).map_err(storage_error)?,
             overlay,
             snapshot,
         })
@@ -215,6 +229,10 @@ pub struct WriteTables<'t> {
     stats: Table<'t, &'static str, u64>,
     postings: Table<'t, (&'static str, u64), &'static [u8]>,
     attrs: Table<'t, AttrTableKey, ()>,
+    vectors: Table<'t, u64, &'static [u8]>,
+    embed_pending: Table<'t, u64, ()>,
+    /// Whether this store keeps embedding marks ([`crate::VECTORS_ON`] in `meta`).
+    vectors_on: bool,
     overlay: &'t Overlay,
     /// Overlay versions up to this one are in the redb tables (see `store/overlay.rs`).
     floor: u64,
@@ -243,10 +261,15 @@ impl<'t> WriteTables<'t> {
     /// Opens (creating if needed) every table in a write transaction. `overlay` must be
     /// the nexus's overlay, and `txn` the only write transaction (redb guarantees that).
     pub fn open(txn: &'t WriteTransaction, overlay: &'t Overlay) -> StoreResult<WriteTables<'t>> {
+        let meta = txn.open_table(META).map_err(storage_error)?;
+        let vectors_on = meta
+            .get(crate::VECTORS_ON)
+            .map_err(storage_error)?
+            .is_some();
         let (floor, top) = overlay.writer_start();
         overlay.keys().begin();
         Ok(WriteTables {
-            meta: txn.open_table(META).map_err(storage_error)?,
+            meta,
             concepts: txn.open_table(CONCEPTS).map_err(storage_error)?,
             concept_key: txn.open_table(CONCEPT_KEY).map_err(storage_error)?,
             concept_type: txn.open_table(CONCEPT_TYPE).map_err(storage_error)?,
@@ -258,6 +281,9 @@ impl<'t> WriteTables<'t> {
             stats: txn.open_table(STATS).map_err(storage_error)?,
             postings: txn.open_table(POSTINGS).map_err(storage_error)?,
             attrs: txn.open_table(ATTR_VALUES).map_err(storage_error)?,
+            vectors: txn.open_table(VECTORS).map_err(storage_error)?,
+            embed_pending: txn.open_table(EMBED_PENDING).map_err(storage_error)?,
+            vectors_on,
             overlay,
             floor,
             top,

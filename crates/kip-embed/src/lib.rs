@@ -1,0 +1,190 @@
+//! Text embedders for kip-nexus semantic recall (`SEARCH ... MODE "semantic"|"hybrid"`).
+//!
+//! The engine owns the embeddings: agents send text, never vectors. An [`Embedder`] turns
+//! texts into unit-length vectors; which one is chosen at start by a spec string
+//! ([`EmbedderSpec`], the `--embedder` option / `KIP_EMBEDDER`):
+//!
+//! - `none` (the default): no embedder; SEARCH is keyword-only.
+//! - `local:DIR`: a sentence-transformers model directory (`config.json`,
+//!   `tokenizer.json`, `model.safetensors`, `1_Pooling/config.json`, `modules.json`) run
+//!   in process on the CPU ([`LocalEmbedder`]: candle for the arithmetic, Hugging Face
+//!   `tokenizers` for the word pieces). BERT-architecture models (MiniLM, mpnet-free BERT
+//!   variants, BGE, E5, GTE small/base) are supported.
+//! - `openai:URL#MODEL`: an OpenAI-compatible `/v1/embeddings` endpoint (OpenAI, Ollama,
+//!   vLLM, llama.cpp server), key from `KIP_EMBEDDER_API_KEY` ([`OpenAiEmbedder`]).
+
+mod bert;
+mod local;
+mod openai;
+
+pub use local::LocalEmbedder;
+pub use openai::OpenAiEmbedder;
+
+use std::fmt;
+use std::path::PathBuf;
+use std::str::FromStr;
+use std::sync::Arc;
+
+/// What went wrong while loading or running an embedder.
+#[derive(Debug, thiserror::Error)]
+pub enum EmbedError {
+    /// The spec string or the model directory is not usable.
+    #[error("embedder configuration: {0}")]
+    Config(String),
+    /// The model failed while computing embeddings.
+    #[error("embedding model: {0}")]
+    Model(String),
+    /// The remote endpoint failed (after retries) or answered something unusable.
+    #[error("embeddings endpoint: {0}")]
+    Remote(String),
+}
+
+/// Turns texts into vectors of one fixed dimension, L2-normalized (so a dot product is
+/// the cosine similarity).
+pub trait Embedder: Send + Sync + fmt::Debug {
+    /// A stable identity of the model and its weights. Stored with every vector: when it
+    /// changes, every stored vector is stale.
+    fn model_id(&self) -> &str;
+    /// The vectors' dimension.
+    fn dim(&self) -> usize;
+    /// One vector per text, in order.
+    fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError>;
+}
+
+/// Which embedder to use, parsed from `none`, `local:DIR` or `openai:URL#MODEL`.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum EmbedderSpec {
+    /// Keyword-only search.
+    #[default]
+    None,
+    /// A sentence-transformers directory run in process.
+    Local(PathBuf),
+    /// An OpenAI-compatible embeddings endpoint.
+    OpenAi {
+        /// The base URL (`http://host:11434/v1`) or the full `.../embeddings` URL.
+        url: String,
+        /// The model name sent in each request.
+        model: String,
+    },
+}
+
+impl FromStr for EmbedderSpec {
+    type Err = EmbedError;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let s = s.trim();
+        if s.is_empty() || s == "none" {
+            return Ok(EmbedderSpec::None);
+        }
+        if let Some(dir) = s.strip_prefix("local:") {
+            if dir.is_empty() {
+                return Err(EmbedError::Config(
+                    "`local:` needs a model directory, e.g. local:/models/all-MiniLM-L6-v2".into(),
+                ));
+            }
+            return Ok(EmbedderSpec::Local(PathBuf::from(dir)));
+        }
+        if let Some(rest) = s.strip_prefix("openai:") {
+            let Some((url, model)) = rest.rsplit_once('#') else {
+                return Err(EmbedError::Config(
+                    "`openai:` needs a URL and a model: openai:http://localhost:11434/v1#nomic-embed-text".into(),
+                ));
+            };
+            if !(url.starts_with("http://") || url.starts_with("https://")) || model.is_empty() {
+                return Err(EmbedError::Config(format!(
+                    "`openai:{rest}`: the URL must start with http:// or https:// and a model must follow '#'"
+                )));
+            }
+            return Ok(EmbedderSpec::OpenAi {
+                url: url.to_string(),
+                model: model.to_string(),
+            });
+        }
+        Err(EmbedError::Config(format!(
+            "unknown embedder `{s}`: use none, local:DIR or openai:URL#MODEL"
+        )))
+    }
+}
+
+impl fmt::Display for EmbedderSpec {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            EmbedderSpec::None => f.write_str("none"),
+            EmbedderSpec::Local(dir) => write!(f, "local:{}", dir.display()),
+            EmbedderSpec::OpenAi { url, model } => write!(f, "openai:{url}#{model}"),
+        }
+    }
+}
+
+impl EmbedderSpec {
+    /// Loads the embedder the spec names (`None` for `none`). A local model is read and
+    /// checked; a remote endpoint is asked once for the dimension, so a wrong URL, model
+    /// or key fails here, at start, rather than on the first write.
+    pub fn open(&self) -> Result<Option<Arc<dyn Embedder>>, EmbedError> {
+        Ok(match self {
+            EmbedderSpec::None => None,
+            EmbedderSpec::Local(dir) => Some(Arc::new(LocalEmbedder::open(dir)?)),
+            EmbedderSpec::OpenAi { url, model } => Some(Arc::new(OpenAiEmbedder::connect(
+                url,
+                model,
+                std::env::var("KIP_EMBEDDER_API_KEY").ok(),
+            )?)),
+        })
+    }
+}
+
+/// The dot product of two vectors (the cosine of unit vectors).
+pub fn dot(a: &[f32], b: &[f32]) -> f32 {
+    a.iter().zip(b).map(|(x, y)| x * y).sum()
+}
+
+/// Scales a vector to unit length (left as is when it is all zeros).
+pub fn normalize(v: &mut [f32]) {
+    let n = v.iter().map(|x| x * x).sum::<f32>().sqrt();
+    if n > 0.0 {
+        for x in v.iter_mut() {
+            *x /= n;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn specs_parse_and_print_back() {
+        assert_eq!(
+            "none".parse::<EmbedderSpec>().ok(),
+            Some(EmbedderSpec::None)
+        );
+        assert_eq!("".parse::<EmbedderSpec>().ok(), Some(EmbedderSpec::None));
+        assert_eq!(
+            "local:/m/x".parse::<EmbedderSpec>().ok(),
+            Some(EmbedderSpec::Local("/m/x".into()))
+        );
+        let o = "openai:http://h:1/v1#nomic-embed-text"
+            .parse::<EmbedderSpec>()
+            .ok();
+        assert_eq!(
+            o,
+            Some(EmbedderSpec::OpenAi {
+                url: "http://h:1/v1".into(),
+                model: "nomic-embed-text".into()
+            })
+        );
+        assert_eq!(
+            o.map(|s| s.to_string()).as_deref(),
+            Some("openai:http://h:1/v1#nomic-embed-text")
+        );
+        for bad in [
+            "local:",
+            "openai:http://h",
+            "openai:ftp://h#m",
+            "openai:http://h#",
+            "tfidf",
+        ] {
+            assert!(bad.parse::<EmbedderSpec>().is_err(), "{bad}");
+        }
+    }
+}

@@ -1,0 +1,223 @@
+//! `local:DIR`: a sentence-transformers model directory run in process on the CPU.
+
+use crate::bert::{self, Act, Bert, BertConfig};
+use crate::{EmbedError, Embedder};
+use candle_core::{DType, Tensor};
+use candle_nn::VarBuilder;
+use serde_json::Value;
+use std::fmt;
+use std::path::Path;
+use tokenizers::{Tokenizer, TruncationParams};
+
+/// Texts per forward pass (sorted by length first, so a batch pads little).
+const BATCH: usize = 32;
+
+/// A sentence-transformers model (BERT encoder, mean or CLS pooling, optional
+/// normalization) loaded from a directory.
+pub struct LocalEmbedder {
+    model: Bert,
+    tokenizer: Tokenizer,
+    id: String,
+    dim: usize,
+    mean_pooling: bool,
+    normalize: bool,
+}
+
+impl fmt::Debug for LocalEmbedder {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("LocalEmbedder")
+            .field("id", &self.id)
+            .field("dim", &self.dim)
+            .finish_non_exhaustive()
+    }
+}
+
+fn read_json(path: &Path) -> Result<Value, EmbedError> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| EmbedError::Config(format!("{}: {e}", path.display())))?;
+    serde_json::from_str(&text).map_err(|e| EmbedError::Config(format!("{}: {e}", path.display())))
+}
+
+fn model_err(e: impl fmt::Display) -> EmbedError {
+    EmbedError::Model(e.to_string())
+}
+
+impl LocalEmbedder {
+    /// Loads the model in `dir`: `config.json` (a BERT encoder), `tokenizer.json`,
+    /// `model.safetensors`, and when present `sentence_bert_config.json` (the maximum
+    /// sequence length, 256 by default), `1_Pooling/config.json` (mean or CLS pooling,
+    /// mean by default) and `modules.json` (normalization when it lists a `Normalize`
+    /// module; always when there is no `modules.json`).
+    pub fn open(dir: &Path) -> Result<LocalEmbedder, EmbedError> {
+        if !dir.is_dir() {
+            return Err(EmbedError::Config(format!(
+                "{} is not a model directory (expected config.json, tokenizer.json and model.safetensors in it)",
+                dir.display()
+            )));
+        }
+        let cfg_value = read_json(&dir.join("config.json"))?;
+        let cfg: BertConfig = serde_json::from_value(cfg_value.clone())
+            .map_err(|e| EmbedError::Config(format!("config.json: {e}")))?;
+        if let Some(t) = cfg.model_type.as_deref() {
+            if t != "bert" {
+                return Err(EmbedError::Config(format!(
+                    "config.json: model_type `{t}` is not supported (BERT encoders only)"
+                )));
+            }
+        }
+        if let Some(p) = cfg.position_embedding_type.as_deref() {
+            if p != "absolute" {
+                return Err(EmbedError::Config(format!(
+                    "config.json: position_embedding_type `{p}` is not supported (absolute only)"
+                )));
+            }
+        }
+        if cfg.num_attention_heads == 0 || !cfg.hidden_size.is_multiple_of(cfg.num_attention_heads)
+        {
+            return Err(EmbedError::Config(
+                "config.json: hidden_size must be a multiple of num_attention_heads".into(),
+            ));
+        }
+        let act = Act::parse(&cfg.hidden_act).ok_or_else(|| {
+            EmbedError::Config(format!(
+                "config.json: hidden_act `{}` is not supported",
+                cfg.hidden_act
+            ))
+        })?;
+        let st = dir.join("sentence_bert_config.json");
+        let max_len = if st.exists() {
+            read_json(&st)?
+                .get("max_seq_length")
+                .and_then(Value::as_u64)
+                .unwrap_or(256) as usize
+        } else {
+            256
+        }
+        .min(cfg.max_position_embeddings);
+        let pooling = dir.join("1_Pooling").join("config.json");
+        let mean_pooling = if pooling.exists() {
+            let p = read_json(&pooling)?;
+            let on = |k: &str| p.get(k).and_then(Value::as_bool).unwrap_or(false);
+            if on("pooling_mode_mean_tokens") {
+                true
+            } else if on("pooling_mode_cls_token") {
+                false
+            } else {
+                return Err(EmbedError::Config(
+                    "1_Pooling/config.json: only mean or CLS pooling is supported".into(),
+                ));
+            }
+        } else {
+            true
+        };
+        let modules = dir.join("modules.json");
+        let normalize = if modules.exists() {
+            read_json(&modules)?.as_array().is_some_and(|m| {
+                m.iter().any(|x| {
+                    x.get("type")
+                        .and_then(Value::as_str)
+                        .is_some_and(|t| t.ends_with("Normalize"))
+                })
+            })
+        } else {
+            true
+        };
+        let mut tokenizer = Tokenizer::from_file(dir.join("tokenizer.json"))
+            .map_err(|e| EmbedError::Config(format!("tokenizer.json: {e}")))?;
+        tokenizer
+            .with_truncation(Some(TruncationParams {
+                max_length: max_len,
+                ..Default::default()
+            }))
+            .map_err(|e| EmbedError::Config(format!("tokenizer.json: {e}")))?;
+        tokenizer.with_padding(None);
+        let weights_path = dir.join("model.safetensors");
+        let weights = std::fs::read(&weights_path)
+            .map_err(|e| EmbedError::Config(format!("{}: {e}", weights_path.display())))?;
+        let crc = crc32fast::hash(&weights);
+        let vb = VarBuilder::from_buffered_safetensors(weights, DType::F32, &bert::cpu())
+            .map_err(|e| EmbedError::Config(format!("model.safetensors: {e}")))?;
+        let model = Bert::load(vb, &cfg, act)
+            .map_err(|e| EmbedError::Config(format!("model.safetensors: {e}")))?;
+        let name = dir
+            .canonicalize()
+            .ok()
+            .and_then(|d| d.file_name().map(|n| n.to_string_lossy().into_owned()))
+            .unwrap_or_else(|| "model".into());
+        Ok(LocalEmbedder {
+            id: format!("local:{name}@{crc:08x}"),
+            dim: cfg.hidden_size,
+            model,
+            tokenizer,
+            mean_pooling,
+            normalize,
+        })
+    }
+
+    fn run_batch(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
+        let encodings = self
+            .tokenizer
+            .encode_batch(texts.to_vec(), true)
+            .map_err(model_err)?;
+        let seq = encodings
+            .iter()
+            .map(|e| e.get_ids().len())
+            .max()
+            .unwrap_or(0)
+            .clamp(1, self.model.max_positions);
+        let mut ids = Vec::with_capacity(texts.len() * seq);
+        let mut mask = Vec::with_capacity(texts.len() * seq);
+        for e in &encodings {
+            let got = e.get_ids();
+            let n = got.len().min(seq);
+            ids.extend_from_slice(&got[..n]);
+            mask.extend(std::iter::repeat_n(1u32, n));
+            ids.extend(std::iter::repeat_n(0u32, seq - n));
+            mask.extend(std::iter::repeat_n(0u32, seq - n));
+        }
+        let device = bert::cpu();
+        let shape = (texts.len(), seq);
+        let ids = Tensor::from_vec(ids, shape, &device).map_err(model_err)?;
+        let mask = Tensor::from_vec(mask, shape, &device).map_err(model_err)?;
+        let states = self.model.forward(&ids, &mask).map_err(model_err)?;
+        let pooled = if self.mean_pooling {
+            bert::mean_pool_normalized(&states, &mask, self.normalize)
+        } else {
+            let cls = states.narrow(1, 0, 1).and_then(|t| t.squeeze(1));
+            cls.and_then(|c| {
+                if self.normalize {
+                    let n = c.sqr()?.sum_keepdim(1)?.sqrt()?.clamp(1e-12f64, f64::MAX)?;
+                    c.broadcast_div(&n)
+                } else {
+                    Ok(c)
+                }
+            })
+        }
+        .map_err(model_err)?;
+        pooled.to_vec2::<f32>().map_err(model_err)
+    }
+}
+
+impl Embedder for LocalEmbedder {
+    fn model_id(&self) -> &str {
+        &self.id
+    }
+
+    fn dim(&self) -> usize {
+        self.dim
+    }
+
+    fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
+        // Shortest first, so that each batch pads to a length close to its own texts'.
+        let mut order: Vec<usize> = (0..texts.len()).collect();
+        order.sort_by_key(|&i| texts[i].len());
+        let mut out: Vec<Vec<f32>> = vec![Vec::new(); texts.len()];
+        for chunk in order.chunks(BATCH) {
+            let batch: Vec<&str> = chunk.iter().map(|&i| texts[i]).collect();
+            for (&i, v) in chunk.iter().zip(self.run_batch(&batch)?) {
+                out[i] = v;
+            }
+        }
+        Ok(out)
+    }
+}

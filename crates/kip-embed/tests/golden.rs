@@ -1,0 +1,116 @@
+//! The local embedder against the reference implementation: `tests/data/golden.json`
+//! holds the embeddings sentence-transformers computed for 20 texts (short, empty,
+//! accented, CJK, emoji, longer than the 256-token window) with the same model
+//! directory; every vector here must have a cosine >= 0.999 with its reference.
+//!
+//! Needs the model unpacked by `scripts/setup-test-env.sh` (or `KIP_TEST_MODEL` set to a
+//! model directory), so it is `#[ignore]`d in a plain `cargo test` and included by
+//! `scripts/test.sh`.
+
+use kip_embed::{dot, Embedder, EmbedderSpec, LocalEmbedder};
+use serde_json::Value;
+use std::path::PathBuf;
+
+fn model_dir() -> PathBuf {
+    std::env::var_os("KIP_TEST_MODEL").map_or_else(
+        || PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../target/models/all-MiniLM-L6-v2"),
+        PathBuf::from,
+    )
+}
+
+fn golden() -> Vec<(String, Vec<f32>)> {
+    let text = std::fs::read_to_string(
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/data/golden.json"),
+    )
+    .expect("golden.json");
+    let v: Value = serde_json::from_str(&text).expect("golden.json is JSON");
+    v["cases"]
+        .as_array()
+        .expect("cases")
+        .iter()
+        .map(|c| {
+            (
+                c["text"].as_str().expect("text").to_string(),
+                c["embedding"]
+                    .as_array()
+                    .expect("embedding")
+                    .iter()
+                    .map(|x| x.as_f64().expect("number") as f32)
+                    .collect(),
+            )
+        })
+        .collect()
+}
+
+fn open() -> LocalEmbedder {
+    let dir = model_dir();
+    LocalEmbedder::open(&dir).unwrap_or_else(|e| {
+        panic!(
+            "{e}\n(the model is unpacked by scripts/setup-test-env.sh into {}; or set KIP_TEST_MODEL)",
+            dir.display()
+        )
+    })
+}
+
+#[test]
+#[ignore = "needs the model from scripts/setup-test-env.sh"]
+fn local_embeddings_match_the_reference_implementation() {
+    let e = open();
+    assert_eq!(e.dim(), 384);
+    assert!(
+        e.model_id().starts_with("local:all-MiniLM-L6-v2@"),
+        "{}",
+        e.model_id()
+    );
+    let cases = golden();
+    let texts: Vec<&str> = cases.iter().map(|(t, _)| t.as_str()).collect();
+    // All in one call (batched, padded to each batch's longest text) ...
+    let got = e.embed(&texts).expect("embed");
+    assert_eq!(got.len(), cases.len());
+    for ((text, want), v) in cases.iter().zip(&got) {
+        assert_eq!(v.len(), 384);
+        let norm = dot(v, v).sqrt();
+        assert!((norm - 1.0).abs() < 1e-4, "{text:?}: norm {norm}");
+        let cos = dot(v, want);
+        assert!(cos >= 0.999, "{text:?}: cosine {cos} with the reference");
+    }
+    // ... and one at a time (no padding) give the same vectors.
+    for (text, want) in cases.iter().take(6) {
+        let one = e.embed(&[text.as_str()]).expect("embed one");
+        let cos = dot(&one[0], want);
+        assert!(cos >= 0.999, "{text:?} alone: cosine {cos}");
+    }
+}
+
+#[test]
+#[ignore = "needs the model from scripts/setup-test-env.sh"]
+fn meaning_is_closer_than_spelling() {
+    let e = open();
+    let v = e
+        .embed(&[
+            "database",
+            "Embedded key-value store",
+            "Chocolate cake recipe",
+        ])
+        .expect("embed");
+    assert!(dot(&v[0], &v[1]) > dot(&v[0], &v[2]) + 0.1);
+}
+
+#[test]
+fn a_missing_or_wrong_model_directory_is_a_clear_error() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let err = LocalEmbedder::open(&dir.path().join("nope")).expect_err("no dir");
+    assert!(err.to_string().contains("not a model directory"), "{err}");
+    let err = LocalEmbedder::open(dir.path()).expect_err("no config");
+    assert!(err.to_string().contains("config.json"), "{err}");
+    std::fs::write(
+        dir.path().join("config.json"),
+        r#"{"model_type": "t5", "vocab_size": 1, "hidden_size": 8, "num_hidden_layers": 1,
+            "num_attention_heads": 2, "intermediate_size": 8, "max_position_embeddings": 8}"#,
+    )
+    .expect("write");
+    let err = LocalEmbedder::open(dir.path()).expect_err("t5");
+    assert!(err.to_string().contains("not supported"), "{err}");
+    let err = "local:".parse::<EmbedderSpec>().expect_err("empty dir");
+    assert!(err.to_string().contains("model directory"), "{err}");
+}

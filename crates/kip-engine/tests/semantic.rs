@@ -1,0 +1,301 @@
+//! Semantic recall (SEARCH MODE "semantic"/"hybrid"): the embedding pipeline with a
+//! small deterministic embedder (words hashed into a vector), the power-loss behaviour
+//! of the background worker, and, with the real all-MiniLM-L6-v2 model (`#[ignore]`d in
+//! a plain `cargo test`; scripts/test.sh unpacks the model and includes them), recall by
+//! meaning.
+
+use kip_embed::{EmbedError, Embedder};
+use kip_engine::store::crashsim::{Disk, SimFile};
+use kip_engine::{Access, Nexus};
+use serde_json::{json, Value};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Bag of words hashed into 1024 dimensions: texts sharing words are close.
+#[derive(Debug)]
+struct Words;
+
+impl Embedder for Words {
+    fn model_id(&self) -> &str {
+        "test:words-1024"
+    }
+    fn dim(&self) -> usize {
+        1024
+    }
+    fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
+        Ok(texts
+            .iter()
+            .map(|t| {
+                let mut v = vec![0f32; 1024];
+                for w in t.to_lowercase().split(|c: char| !c.is_alphanumeric()) {
+                    if w.is_empty() {
+                        continue;
+                    }
+                    let h = w.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+                        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+                    });
+                    v[(h % 1024) as usize] += 1.0;
+                }
+                kip_embed::normalize(&mut v);
+                v
+            })
+            .collect())
+    }
+}
+
+const NOTE: &str = r#"UPSERT { CONCEPT ?t { {type: "$ConceptType", name: "Note"} SET ATTRIBUTES { description: "a note", display_hint: "N" } } }"#;
+
+fn run(n: &Nexus, cmd: &str) -> Value {
+    let r = n
+        .execute_json(&json!({ "command": cmd }), Access::ReadWrite)
+        .to_json();
+    assert!(r.get("error").is_none(), "{cmd}\n{r}");
+    r["result"].clone()
+}
+
+fn note(n: &Nexus, name: &str, description: &str) {
+    let r = n
+        .execute_json(
+            &json!({
+                "command": "UPSERT { CONCEPT ?n { {type: \"Note\", name: :name} SET ATTRIBUTES { description: :d } } }",
+                "parameters": {"name": name, "d": description}
+            }),
+            Access::ReadWrite,
+        )
+        .to_json();
+    assert!(r.get("error").is_none(), "{r}");
+}
+
+fn names(v: &Value) -> Vec<String> {
+    v.as_array()
+        .unwrap_or_else(|| panic!("{v}"))
+        .iter()
+        .map(|x| x["name"].as_str().unwrap_or_default().to_string())
+        .collect()
+}
+
+fn settle(n: &Nexus) {
+    let left = n
+        .wait_for_embeddings(Duration::from_secs(60), &mut |_| {})
+        .expect("embedding");
+    assert_eq!(left, 0, "still not embedded");
+}
+
+#[test]
+fn writes_are_embedded_in_the_background_and_searched_by_vector() {
+    let mut n = Nexus::in_memory().expect("nexus");
+    run(&n, NOTE);
+    // Without an embedder every mode is keyword search and PRIMER says so.
+    let kw = run(
+        &n,
+        r#"SEARCH CONCEPT "apples" WITH TYPE "Note" MODE "semantic""#,
+    );
+    assert_eq!(kw, json!([]));
+    let primer = run(&n, "DESCRIBE PRIMER");
+    assert_eq!(primer["identity"]["search_modes"], json!(["keyword"]));
+
+    n.set_embedder(Arc::new(Words)).expect("embedder");
+    let primer = run(&n, "DESCRIBE PRIMER");
+    assert_eq!(
+        primer["identity"]["search_modes"],
+        json!(["keyword", "semantic", "hybrid"])
+    );
+    assert_eq!(
+        primer["identity"]["embedding_model"],
+        json!("test:words-1024")
+    );
+
+    note(&n, "fruit", "red apples and green pears");
+    note(&n, "engine", "diesel motors and pistons");
+    note(&n, "orchard", "apples grow on trees");
+    settle(&n);
+    let sem = run(
+        &n,
+        r#"SEARCH CONCEPT "apples pears" WITH TYPE "Note" MODE "semantic" LIMIT 2"#,
+    );
+    assert_eq!(names(&sem), ["fruit", "orchard"]);
+    for hit in sem.as_array().into_iter().flatten() {
+        let s = hit["metadata"]["_score"].as_f64().expect("score");
+        assert!((0.0..=1.0).contains(&s), "{hit}");
+    }
+    // THRESHOLD applies to the cosine.
+    let strict = run(
+        &n,
+        r#"SEARCH CONCEPT "apples pears" WITH TYPE "Note" MODE "semantic" THRESHOLD 0.5"#,
+    );
+    assert_eq!(names(&strict), ["fruit"]);
+    // Hybrid is the default mode with an embedder; scores stay in [0, 1].
+    let hy = run(&n, r#"SEARCH CONCEPT "pistons" WITH TYPE "Note""#);
+    assert_eq!(names(&hy)[0], "engine");
+
+    // A changed text is embedded again; a deleted concept is gone from the results.
+    note(&n, "engine", "apples pears apples pears");
+    settle(&n);
+    let sem = run(
+        &n,
+        r#"SEARCH CONCEPT "apples pears" WITH TYPE "Note" MODE "semantic" LIMIT 1"#,
+    );
+    assert_eq!(names(&sem), ["engine"]);
+    run(
+        &n,
+        r#"DELETE CONCEPT ?n DETACH WHERE { ?n {type: "Note", name: "engine"} }"#,
+    );
+    settle(&n);
+    let sem = run(
+        &n,
+        r#"SEARCH CONCEPT "apples pears" WITH TYPE "Note" MODE "semantic""#,
+    );
+    assert!(!names(&sem).contains(&"engine".to_string()), "{sem}");
+    assert_eq!(n.mark_stale_embeddings().expect("stale"), 0);
+}
+
+#[test]
+fn a_fresh_write_is_found_by_keyword_before_it_is_embedded() {
+    #[derive(Debug)]
+    struct Stuck;
+    impl Embedder for Stuck {
+        fn model_id(&self) -> &str {
+            "test:stuck"
+        }
+        fn dim(&self) -> usize {
+            4
+        }
+        fn embed(&self, _: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
+            Err(EmbedError::Remote("unreachable".into()))
+        }
+    }
+    let mut n = Nexus::in_memory().expect("nexus");
+    run(&n, NOTE);
+    n.set_embedder(Arc::new(Stuck)).expect("embedder");
+    note(&n, "kiwi", "a small fuzzy fruit");
+    for mode in ["semantic", "hybrid"] {
+        let r = run(
+            &n,
+            &format!(r#"SEARCH CONCEPT "fuzzy" WITH TYPE "Note" MODE "{mode}""#),
+        );
+        assert_eq!(names(&r), ["kiwi"], "{mode}");
+    }
+    // Waiting reports the model's failure instead of hanging.
+    let err = n
+        .wait_for_embeddings(Duration::from_secs(20), &mut |_| {})
+        .expect_err("the model fails");
+    assert!(err.message.contains("unreachable"), "{}", err.message);
+}
+
+fn files(disk: &Disk) -> (SimFile, SimFile) {
+    (
+        disk.existing(0).expect("database file"),
+        disk.existing(1).expect("log file"),
+    )
+}
+
+#[test]
+fn a_power_loss_during_background_embedding_loses_nothing() {
+    let disk = Disk::new();
+    let (db, log) = (disk.file(), disk.file());
+    {
+        let mut n = Nexus::open_simulated(db, log).expect("create");
+        run(&n, NOTE);
+        n.set_embedder(Arc::new(Words)).expect("embedder");
+        settle(&n);
+    }
+    let base = disk.power_loss(0);
+    for seed in 0..6u64 {
+        let disk = base.power_loss(0);
+        let (db, log) = files(&disk);
+        let mut n = Nexus::open_simulated(db, log).expect("open");
+        n.set_embedder(Arc::new(Words)).expect("embedder");
+        let mut written = Vec::new();
+        for i in 0..12u64 {
+            let name = format!("n{seed}_{i}");
+            note(&n, &name, &format!("word{i} topic{} shared", i % 3));
+            written.push(name);
+            if i == 5 && seed % 2 == 0 {
+                settle(&n);
+            }
+        }
+        if seed % 3 == 0 {
+            settle(&n);
+        }
+        // The power goes off with the worker somewhere in its work.
+        let crashed = disk.power_loss(seed);
+        drop(n);
+        let (db, log) = files(&crashed);
+        let mut n = Nexus::open_simulated(db, log).expect("reopen after the power loss");
+        n.set_embedder(Arc::new(Words)).expect("embedder");
+        settle(&n);
+        // Every acknowledged write is there and embedded from its current text.
+        assert_eq!(n.mark_stale_embeddings().expect("stale"), 0, "seed {seed}");
+        for (i, name) in written.iter().enumerate() {
+            let r = run(
+                &n,
+                &format!(
+                    r#"SEARCH CONCEPT "word{i} topic{}" WITH TYPE "Note" MODE "semantic" LIMIT 1"#,
+                    i % 3
+                ),
+            );
+            assert_eq!(names(&r), std::slice::from_ref(name), "seed {seed}");
+        }
+    }
+}
+
+fn model() -> Arc<dyn Embedder> {
+    let dir = std::env::var_os("KIP_TEST_MODEL").map_or_else(
+        || {
+            std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+                .join("../../target/models/all-MiniLM-L6-v2")
+        },
+        std::path::PathBuf::from,
+    );
+    Arc::new(kip_embed::LocalEmbedder::open(&dir).unwrap_or_else(|e| {
+        panic!("{e} (scripts/setup-test-env.sh unpacks the model; or set KIP_TEST_MODEL)")
+    }))
+}
+
+#[test]
+#[ignore = "needs the model from scripts/setup-test-env.sh"]
+fn the_real_model_recalls_by_meaning() {
+    let mut n = Nexus::in_memory().expect("nexus");
+    run(&n, NOTE);
+    n.set_embedder(model()).expect("embedder");
+    for (name, d) in [
+        ("redb", "Embedded key-value store written in Rust"),
+        (
+            "Website Redesign",
+            "New landing page and navigation for the company site",
+        ),
+        ("Chocolate cake", "A recipe with dark cocoa and butter"),
+        (
+            "Marathon training",
+            "Running plan: long runs on Sundays, intervals on Tuesdays",
+        ),
+        ("Flight to Lisbon", "Booked for May 3rd, window seat"),
+    ] {
+        note(&n, name, d);
+    }
+    settle(&n);
+    // Keyword search cannot find these: no shared word.
+    let kw = run(
+        &n,
+        r#"SEARCH CONCEPT "storage engine" WITH TYPE "Note" MODE "keyword""#,
+    );
+    assert_eq!(kw, json!([]));
+    // (Queries whose nearest concept the reference implementation agrees on; MiniLM
+    // puts a bare "database" closer to the company website than to redb.)
+    for (query, want) in [
+        ("storage engine", "redb"),
+        ("key value database", "redb"),
+        ("a trip abroad", "Flight to Lisbon"),
+        ("dessert", "Chocolate cake"),
+        ("jogging schedule", "Marathon training"),
+        ("web design", "Website Redesign"),
+    ] {
+        for mode in ["semantic", "hybrid"] {
+            let r = run(
+                &n,
+                &format!(r#"SEARCH CONCEPT "{query}" WITH TYPE "Note" MODE "{mode}" LIMIT 1"#),
+            );
+            assert_eq!(names(&r), [want], "{query} ({mode})");
+        }
+    }
+}
