@@ -179,7 +179,13 @@ pub fn reindex_vectors(data: &Path, quiet: bool) -> Result<ExitCode> {
     if crate::embedder()?.is_none() {
         anyhow::bail!("reindex --vectors needs an embedder: --embedder local:DIR or openai:URL#MODEL (or KIP_EMBEDDER)");
     }
-    let nexus = open_existing(data, "reindex")?;
+    if !data.join(kip_engine::nexus::DB_FILE).exists() {
+        anyhow::bail!(
+            "no kip-nexus data directory at {}: nothing to reindex",
+            data.display()
+        );
+    }
+    let nexus = crate::open_nexus_embedding(data)?;
     let marked = match nexus.mark_stale_embeddings() {
         Ok(n) => n,
         Err(e) => {

@@ -108,9 +108,10 @@ fn open_shared(data: &Path) -> Result<Arc<SharedNexus>> {
 /// acknowledged from the write-ahead log, which the next open replays, so the
 /// responses stand.
 fn close(shared: &SharedNexus) {
-    // With an embedder, what this command wrote is embedded before it exits, so a
-    // script can write and then search by meaning (the worker stops with the process).
-    if let Some(n) = shared.local() {
+    // With an embedder, a command that wrote waits until the marked concepts are
+    // embedded before it exits, so a script can write and then search by meaning (the
+    // worker stops with the process). A read does not wait.
+    if let Some(n) = shared.local().filter(|n| n.has_written()) {
         match n.wait_for_embeddings(EMBED_WAIT, &mut |_| {}) {
             Ok(0) => {}
             Ok(left) => eprintln!(

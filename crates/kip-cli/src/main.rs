@@ -165,7 +165,13 @@ fn data_dir(cli: &Cli) -> PathBuf {
 /// Opens the nexus, as a usage-level error when it cannot be opened (with its hint:
 /// what to do about a damaged or incomplete data directory).
 pub fn open_nexus(data: &Path) -> Result<Nexus> {
-    let mut n = Nexus::open(data).map_err(|e| anyhow::anyhow!("{}", error_text(&e)))?;
+    Nexus::open(data).map_err(|e| anyhow::anyhow!("{}", error_text(&e)))
+}
+
+/// [`open_nexus`] with the `--embedder` set on it (the REPL, `reindex --vectors`); the
+/// other admin commands neither search by meaning nor need the worker.
+pub fn open_nexus_embedding(data: &Path) -> Result<Nexus> {
+    let mut n = open_nexus(data)?;
     if let Some(e) = embedder()? {
         n.set_embedder(e)
             .map_err(|e| anyhow::anyhow!("{}", error_text(&e)))?;

@@ -1,7 +1,7 @@
 //! `kip repl`: an interactive shell over one open nexus. A command ends with `;` or an
 //! empty line; history is kept in `<data dir>/repl_history`.
 
-use crate::{open_nexus, print_json, render, Format};
+use crate::{open_nexus_embedding, print_json, render, Format};
 use anyhow::Result;
 use kip_engine::Access;
 use rustyline::error::ReadlineError;
@@ -20,7 +20,7 @@ ctrl-c drops the command being typed.";
 
 /// Runs the shell until end of input (ctrl-d) or `.quit`.
 pub fn run(data: &Path, mut format: Format) -> Result<ExitCode> {
-    let nexus = open_nexus(data)?;
+    let nexus = open_nexus_embedding(data)?;
     let mut rl = rustyline::DefaultEditor::new()?;
     let history = data.join("repl_history");
     let _ = rl.load_history(&history);

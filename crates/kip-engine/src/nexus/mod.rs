@@ -27,6 +27,8 @@ pub struct Nexus {
     combiner: Combiner,
     /// The embedder, its vectors and worker, when semantic recall is on.
     semantic: Option<Arc<crate::semantic::Semantic>>,
+    /// Set by the first write through this handle (KML or a memory tool).
+    wrote: std::sync::atomic::AtomicBool,
 }
 
 impl Drop for Nexus {
@@ -130,6 +132,7 @@ impl Nexus {
             limits: QueryLimits::default(),
             combiner: Combiner::default(),
             semantic: None,
+            wrote: Default::default(),
         }
     }
 
@@ -142,6 +145,7 @@ impl Nexus {
             limits: QueryLimits::default(),
             combiner: Combiner::default(),
             semantic: None,
+            wrote: Default::default(),
         })
     }
 
@@ -174,6 +178,12 @@ impl Nexus {
             Some(s) => s.wait_idle(&self.store, timeout, progress),
             None => Ok(0),
         }
+    }
+
+    /// Whether a KML command or a memory tool ran through this handle (successful or
+    /// not): what `kip exec` uses to decide whether to wait for embeddings.
+    pub fn has_written(&self) -> bool {
+        self.wrote.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// Marks every concept whose vector is missing or was made from other text (or by
@@ -387,6 +397,7 @@ impl Nexus {
         let r = match cmd {
             Command::Upsert(_) | Command::Delete(_) | Command::Update(_) | Command::Merge(_) => {
                 let r = self.write_kml(cmd).map(Outcome::ok);
+                self.wrote.store(true, std::sync::atomic::Ordering::Relaxed);
                 if let Some(s) = &self.semantic {
                     s.nudge();
                 }
@@ -671,6 +682,7 @@ impl Nexus {
     /// Runs a Knowledge Graph Memory Server tool (see [`crate::memory`]).
     pub fn memory_tool(&self, name: &str, args: &Value) -> Result<Value, KipError> {
         let r = crate::memory::call(self, name, args);
+        self.wrote.store(true, std::sync::atomic::Ordering::Relaxed);
         if let Some(s) = &self.semantic {
             s.nudge();
         }
