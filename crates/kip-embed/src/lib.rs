@@ -133,9 +133,26 @@ impl EmbedderSpec {
     }
 }
 
-/// The dot product of two vectors (the cosine of unit vectors).
+/// The dot product of two vectors (the cosine of unit vectors), over the shorter
+/// length. Eight running sums, so the compiler can use SIMD lanes (one running sum must
+/// add in order and stays scalar: 4x slower at 384 dimensions).
+#[inline]
 pub fn dot(a: &[f32], b: &[f32]) -> f32 {
-    a.iter().zip(b).map(|(x, y)| x * y).sum()
+    let n = a.len().min(b.len());
+    let (a, b) = (&a[..n], &b[..n]);
+    let mut acc = [0f32; 8];
+    let (ca, cb) = (a.chunks_exact(8), b.chunks_exact(8));
+    let (ra, rb) = (ca.remainder(), cb.remainder());
+    for (x, y) in ca.zip(cb) {
+        for i in 0..8 {
+            acc[i] += x[i] * y[i];
+        }
+    }
+    let mut s: f32 = acc.iter().sum();
+    for (x, y) in ra.iter().zip(rb) {
+        s += x * y;
+    }
+    s
 }
 
 /// Scales a vector to unit length (left as is when it is all zeros).
@@ -151,6 +168,19 @@ pub fn normalize(v: &mut [f32]) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn dot_handles_every_length() {
+        for n in [0usize, 1, 7, 8, 9, 17, 384] {
+            let a: Vec<f32> = (0..n).map(|i| i as f32 * 0.5).collect();
+            let b: Vec<f32> = (0..n).map(|i| 1.0 - i as f32 * 0.25).collect();
+            let want: f32 = a.iter().zip(&b).map(|(x, y)| x * y).sum();
+            assert!(
+                (dot(&a, &b) - want).abs() <= 1e-3 * want.abs().max(1.0),
+                "{n}"
+            );
+        }
+    }
 
     #[test]
     fn specs_parse_and_print_back() {

@@ -14,8 +14,10 @@
 //!   concept again and the worker redoes it.
 //! - The model's id is stored in `meta` (`vector_model`); opening with another model
 //!   drops every vector and marks every concept.
-//! - The search is exact (every vector of the wanted type is compared with the query),
-//!   over an in-memory copy of the vectors loaded at open.
+//! - The search runs over an in-memory copy of the vectors loaded at open: exact (every
+//!   vector compared) below [`ANN_MIN`] vectors, else through an HNSW graph (hnsw_rs)
+//!   built in the background after open and kept up to date as vectors come; the type
+//!   filter runs inside the graph search.
 
 use crate::store::backend::Backend;
 use crate::store::{ConceptRecord, GraphRead, StoreResult};
@@ -95,18 +97,68 @@ fn decode_vector(b: &[u8]) -> Option<(u64, Vec<f32>)> {
     Some((hash, v))
 }
 
-/// The vectors in memory: concept ids and their types, and the vectors one after the
-/// other.
+/// Below this many live vectors the search compares the query with every vector; from
+/// it on an HNSW graph is built in the background and used once ready. Measured on
+/// synthetic 384-dimension vectors (docs/performance.md): the exact search takes 5.7 ms
+/// at 30k, and the graph was not faster on that data below 100k, so the graph starts
+/// where a scan gets long.
+pub const ANN_MIN: usize = 200_000;
+/// HNSW links per node and layer.
+const ANN_LINKS: usize = 16;
+/// Candidates explored per inserted node (build quality).
+const ANN_EF_BUILD: usize = 100;
+/// Candidates explored per search, at least (recall; docs/performance.md).
+pub const ANN_EF_SEARCH: usize = 128;
+/// Vectors inserted into the graph per step of a background build (the build checks
+/// for shutdown between steps).
+const ANN_BUILD_STEP: usize = 2_048;
+
+/// Cosine distance (`1 - dot` of unit vectors), never negative: `anndists`' own `DistDot`
+/// asserts `dot <= 1`, which rounding breaks for two equal vectors.
+#[derive(Debug, Clone, Copy, Default)]
+struct Cosine;
+
+impl hnsw_rs::prelude::Distance<f32> for Cosine {
+    fn eval(&self, a: &[f32], b: &[f32]) -> f32 {
+        (1.0 - kip_embed::dot(a, b)).max(0.0)
+    }
+}
+
+/// The HNSW graph over slots `0..upto` of [`Vectors`] (slot numbers are its data ids).
+struct Ann {
+    graph: hnsw_rs::prelude::Hnsw<'static, f32, Cosine>,
+}
+
+impl std::fmt::Debug for Ann {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Ann").finish_non_exhaustive()
+    }
+}
+
+/// The vectors in memory, in append-only slots: a changed vector gets a new slot and its
+/// old one is marked dead (an HNSW graph cannot move a node); `compact` drops the dead
+/// slots (and the graph, rebuilt in the background) once they are half of them.
 #[derive(Debug, Default)]
 struct Vectors {
     dim: usize,
+    /// Concept per slot (`DEAD`: the slot's vector was replaced or removed).
     ids: Vec<u64>,
     types: Vec<u32>,
     data: Vec<f32>,
     slot: HashMap<u64, usize>,
+    dead: usize,
     type_names: Vec<String>,
     type_ids: HashMap<String, u32>,
+    /// The graph, when built: it covers every slot (new slots are inserted as they come).
+    ann: Option<Ann>,
+    /// Bumped when slots are renumbered (a background build of the old numbering is
+    /// then thrown away).
+    generation: u64,
+    /// Live vectors from which the graph is built and used ([`ANN_MIN`]; tests lower it).
+    ann_min: usize,
 }
+
+const DEAD: u64 = u64::MAX;
 
 impl Vectors {
     fn type_id(&mut self, t: &str) -> u32 {
@@ -119,53 +171,77 @@ impl Vectors {
         i
     }
 
+    fn row(&self, slot: usize) -> &[f32] {
+        &self.data[slot * self.dim..(slot + 1) * self.dim]
+    }
+
+    fn live(&self) -> usize {
+        self.ids.len() - self.dead
+    }
+
     fn put(&mut self, id: u64, concept_type: &str, v: &[f32]) {
         if v.len() != self.dim {
             return;
         }
         let t = self.type_id(concept_type);
-        match self.slot.get(&id) {
-            Some(&i) => {
-                self.types[i] = t;
-                self.data[i * self.dim..(i + 1) * self.dim].copy_from_slice(v);
+        if let Some(&old) = self.slot.get(&id) {
+            if self.types[old] == t && self.row(old) == v {
+                return;
             }
-            None => {
-                self.slot.insert(id, self.ids.len());
-                self.ids.push(id);
-                self.types.push(t);
-                self.data.extend_from_slice(v);
-            }
+            self.ids[old] = DEAD;
+            self.dead += 1;
         }
+        let s = self.ids.len();
+        self.slot.insert(id, s);
+        self.ids.push(id);
+        self.types.push(t);
+        self.data.extend_from_slice(v);
+        if let Some(a) = &self.ann {
+            a.graph.insert_slice((v, s));
+        }
+        self.compact_if_sparse();
     }
 
     fn remove(&mut self, id: u64) {
-        let Some(i) = self.slot.remove(&id) else {
-            return;
-        };
-        let last = self.ids.len() - 1;
-        if i != last {
-            let moved = self.ids[last];
-            self.ids.swap(i, last);
-            self.types.swap(i, last);
-            let (a, b) = self.data.split_at_mut(last * self.dim);
-            a[i * self.dim..(i + 1) * self.dim].copy_from_slice(&b[..self.dim]);
-            self.slot.insert(moved, i);
+        if let Some(s) = self.slot.remove(&id) {
+            self.ids[s] = DEAD;
+            self.dead += 1;
+            self.compact_if_sparse();
         }
-        self.ids.pop();
-        self.types.pop();
-        self.data.truncate(last * self.dim);
+    }
+
+    /// Drops the dead slots once they are at least half of all (and 1,000 or more).
+    fn compact_if_sparse(&mut self) {
+        if self.dead < 1_000 || self.dead * 2 < self.ids.len() {
+            return;
+        }
+        let mut ids = Vec::with_capacity(self.live());
+        let mut types = Vec::with_capacity(self.live());
+        let mut data = Vec::with_capacity(self.live() * self.dim);
+        for s in 0..self.ids.len() {
+            if self.ids[s] != DEAD {
+                ids.push(self.ids[s]);
+                types.push(self.types[s]);
+                data.extend_from_slice(self.row(s));
+            }
+        }
+        self.slot = ids.iter().enumerate().map(|(s, &id)| (id, s)).collect();
+        self.ids = ids;
+        self.types = types;
+        self.data = data;
+        self.dead = 0;
+        self.ann = None;
+        self.generation += 1;
     }
 
     fn cosine(&self, id: u64, q: &[f32]) -> Option<f32> {
-        let &i = self.slot.get(&id)?;
-        Some(kip_embed::dot(
-            &self.data[i * self.dim..(i + 1) * self.dim],
-            q,
-        ))
+        let &s = self.slot.get(&id)?;
+        Some(kip_embed::dot(self.row(s), q))
     }
 
     /// The `k` most similar concepts (of `concept_type` when given): `(cosine, id)`,
-    /// best first.
+    /// best first. Exact below [`ANN_MIN`] live vectors or while the graph is being
+    /// built; approximate (HNSW, filtered inside the search) otherwise.
     fn nearest(&self, q: &[f32], k: usize, concept_type: Option<&str>) -> Vec<(f32, u64)> {
         if q.len() != self.dim || k == 0 {
             return Vec::new();
@@ -177,25 +253,89 @@ impl Vectors {
             },
             None => None,
         };
+        let keep = |s: usize| self.ids[s] != DEAD && want.is_none_or(|t| self.types[s] == t);
+        if let (Some(a), true) = (&self.ann, self.live() >= self.ann_min) {
+            let filter = |s: &usize| *s < self.ids.len() && keep(*s);
+            let ef = ANN_EF_SEARCH.max(k);
+            // Unfiltered when every node qualifies (hnsw_rs's filtered walk does more).
+            let found = if want.is_none() && self.dead == 0 {
+                a.graph.search(q, k, ef)
+            } else {
+                a.graph.search_filter(q, k, ef, Some(&filter))
+            };
+            let mut out: Vec<(f32, u64)> = found
+                .into_iter()
+                .filter(|n| n.d_id < self.ids.len() && keep(n.d_id))
+                .map(|n| (kip_embed::dot(self.row(n.d_id), q), self.ids[n.d_id]))
+                .collect();
+            out.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
+            out.truncate(k);
+            return out;
+        }
+        self.exact(q, k, &keep)
+    }
+
+    fn exact(&self, q: &[f32], k: usize, keep: &dyn Fn(usize) -> bool) -> Vec<(f32, u64)> {
         // A bounded min-heap of the best k.
         let mut heap: std::collections::BinaryHeap<std::cmp::Reverse<(OrdF32, u64)>> =
             std::collections::BinaryHeap::with_capacity(k + 1);
-        for (i, row) in self.data.chunks_exact(self.dim).enumerate() {
-            if want.is_some_and(|t| self.types[i] != t) {
+        for (s, row) in self.data.chunks_exact(self.dim).enumerate() {
+            if !keep(s) {
                 continue;
             }
-            let s = kip_embed::dot(row, q);
+            let c = kip_embed::dot(row, q);
             if heap.len() < k {
-                heap.push(std::cmp::Reverse((OrdF32(s), self.ids[i])));
-            } else if heap.peek().is_some_and(|w| s > w.0 .0 .0) {
+                heap.push(std::cmp::Reverse((OrdF32(c), self.ids[s])));
+            } else if heap.peek().is_some_and(|w| c > w.0 .0 .0) {
                 heap.pop();
-                heap.push(std::cmp::Reverse((OrdF32(s), self.ids[i])));
+                heap.push(std::cmp::Reverse((OrdF32(c), self.ids[s])));
             }
         }
         let mut out: Vec<(f32, u64)> = heap.into_iter().map(|r| (r.0 .0 .0, r.0 .1)).collect();
         out.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
         out
     }
+}
+
+/// Builds the HNSW graph of `vectors` when it has none and holds enough vectors: the
+/// slots are copied under the read lock, inserted outside any lock (in steps, so a
+/// shutdown is not kept waiting), then the slots added meanwhile are inserted and the
+/// graph published under the write lock. Returns whether a graph was published.
+fn build_ann(vectors: &RwLock<Vectors>, stop: &AtomicBool) -> bool {
+    let (generation, upto, dim, rows) = {
+        let v = vectors.read().unwrap_or_else(|p| p.into_inner());
+        if v.ann.is_some() || v.live() < v.ann_min {
+            return false;
+        }
+        (v.generation, v.ids.len(), v.dim, v.data.clone())
+    };
+    let graph = hnsw_rs::prelude::Hnsw::<f32, Cosine>::new(
+        ANN_LINKS,
+        upto.max(1),
+        16,
+        ANN_EF_BUILD,
+        Cosine,
+    );
+    let all: Vec<(&[f32], usize)> = rows
+        .chunks_exact(dim)
+        .enumerate()
+        .map(|(s, r)| (r, s))
+        .collect();
+    for step in all.chunks(ANN_BUILD_STEP) {
+        if stop.load(Ordering::SeqCst) {
+            return false;
+        }
+        graph.parallel_insert_slice(&step.to_vec());
+    }
+    let mut v = vectors.write().unwrap_or_else(|p| p.into_inner());
+    if v.generation != generation || v.ann.is_some() {
+        return false;
+    }
+    for s in upto..v.ids.len() {
+        graph.insert_slice((v.row(s), s));
+    }
+    v.ann = Some(Ann { graph });
+    true
 }
 
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -228,7 +368,7 @@ pub struct Semantic {
     stop: AtomicBool,
     wake: (Mutex<bool>, Condvar),
     progress: (Mutex<Progress>, Condvar),
-    worker: Mutex<Option<std::thread::JoinHandle<()>>>,
+    threads: Mutex<Vec<std::thread::JoinHandle<()>>>,
 }
 
 impl std::fmt::Debug for Semantic {
@@ -269,6 +409,7 @@ impl Semantic {
         )?;
         let mut vectors = Vectors {
             dim: embedder.dim(),
+            ann_min: ANN_MIN,
             ..Vectors::default()
         };
         store.read(|r| -> Result<(), KipError> {
@@ -292,7 +433,7 @@ impl Semantic {
             stop: AtomicBool::new(false),
             wake: (Mutex::new(true), Condvar::new()),
             progress: (Mutex::new(Progress::default()), Condvar::new()),
-            worker: Mutex::new(None),
+            threads: Mutex::new(Vec::new()),
         });
         let handle = {
             let sem = Arc::downgrade(&sem);
@@ -304,7 +445,27 @@ impl Semantic {
                     KipError::internal(format!("cannot start the embedding worker: {e}"))
                 })?
         };
-        *lock(&sem.worker) = Some(handle);
+        lock(&sem.threads).push(handle);
+        let ann = {
+            let sem = Arc::downgrade(&sem);
+            std::thread::Builder::new()
+                .name("kip-ann".into())
+                .spawn(move || loop {
+                    let Some(s) = sem.upgrade() else { return };
+                    if s.stop.load(Ordering::SeqCst) {
+                        return;
+                    }
+                    if build_ann(&s.vectors, &s.stop) {
+                        tracing::info!("the vector index (HNSW) is built: {} vectors", s.len());
+                    }
+                    drop(s);
+                    std::thread::sleep(Duration::from_millis(500));
+                })
+                .map_err(|e| {
+                    KipError::internal(format!("cannot start the vector index thread: {e}"))
+                })?
+        };
+        lock(&sem.threads).push(ann);
         Ok(sem)
     }
 
@@ -387,8 +548,61 @@ impl Semantic {
         self.vectors
             .read()
             .unwrap_or_else(|p| p.into_inner())
-            .ids
-            .len()
+            .live()
+    }
+
+    /// Whether searches use the HNSW graph (built in the background from
+    /// [`ANN_MIN`] vectors on).
+    pub fn has_ann(&self) -> bool {
+        self.vectors
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .ann
+            .is_some()
+    }
+
+    /// Waits until the HNSW graph is built (when there are enough vectors for one) or
+    /// `timeout` passes; returns whether searches use it.
+    pub fn wait_for_ann(&self, timeout: Duration) -> bool {
+        let end = Instant::now() + timeout;
+        loop {
+            {
+                let v = self.vectors.read().unwrap_or_else(|p| p.into_inner());
+                if v.ann.is_some() || v.live() < v.ann_min {
+                    return v.ann.is_some();
+                }
+            }
+            if Instant::now() >= end {
+                return false;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    /// Sets the number of live vectors from which the graph is built and used (tests).
+    #[doc(hidden)]
+    pub fn set_ann_min(&self, n: usize) {
+        self.vectors
+            .write()
+            .unwrap_or_else(|p| p.into_inner())
+            .ann_min = n.max(1);
+    }
+
+    /// Loads vectors directly (benchmarks and tests of the vector index: no model, no
+    /// store): `(concept, type, unit vector)`.
+    #[doc(hidden)]
+    pub fn insert_raw(&self, items: &[(u64, &str, Vec<f32>)]) {
+        let mut v = self.vectors.write().unwrap_or_else(|p| p.into_inner());
+        for (id, t, x) in items {
+            v.put(*id, t, x);
+        }
+    }
+
+    /// The exact `k` nearest (every vector compared), for measuring the graph's recall.
+    #[doc(hidden)]
+    pub fn nearest_exact(&self, q: &[f32], k: usize) -> Vec<(f32, u64)> {
+        let v = self.vectors.read().unwrap_or_else(|p| p.into_inner());
+        v.exact(q, k, &|s| v.ids[s] != DEAD)
     }
 
     /// Whether no vector is held.
@@ -400,7 +614,8 @@ impl Semantic {
     pub fn shutdown(&self) {
         self.stop.store(true, Ordering::SeqCst);
         self.nudge();
-        if let Some(h) = lock(&self.worker).take() {
+        let threads = std::mem::take(&mut *lock(&self.threads));
+        for h in threads {
             let _ = h.join();
         }
     }
@@ -597,7 +812,8 @@ mod tests {
         v.put(1, "A", &[0.0, 1.0]);
         assert_eq!(v.nearest(&[0.0, 1.0], 1, Some("A"))[0].1, 1);
         v.remove(1);
-        assert_eq!(v.ids.len(), 2);
+        assert_eq!(v.live(), 2);
+        assert!(v.nearest(&[0.0, 1.0], 3, None).iter().all(|x| x.1 != 1));
         assert_eq!(
             v.cosine(3, &[0.6, 0.8]).map(|c| (c * 100.0).round()),
             Some(100.0)
