@@ -1,6 +1,12 @@
 //! Semantic recall: the embeddings of concepts, kept up to date in the background, and
 //! the nearest-neighbour search SEARCH `MODE "semantic"` and `"hybrid"` use.
 //!
+//! One file on purpose: the in-memory vectors, their graph index and the worker that
+//! feeds them share one lock and one slot numbering, and each part's invariants (a slot
+//! is never reused while a graph may name it; a vector is stored only for the text it
+//! was made from) are easiest to check side by side. Split candidates, if it grows:
+//! `Vectors` + `build_ann` (the index) and `worker` + `take_batch` (the pipeline).
+//!
 //! - What is embedded ([`embedding_text`]): a concept's name, then the values of the
 //!   attributes the keyword index reads ([`kip_store::text::DESCRIPTIVE_ATTRIBUTES`]:
 //!   description, aliases, observations, ...): `name: value. value`. One vector per concept.

@@ -125,6 +125,19 @@ fn concept_scores(
     Ok(scores)
 }
 
+/// The raw-score bonus of a concept named exactly as the (normalized) query, or
+/// starting with it.
+fn name_bonus(name: &str, query_norm: &str) -> f64 {
+    let name_norm = text::normalize(name);
+    if name_norm == query_norm {
+        EXACT_NAME_BONUS
+    } else if name_norm.starts_with(query_norm) {
+        NAME_PREFIX_BONUS
+    } else {
+        0.0
+    }
+}
+
 /// Concepts ranked by score with name bonuses: `(score, number, record)`, best first,
 /// looking at no more than `window` candidates.
 fn ranked_concepts(
@@ -149,14 +162,7 @@ fn ranked_concepts(
         if !keep(&c) {
             continue;
         }
-        let name_norm = text::normalize(&c.name);
-        let bonus = if name_norm == query_norm {
-            EXACT_NAME_BONUS
-        } else if name_norm.starts_with(query_norm) {
-            NAME_PREFIX_BONUS
-        } else {
-            0.0
-        };
+        let bonus = name_bonus(&c.name, query_norm);
         out.push((score + bonus, n, c));
     }
     out.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
@@ -211,17 +217,9 @@ fn fused(
         }
         let cos = f64::from(cos.max(0.0));
         let score = if hybrid {
-            let kw = raw.get(&n).map_or(0.0, |r| {
-                let name_norm = text::normalize(&c.name);
-                let bonus = if name_norm == query_norm {
-                    EXACT_NAME_BONUS
-                } else if name_norm.starts_with(query_norm) {
-                    NAME_PREFIX_BONUS
-                } else {
-                    0.0
-                };
-                normalized(r + bonus)
-            });
+            let kw = raw
+                .get(&n)
+                .map_or(0.0, |r| normalized(r + name_bonus(&c.name, query_norm)));
             HYBRID_KEYWORD_WEIGHT * kw + (1.0 - HYBRID_KEYWORD_WEIGHT) * cos
         } else {
             cos
