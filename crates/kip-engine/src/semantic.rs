@@ -7,15 +7,18 @@
 //! was made from) are easiest to check side by side. Split candidates, if it grows:
 //! `Vectors` + `build_ann` (the index) and `worker` + `take_batch` (the pipeline).
 //!
-//! - What is embedded ([`embedding_text`]): a concept's name, then the values of the
-//!   attributes the keyword index reads ([`kip_store::text::DESCRIPTIVE_ATTRIBUTES`]:
-//!   description, aliases, observations, ...): `name: value. value`. One vector per concept.
-//!   `$PropositionType` concepts are embedded like any other, so a predicate is found by
-//!   meaning too and `SEARCH PROPOSITION` reaches its links through it.
-//! - Writes never wait for the model: a write that changes a concept's searchable text
-//!   marks it in the same transaction (`kip_store::VECTORS_ON`); a worker thread takes
-//!   marked concepts in batches, embeds them, and stores each vector with the hash of
-//!   the text it embedded, clearing the mark only if the concept still has that text.
+//! - What is embedded, one vector per element: for a concept ([`embedding_text`]) its
+//!   name, then the values of the attributes the keyword index reads
+//!   ([`kip_store::text::DESCRIPTIVE_ATTRIBUTES`]: description, aliases, observations,
+//!   ...): `name: value. value`; for a proposition ([`prop_embedding_text`]) its subject's
+//!   name, its predicate in words and its object's name, then the predicate's
+//!   description: `Alice works at Acme. The subject is employed by the object.`
+//! - Writes never wait for the model: a write that changes an element's embedded text
+//!   (or deletes it) marks it in the same transaction (`kip_store::VECTORS_ON`; renaming
+//!   a concept marks its links, editing a predicate's description marks the predicate's
+//!   links); a worker thread takes marked elements in batches, embeds them, and stores
+//!   each vector with the hash of the text it embedded, clearing the mark only if the
+//!   element still has that text (a deleted element's vector leaves memory).
 //!   Vectors are not in the write-ahead log: after a crash the replayed write marks the
 //!   concept again and the worker redoes it.
 //! - The model's id is stored in `meta` (`vector_model`); opening with another model
@@ -26,7 +29,7 @@
 //!   filter runs inside the graph search.
 
 use crate::store::backend::Backend;
-use crate::store::{ConceptRecord, GraphRead, StoreResult};
+use crate::store::{ConceptRecord, ElemRef, GraphRead, PropRecord, StoreResult};
 use kip_embed::Embedder;
 use kip_lang::KipError;
 use serde_json::Value;
@@ -70,6 +73,66 @@ pub fn embedding_text(c: &ConceptRecord) -> String {
         }
     }
     out
+}
+
+/// A predicate in words: `works_at` -> `works at`.
+fn predicate_words(p: &str) -> String {
+    p.replace(['_', '-'], " ")
+}
+
+/// How an endpoint of a link reads in its text: a concept's name; a proposition (a
+/// higher-order link) as its predicate in words.
+fn endpoint_text(r: &dyn GraphRead, e: ElemRef) -> StoreResult<String> {
+    Ok(match e {
+        ElemRef::Concept(n) => r.concept_head(n)?.map(|(_, name)| name).unwrap_or_default(),
+        ElemRef::Prop(n) => r
+            .prop(n)?
+            .map(|p| predicate_words(&p.predicate))
+            .unwrap_or_default(),
+    })
+}
+
+/// The text embedded for a proposition: `subject predicate-in-words object`, then the
+/// predicate's description when its `$PropositionType` has one.
+pub fn prop_embedding_text(r: &dyn GraphRead, p: &PropRecord) -> StoreResult<String> {
+    let mut out = format!(
+        "{} {} {}",
+        endpoint_text(r, p.subject)?,
+        predicate_words(&p.predicate),
+        endpoint_text(r, p.object)?
+    );
+    let def = match r.concept_by_key(kip_store::PROPOSITION_TYPE, &p.predicate)? {
+        Some(n) => r.concept(n)?,
+        None => None,
+    };
+    if let Some(Value::String(d)) = def.as_ref().and_then(|c| c.attributes.get("description")) {
+        let d = d.trim();
+        if !d.is_empty() {
+            out.push_str(". ");
+            out.push_str(d);
+        }
+    }
+    Ok(out.trim().to_string())
+}
+
+/// The vector-index type tag of a link of `predicate` (concept types never start with
+/// a NUL, so the two kinds cannot collide).
+fn link_tag(predicate: &str) -> String {
+    format!("\u{0}{predicate}")
+}
+
+/// An element's current type tag (a concept's type; [`link_tag`] of a link's predicate)
+/// and embedded text, by [`ElemRef::encode`] key; `None` when it is gone.
+fn element_text(r: &dyn GraphRead, key: u64) -> StoreResult<Option<(String, String)>> {
+    Ok(match ElemRef::decode(key) {
+        ElemRef::Concept(n) => r
+            .concept(n)?
+            .map(|c| (c.concept_type.clone(), embedding_text(&c))),
+        ElemRef::Prop(n) => match r.prop(n)? {
+            Some(p) => Some((link_tag(&p.predicate), prop_embedding_text(r, &p)?)),
+            None => None,
+        },
+    })
 }
 
 /// FNV-1a of the embedded text: what a stored vector was made from.
@@ -155,6 +218,8 @@ struct Vectors {
     dead: usize,
     type_names: Vec<String>,
     type_ids: HashMap<String, u32>,
+    /// Whether a type id is a [`link_tag`] (a predicate) rather than a concept type.
+    type_is_link: Vec<bool>,
     /// The graph, when built: it covers every slot (new slots are inserted as they come).
     ann: Option<Ann>,
     /// Bumped when slots are renumbered (a background build of the old numbering is
@@ -173,6 +238,7 @@ impl Vectors {
         }
         let i = self.type_names.len() as u32;
         self.type_names.push(t.to_string());
+        self.type_is_link.push(t.starts_with('\u{0}'));
         self.type_ids.insert(t.to_string(), i);
         i
     }
@@ -245,26 +311,38 @@ impl Vectors {
         Some(kip_embed::dot(self.row(s), q))
     }
 
-    /// The `k` most similar concepts (of `concept_type` when given): `(cosine, id)`,
-    /// best first. Exact below [`ANN_MIN`] live vectors or while the graph is being
-    /// built; approximate (HNSW, filtered inside the search) otherwise.
-    fn nearest(&self, q: &[f32], k: usize, concept_type: Option<&str>) -> Vec<(f32, u64)> {
+    /// The `k` most similar elements of a kind: `(cosine, key)`, best first. Exact below
+    /// [`ANN_MIN`] live vectors or while the graph is being built; approximate (HNSW,
+    /// filtered inside the search) otherwise.
+    fn nearest(&self, q: &[f32], k: usize, kind: Kind<'_>) -> Vec<(f32, u64)> {
         if q.len() != self.dim || k == 0 {
             return Vec::new();
         }
-        let want = match concept_type {
-            Some(t) => match self.type_ids.get(t) {
+        let (links, named) = match kind {
+            Kind::Concepts(t) => (false, t.map(str::to_string)),
+            Kind::Links(p) => (true, p.map(link_tag)),
+        };
+        let want = match named {
+            Some(t) => match self.type_ids.get(&t) {
                 Some(&i) => Some(i),
                 None => return Vec::new(),
             },
             None => None,
         };
-        let keep = |s: usize| self.ids[s] != DEAD && want.is_none_or(|t| self.types[s] == t);
+        let keep = |s: usize| {
+            self.ids[s] != DEAD
+                && match want {
+                    Some(t) => self.types[s] == t,
+                    None => self.type_is_link[self.types[s] as usize] == links,
+                }
+        };
+        let every_node =
+            want.is_none() && self.dead == 0 && self.type_is_link.iter().all(|&l| l == links);
         if let (Some(a), true) = (&self.ann, self.live() >= self.ann_min) {
             let filter = |s: &usize| *s < self.ids.len() && keep(*s);
             let ef = ANN_EF_SEARCH.max(k);
             // Unfiltered when every node qualifies (hnsw_rs's filtered walk does more).
-            let found = if want.is_none() && self.dead == 0 {
+            let found = if every_node {
                 a.graph.search(q, k, ef)
             } else {
                 a.graph.search_filter(q, k, ef, Some(&filter))
@@ -342,6 +420,15 @@ fn build_ann(vectors: &RwLock<Vectors>, stop: &AtomicBool) -> bool {
     }
     v.ann = Some(Ann { graph });
     true
+}
+
+/// Which vectors a nearest-neighbour search considers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind<'a> {
+    /// Concepts (of this type when given).
+    Concepts(Option<&'a str>),
+    /// Propositions (of this predicate when given).
+    Links(Option<&'a str>),
 }
 
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -426,9 +513,13 @@ impl Semantic {
                 }
                 Ok(true)
             })?;
-            for (id, v) in loaded {
-                if let Some((t, _)) = r.concept_head(id)? {
-                    vectors.put(id, &t, &v);
+            for (key, v) in loaded {
+                let tag = match ElemRef::decode(key) {
+                    ElemRef::Concept(n) => r.concept_head(n)?.map(|(t, _)| t),
+                    ElemRef::Prop(n) => r.prop(n)?.map(|p| link_tag(&p.predicate)),
+                };
+                if let Some(t) = tag {
+                    vectors.put(key, &t, &v);
                 }
             }
             Ok(())
@@ -516,7 +607,7 @@ impl Semantic {
             let g = lock(m);
             if let Some(e) = &g.error {
                 return Err(KipError::internal(format!(
-                    "the embedding model failed ({left} concepts not embedded): {e}"
+                    "the embedding model failed ({left} elements not embedded): {e}"
                 )));
             }
             let now = Instant::now();
@@ -533,15 +624,30 @@ impl Semantic {
         }
     }
 
-    /// Cosine similarities of the `k` nearest concepts: `(cosine, id)`, best first.
+    /// Cosine similarities of the `k` nearest concepts (of `concept_type` when given):
+    /// `(cosine, concept number)`, best first.
     pub fn nearest(&self, q: &[f32], k: usize, concept_type: Option<&str>) -> Vec<(f32, u64)> {
         self.vectors
             .read()
             .unwrap_or_else(|p| p.into_inner())
-            .nearest(q, k, concept_type)
+            .nearest(q, k, Kind::Concepts(concept_type))
     }
 
-    /// The cosine similarity of one concept's vector with `q` (`None`: not embedded).
+    /// Cosine similarities of the `k` nearest propositions (of `predicate` when given):
+    /// `(cosine, proposition number)`, best first.
+    pub fn nearest_links(&self, q: &[f32], k: usize, predicate: Option<&str>) -> Vec<(f32, u64)> {
+        let v = self.vectors.read().unwrap_or_else(|p| p.into_inner());
+        v.nearest(q, k, Kind::Links(predicate))
+            .into_iter()
+            .filter_map(|(c, key)| match ElemRef::decode(key) {
+                ElemRef::Prop(n) => Some((c, n)),
+                ElemRef::Concept(_) => None,
+            })
+            .collect()
+    }
+
+    /// The cosine similarity of one element's vector with `q`, by [`ElemRef::encode`]
+    /// key (`None`: not embedded).
     pub fn cosine(&self, id: u64, q: &[f32]) -> Option<f32> {
         self.vectors
             .read()
@@ -627,11 +733,11 @@ impl Semantic {
     }
 }
 
-/// A concept of a batch with the text embedded and its vector (`None`: the concept is
+/// An element of a batch with the text embedded and its vector (`None`: the element is
 /// gone).
 type Embedded = (u64, Option<(String, Vec<f32>)>);
 
-/// One batch of work: marked concepts with their text (or `None`: gone).
+/// One batch of work: marked elements (keys) with their text (or `None`: gone).
 fn take_batch(r: &dyn GraphRead, from: u64) -> StoreResult<Vec<(u64, Option<String>)>> {
     let mut ids = Vec::new();
     r.scan_embedding_marks(from, &mut |id| {
@@ -640,8 +746,7 @@ fn take_batch(r: &dyn GraphRead, from: u64) -> StoreResult<Vec<(u64, Option<Stri
     })?;
     let mut out = Vec::with_capacity(ids.len());
     for id in ids {
-        let c = r.concept(id)?;
-        out.push((id, c.map(|c| embedding_text(&c))));
+        out.push((id, element_text(r, id)?.map(|(_, text)| text)));
     }
     Ok(out)
 }
@@ -722,18 +827,18 @@ fn worker(sem: std::sync::Weak<Semantic>, store: Arc<dyn Backend>) {
                 stored.clear();
                 gone.clear();
                 for (id, d) in &done {
-                    let current = w.concept(*id)?;
+                    let current = element_text(w, *id)?;
                     match (current, d) {
                         (None, _) => {
                             w.put_vector(*id, None)?;
                             gone.push(*id);
                         }
-                        (Some(c), Some((text, v))) => {
-                            // Stored only if the concept still has the text embedded;
+                        (Some((tag, now)), Some((text, v))) => {
+                            // Stored only if the element still has the text embedded;
                             // else its mark stays and the next round redoes it.
-                            if embedding_text(&c) == *text {
+                            if now == *text {
                                 w.put_vector(*id, Some(&encode_vector(text_hash(text), v)))?;
-                                stored.push((*id, c.concept_type.clone(), v.clone()));
+                                stored.push((*id, tag, v.clone()));
                             }
                         }
                         (Some(_), None) => {}
@@ -756,7 +861,7 @@ fn worker(sem: std::sync::Weak<Semantic>, store: Arc<dyn Backend>) {
             Err(e) => tracing::warn!("embedding worker: cannot store vectors: {}", e.message),
         }
         if stored.is_empty() && gone.is_empty() {
-            // Every concept of the batch changed meanwhile: let the writes settle.
+            // Every element of the batch changed meanwhile: let the writes settle.
             std::thread::sleep(Duration::from_millis(50));
         }
         let (m, c) = &s.progress;
@@ -767,20 +872,27 @@ fn worker(sem: std::sync::Weak<Semantic>, store: Arc<dyn Backend>) {
     }
 }
 
-/// Concepts whose stored vector is missing or was made from another text.
-pub fn stale_concepts(r: &dyn GraphRead) -> Result<Vec<u64>, KipError> {
+/// Elements ([`ElemRef::encode`] keys) whose stored vector is missing or was made from
+/// another text.
+pub fn stale_elements(r: &dyn GraphRead) -> Result<Vec<u64>, KipError> {
     let mut ids = Vec::new();
     r.scan_concepts(&mut |id| {
         ids.push(id);
         Ok(true)
     })?;
+    r.scan_props(&mut |id| {
+        ids.push(ElemRef::Prop(id).encode());
+        Ok(true)
+    })?;
     let mut stale = Vec::new();
     for id in ids {
-        let Some(c) = r.concept(id)? else { continue };
+        let Some((_, text)) = element_text(r, id)? else {
+            continue;
+        };
         let fresh = r
             .vector(id)?
             .and_then(|b| decode_vector(&b))
-            .is_some_and(|(h, _)| h == text_hash(&embedding_text(&c)));
+            .is_some_and(|(h, _)| h == text_hash(&text));
         if !fresh {
             stale.push(id);
         }
@@ -802,29 +914,46 @@ mod tests {
         v.put(2, "B", &[0.0, 1.0]);
         v.put(3, "A", &[0.6, 0.8]);
         assert_eq!(
-            v.nearest(&[1.0, 0.0], 2, None)
+            v.nearest(&[1.0, 0.0], 2, Kind::Concepts(None))
                 .iter()
                 .map(|x| x.1)
                 .collect::<Vec<_>>(),
             vec![1, 3]
         );
         assert_eq!(
-            v.nearest(&[0.0, 1.0], 5, Some("A"))
+            v.nearest(&[0.0, 1.0], 5, Kind::Concepts(Some("A")))
                 .iter()
                 .map(|x| x.1)
                 .collect::<Vec<_>>(),
             vec![3, 1]
         );
         v.put(1, "A", &[0.0, 1.0]);
-        assert_eq!(v.nearest(&[0.0, 1.0], 1, Some("A"))[0].1, 1);
+        assert_eq!(v.nearest(&[0.0, 1.0], 1, Kind::Concepts(Some("A")))[0].1, 1);
         v.remove(1);
         assert_eq!(v.live(), 2);
-        assert!(v.nearest(&[0.0, 1.0], 3, None).iter().all(|x| x.1 != 1));
+        assert!(v
+            .nearest(&[0.0, 1.0], 3, Kind::Concepts(None))
+            .iter()
+            .all(|x| x.1 != 1));
         assert_eq!(
             v.cosine(3, &[0.6, 0.8]).map(|c| (c * 100.0).round()),
             Some(100.0)
         );
-        assert!(v.nearest(&[1.0, 0.0], 3, Some("C")).is_empty());
+        assert!(v
+            .nearest(&[1.0, 0.0], 3, Kind::Concepts(Some("C")))
+            .is_empty());
+        // Links are a kind apart: never among concepts, filtered by predicate.
+        v.put(9, &link_tag("knows"), &[0.6, 0.8]);
+        assert!(v
+            .nearest(&[0.6, 0.8], 5, Kind::Concepts(None))
+            .iter()
+            .all(|x| x.1 != 9));
+        assert_eq!(v.nearest(&[1.0, 0.0], 5, Kind::Links(None)), vec![(0.6, 9)]);
+        assert!(v.nearest(&[1.0, 0.0], 5, Kind::Links(Some("A"))).is_empty());
+        assert_eq!(
+            v.nearest(&[1.0, 0.0], 5, Kind::Links(Some("knows"))).len(),
+            1
+        );
         let b = encode_vector(7, &[0.5, -1.0]);
         assert_eq!(decode_vector(&b), Some((7, vec![0.5, -1.0])));
         assert_eq!(decode_vector(&b[..5]), None);

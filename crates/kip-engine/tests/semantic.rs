@@ -150,6 +150,104 @@ fn writes_are_embedded_in_the_background_and_searched_by_vector() {
 }
 
 #[test]
+fn propositions_have_their_own_vectors() {
+    let mut n = Nexus::in_memory().expect("nexus");
+    run(&n, NOTE);
+    run(
+        &n,
+        r#"UPSERT {
+            CONCEPT ?w { {type: "$PropositionType", name: "works_at"} SET ATTRIBUTES { description: "employment of a person", subject_types: ["*"], object_types: ["*"] } }
+            CONCEPT ?l { {type: "$PropositionType", name: "likes"} SET ATTRIBUTES { description: "a taste", subject_types: ["*"], object_types: ["*"] } }
+        }"#,
+    );
+    n.set_embedder(Arc::new(Words)).expect("embedder");
+    for (name, d) in [
+        ("alice", "a person"),
+        ("acme", "a firm"),
+        ("bob", "a person"),
+        ("pizza", "a dish"),
+    ] {
+        note(&n, name, d);
+    }
+    settle(&n);
+    let concepts_only = n.semantic().expect("semantic").len();
+    let link = |s: &str, p: &str, o: &str| {
+        run(
+            &n,
+            &format!(
+                r#"UPSERT {{ PROPOSITION ?x {{ ({{type: "Note", name: "{s}"}}, "{p}", {{type: "Note", name: "{o}"}}) }} }}"#
+            ),
+        )
+    };
+    link("alice", "works_at", "acme");
+    link("bob", "likes", "pizza");
+    link("alice", "likes", "pizza");
+    settle(&n);
+    // One vector per link too.
+    assert_eq!(n.semantic().expect("semantic").len(), concepts_only + 3);
+    let subj = |r: &Value| -> Vec<(String, String)> {
+        r.as_array()
+            .unwrap_or_else(|| panic!("{r}"))
+            .iter()
+            .map(|x| {
+                (
+                    x["predicate"].as_str().unwrap_or_default().to_string(),
+                    x["subject"].as_str().unwrap_or_default().to_string(),
+                )
+            })
+            .collect()
+    };
+    // "employment" is only in the predicate's description: the link is found through
+    // its own text (endpoint names + predicate + description).
+    let r = run(
+        &n,
+        r#"SEARCH PROPOSITION "employment acme" MODE "semantic" LIMIT 1"#,
+    );
+    assert_eq!(subj(&r)[0].0, "works_at", "{r}");
+    let s = r[0]["metadata"]["_score"].as_f64().expect("score");
+    assert!(s > 0.0 && s <= 1.0, "{r}");
+    // The predicate filter applies to the vector search.
+    let r = run(
+        &n,
+        r#"SEARCH PROPOSITION "alice pizza" WITH TYPE "likes" MODE "semantic""#,
+    );
+    assert!(!r.as_array().expect("list").is_empty(), "{r}");
+    assert!(subj(&r).iter().all(|(p, _)| p == "likes"), "{r}");
+    let r = run(
+        &n,
+        r#"SEARCH PROPOSITION "alice pizza" MODE "hybrid" LIMIT 1"#,
+    );
+    assert_eq!(subj(&r)[0].0, "likes", "{r}");
+
+    // A changed predicate description changes its links' texts: they are embedded again.
+    run(
+        &n,
+        r#"UPSERT { CONCEPT ?l { {type: "$PropositionType", name: "likes"} SET ATTRIBUTES { description: "fondness" } } }"#,
+    );
+    settle(&n);
+    assert_eq!(n.mark_stale_embeddings().expect("stale"), 0);
+    let r = run(
+        &n,
+        r#"SEARCH PROPOSITION "fondness bob" MODE "semantic" LIMIT 1"#,
+    );
+    assert_eq!(subj(&r)[0].0, "likes", "{r}");
+
+    // Deleting a concept and its links removes their vectors from memory too.
+    let before = n.semantic().expect("semantic").len();
+    run(
+        &n,
+        r#"DELETE CONCEPT ?n DETACH WHERE { ?n {type: "Note", name: "pizza"} }"#,
+    );
+    settle(&n);
+    assert_eq!(n.semantic().expect("semantic").len(), before - 3);
+    let r = run(
+        &n,
+        r#"SEARCH PROPOSITION "fondness" WITH TYPE "likes" MODE "semantic""#,
+    );
+    assert_eq!(r, json!([]));
+}
+
+#[test]
 fn a_fresh_write_is_found_by_keyword_before_it_is_embedded() {
     #[derive(Debug)]
     struct Stuck;
@@ -297,5 +395,29 @@ fn the_real_model_recalls_by_meaning() {
             );
             assert_eq!(names(&r), [want], "{query} ({mode})");
         }
+    }
+    // A link by the meaning of its whole statement.
+    run(
+        &n,
+        r#"UPSERT {
+            CONCEPT ?p { {type: "$PropositionType", name: "prepared_for"} SET ATTRIBUTES { description: "what an effort gets someone ready for", subject_types: ["*"], object_types: ["*"] } }
+            CONCEPT ?b { {type: "Note", name: "Berlin Marathon"} SET ATTRIBUTES { description: "A race in September" } }
+            PROPOSITION ?l1 { ({type: "Note", name: "Marathon training"}, "prepared_for", ?b) }
+            PROPOSITION ?l2 { ({type: "Note", name: "Chocolate cake"}, "prepared_for", {type: "Note", name: "Flight to Lisbon"}) }
+        }"#,
+    );
+    settle(&n);
+    for mode in ["semantic", "hybrid"] {
+        let r = run(
+            &n,
+            &format!(
+                r#"SEARCH PROPOSITION "getting ready for a running race" MODE "{mode}" LIMIT 1"#
+            ),
+        );
+        let b = run(
+            &n,
+            r#"FIND(?b) WHERE { ?b {type: "Note", name: "Berlin Marathon"} }"#,
+        );
+        assert_eq!(r[0]["object"], b[0]["id"], "{mode}: {r}");
     }
 }

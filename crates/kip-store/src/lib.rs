@@ -104,6 +104,8 @@ impl Stat<'_> {
 
 /// The predicate whose links define domain membership (counted per domain in `stats`).
 pub const DOMAIN_PREDICATE: &str = "belongs_to_domain";
+/// The meta-type of predicate definitions (the engine's schema names it too).
+pub const PROPOSITION_TYPE: &str = "$PropositionType";
 
 /// Classifies an error of the database (or of I/O, or of record encoding) as a
 /// [`StoreError`]: `.map_err(storage_error)` at every call into redb.
@@ -328,9 +330,10 @@ pub trait GraphRead {
         rev: bool,
         f: &mut dyn FnMut(&str, u64) -> StoreResult<Continue>,
     ) -> StoreResult<()>;
-    /// Concepts marked as needing an embedding (new, or their searchable text changed
-    /// since their vector was made), in id order from `from`. Empty in a store that never
-    /// enabled vectors ([`GraphWrite::enable_vectors`]).
+    /// Elements marked as needing an embedding (new, deleted, or their embedded text
+    /// changed since their vector was made), as [`ElemRef::encode`] keys in key order from
+    /// `from` (concepts first). Empty in a store that never enabled vectors
+    /// ([`GraphWrite::enable_vectors`]).
     fn scan_embedding_marks(
         &self,
         _from: u64,
@@ -338,15 +341,16 @@ pub trait GraphRead {
     ) -> StoreResult<()> {
         Ok(())
     }
-    /// How many concepts are marked as needing an embedding.
+    /// How many elements are marked as needing an embedding.
     fn embedding_marks(&self) -> StoreResult<u64> {
         Ok(0)
     }
-    /// A concept's stored embedding (see [`GraphWrite::put_vector`]).
+    /// An element's stored embedding, by [`ElemRef::encode`] key (see
+    /// [`GraphWrite::put_vector`]).
     fn vector(&self, _id: u64) -> StoreResult<Option<Vec<u8>>> {
         Ok(None)
     }
-    /// Every stored embedding, in id order: `f(concept, bytes)`.
+    /// Every stored embedding, in key order: `f(element key, bytes)`.
     fn scan_vectors(
         &self,
         _f: &mut dyn FnMut(u64, &[u8]) -> StoreResult<Continue>,
@@ -355,8 +359,10 @@ pub trait GraphRead {
     }
 }
 
-/// `meta` key: present once vectors are enabled; from then on every write of a concept
-/// whose searchable text changes marks it for embedding in the same transaction.
+/// `meta` key: present once vectors are enabled; from then on every write that changes
+/// the embedded text of an element (a concept's searchable text; a link's endpoints, or
+/// the names and predicate description it is embedded with) or deletes one marks it for
+/// embedding in the same transaction.
 pub const VECTORS_ON: &str = "vectors_on";
 
 /// Write access inside one transaction. Index maintenance is the implementation's job:
@@ -381,17 +387,18 @@ pub trait GraphWrite: GraphRead {
     fn delete_prop(&mut self, id: u64, rec: &PropRecord) -> StoreResult<()>;
     /// Sets a raw `meta` value.
     fn set_meta(&mut self, key: &str, value: &[u8]) -> StoreResult<()>;
-    /// Turns on embedding marks (idempotent): from this transaction on, concepts whose
-    /// searchable text changes are marked. Returns whether they were off before.
+    /// Turns on embedding marks (idempotent): from this transaction on, elements whose
+    /// embedded text changes are marked ([`VECTORS_ON`]). Returns whether they were off
+    /// before.
     fn enable_vectors(&mut self) -> StoreResult<bool> {
         Err(StoreError::Other("this backend keeps no vectors".into()))
     }
-    /// Marks concepts for embedding (all of them when `ids` is `None`); returns how many
-    /// marks were added.
+    /// Marks elements ([`ElemRef::encode`] keys) for embedding (every concept and link
+    /// when `ids` is `None`); returns how many marks were added.
     fn mark_for_embedding(&mut self, _ids: Option<&[u64]>) -> StoreResult<u64> {
         Err(StoreError::Other("this backend keeps no vectors".into()))
     }
-    /// Stores a concept's embedding (`bytes` as [`GraphRead::vector`] returns them) and
+    /// Stores an element's embedding (`bytes` as [`GraphRead::vector`] returns them) and
     /// clears its mark; `None` only clears the mark. Not logged: see `tables::VECTORS`.
     fn put_vector(&mut self, _id: u64, _bytes: Option<&[u8]>) -> StoreResult<()> {
         Err(StoreError::Other("this backend keeps no vectors".into()))

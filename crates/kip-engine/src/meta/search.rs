@@ -6,9 +6,11 @@
 //! "aspir" finds "Aspirin". A name equal to the whole query earns a bonus over any
 //! description mention. Results are element objects with `metadata._score`, best first.
 //!
-//! Links are not indexed on their own: `SEARCH PROPOSITION` ranks the links of the
-//! matching predicates (a `$PropositionType` whose name or description matches) and the
-//! links touching the matching concepts, so the index stays the size of the concepts.
+//! Links are not in the keyword index on their own: `SEARCH PROPOSITION` ranks the links
+//! of the matching predicates (a `$PropositionType` whose name or description matches)
+//! and the links touching the matching concepts, so the index stays the size of the
+//! concepts. In the semantic and hybrid modes each link also has its own vector, and the
+//! nearest link vectors join those candidates ([`fused_links`]).
 
 use super::text;
 use crate::kml::text as lit;
@@ -233,6 +235,48 @@ fn fused(
     Ok(out)
 }
 
+/// Propositions scored for the semantic and hybrid modes: `(proposition, _score)`.
+/// Like [`fused`] over each link's own vector (its endpoints' names and its predicate,
+/// see `semantic::prop_embedding_text`): the links reached by keyword (`keyword`, raw
+/// scores) and the `window` nearest link vectors (of `predicate` when given), scored by
+/// cosine (semantic) or `0.1 * keyword + 0.9 * cosine` (hybrid); a link not embedded
+/// yet keeps its keyword score.
+fn fused_links(
+    g: &dyn GraphRead,
+    keyword: &HashMap<u64, f64>,
+    window: usize,
+    mode: SearchMode,
+    q: &Semantic<'_>,
+    predicate: Option<&str>,
+) -> Result<Vec<(u64, f64)>, KipError> {
+    let hybrid = mode == SearchMode::Hybrid;
+    let mix = |kw: f64, cos: f64| {
+        if hybrid {
+            HYBRID_KEYWORD_WEIGHT * kw + (1.0 - HYBRID_KEYWORD_WEIGHT) * cos
+        } else {
+            cos
+        }
+    };
+    let mut out: HashMap<u64, f64> = HashMap::new();
+    for (&id, &raw) in keyword {
+        let kw = normalized(raw);
+        let score = match q.vectors.cosine(ElemRef::Prop(id).encode(), &q.query) {
+            Some(cos) => mix(kw, f64::from(cos.max(0.0))),
+            None => kw,
+        };
+        out.insert(id, round4(score));
+    }
+    // Over-fetch: some nearest vectors may belong to links deleted since.
+    for (cos, id) in q.vectors.nearest_links(&q.query, window + 16, predicate) {
+        if out.contains_key(&id) || g.prop(id)?.is_none() {
+            continue;
+        }
+        let kw = keyword.get(&id).map_or(0.0, |r| normalized(*r));
+        out.insert(id, round4(mix(kw, f64::from(cos.max(0.0)))));
+    }
+    Ok(out.into_iter().collect())
+}
+
 /// Raw scores (BM25 plus name bonuses) at which the normalized `_score` is one half.
 const SCORE_HALF: f64 = 4.0;
 
@@ -383,25 +427,11 @@ pub fn search_with(
             Ok(Outcome::ok(Value::Array(results)))
         }
         SearchTarget::Proposition => {
-            let seeds: Vec<(f64, u64, crate::store::ConceptRecord)> = match sem {
-                // Raw scores, normalized once the links are ranked (below).
-                None => {
-                    ranked_concepts(g, scores, &query_norm, LINK_SEED_CONCEPTS, &exact, &|_| {
-                        true
-                    })?
-                }
-                Some(q) => fused(
-                    g,
-                    scores,
-                    &query_norm,
-                    LINK_SEED_CONCEPTS,
-                    &exact,
-                    &|_| true,
-                    mode,
-                    q,
-                    None,
-                )?,
-            };
+            // Raw keyword scores, normalized once the links are ranked (below).
+            let seeds =
+                ranked_concepts(g, scores, &query_norm, LINK_SEED_CONCEPTS, &exact, &|_| {
+                    true
+                })?;
             let per_seed = (limit * 2).max(20);
             let mut links: HashMap<u64, f64> = HashMap::new();
             let mut offer = |id: u64, score: f64| {
@@ -439,21 +469,17 @@ pub fn search_with(
                     }
                 }
             }
-            let mut ranked: Vec<(u64, f64)> = links.into_iter().collect();
+            let mut ranked: Vec<(u64, f64)> = match sem {
+                None => links
+                    .into_iter()
+                    .map(|(id, raw)| (id, normalized(raw)))
+                    .collect(),
+                Some(q) => fused_links(g, &links, limit * 3 + 10, mode, q, with_type.as_deref())?,
+            };
             ranked.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
             let mut results = Vec::new();
             let kept = ranked
                 .into_iter()
-                .map(|(id, score)| {
-                    (
-                        id,
-                        if sem.is_some() {
-                            round4(score)
-                        } else {
-                            normalized(score)
-                        },
-                    )
-                })
                 .filter(|(_, score)| *score >= threshold)
                 .take(limit);
             for (id, score) in kept {

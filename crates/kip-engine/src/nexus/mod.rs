@@ -186,7 +186,7 @@ impl Nexus {
         self.wrote.load(std::sync::atomic::Ordering::Relaxed)
     }
 
-    /// Marks every concept whose vector is missing or was made from other text (or by
+    /// Marks every element whose vector is missing or was made from other text (or by
     /// another model) for embedding; returns how many were marked. The worker then
     /// embeds them ([`Nexus::wait_for_embeddings`] waits for it).
     pub fn mark_stale_embeddings(&self) -> Result<u64, KipError> {
@@ -195,7 +195,7 @@ impl Nexus {
                 "start with --embedder local:DIR or openai:URL#MODEL (or set KIP_EMBEDDER)",
             ));
         };
-        let stale = self.read(|r| crate::semantic::stale_concepts(r))?;
+        let stale = self.read(|r| crate::semantic::stale_elements(r))?;
         let n = self.write(
             |w| -> Result<u64, KipError> { Ok(w.mark_for_embedding(Some(&stale))?) },
             false,

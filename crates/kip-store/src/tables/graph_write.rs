@@ -25,7 +25,10 @@ impl GraphWrite for WriteTables<'_> {
             }
             self.index(key, &text::concept_doc(rec))?;
             if self.vectors_on {
-                self.embed_pending.insert(id, ()).map_err(storage_error)?;
+                self.embed_pending.insert(key, ()).map_err(storage_error)?;
+                if let Some(o) = old {
+                    self.mark_dependent_links(id, o, rec)?;
+                }
             }
         }
         self.file_attrs(id, old, Some(rec))?;
@@ -47,7 +50,8 @@ impl GraphWrite for WriteTables<'_> {
         self.log_op(OP_DEL_CONCEPT, id, &[], &[]);
         self.unindex(ElemRef::Concept(id).encode(), &text::concept_doc(rec))?;
         if self.vectors_on {
-            self.embed_pending.remove(id).map_err(storage_error)?;
+            // Marked, not unmarked: the embedding worker then drops its copy of the vector.
+            self.embed_pending.insert(id, ()).map_err(storage_error)?;
             self.vectors.remove(id).map_err(storage_error)?;
         }
         self.file_attrs(id, Some(rec), None)?;
@@ -64,6 +68,10 @@ impl GraphWrite for WriteTables<'_> {
             o.subject == rec.subject && o.predicate == rec.predicate && o.object == rec.object
         });
         if !same_key {
+            if self.vectors_on {
+                let key = ElemRef::Prop(id).encode();
+                self.embed_pending.insert(key, ()).map_err(storage_error)?;
+            }
             if let Some(o) = old {
                 self.remove_prop_index(o)?;
             }
@@ -86,6 +94,11 @@ impl GraphWrite for WriteTables<'_> {
     fn delete_prop(&mut self, id: u64, rec: &PropRecord) -> StoreResult<()> {
         self.log_op(OP_DEL_PROP, id, &[], &[]);
         self.staged.props.insert(id, None);
+        if self.vectors_on {
+            let key = ElemRef::Prop(id).encode();
+            self.embed_pending.insert(key, ()).map_err(storage_error)?;
+            self.vectors.remove(key).map_err(storage_error)?;
+        }
         self.remove_prop_index(rec)?;
         self.staged_grew()
     }
@@ -123,6 +136,10 @@ impl GraphWrite for WriteTables<'_> {
                 let mut all = Vec::new();
                 self.scan_concepts(&mut |id| {
                     all.push(id);
+                    Ok(true)
+                })?;
+                self.scan_props(&mut |id| {
+                    all.push(ElemRef::Prop(id).encode());
                     Ok(true)
                 })?;
                 for id in all {
@@ -345,5 +362,47 @@ impl WriteTables<'_> {
             self.bump(crate::Stat::Domain(rec.object), -1)?;
         }
         self.bump(crate::Stat::Predicate(p), -1)
+    }
+}
+
+impl WriteTables<'_> {
+    /// Marks the links whose embedded text names concept `id` (see the engine's
+    /// `semantic::prop_embedding_text`) after its record changed from `old` to `rec`: its
+    /// own links when it was renamed, and every link of the predicate when `rec` is a
+    /// `$PropositionType` whose name or description changed.
+    fn mark_dependent_links(
+        &mut self,
+        id: u64,
+        old: &ConceptRecord,
+        rec: &ConceptRecord,
+    ) -> StoreResult<()> {
+        let mut links = Vec::new();
+        if old.name != rec.name {
+            let at = ElemRef::Concept(id);
+            self.scan_out(at, None, &mut |_, _, p| {
+                links.push(p);
+                Ok(true)
+            })?;
+            self.scan_in(at, None, &mut |_, _, p| {
+                links.push(p);
+                Ok(true)
+            })?;
+        }
+        if rec.concept_type == crate::PROPOSITION_TYPE
+            && (old.name != rec.name
+                || old.attributes.get("description") != rec.attributes.get("description"))
+        {
+            for name in [&old.name, &rec.name] {
+                self.scan_predicate(name, &mut |_, _, p| {
+                    links.push(p);
+                    Ok(true)
+                })?;
+            }
+        }
+        for p in links {
+            let key = ElemRef::Prop(p).encode();
+            self.embed_pending.insert(key, ()).map_err(storage_error)?;
+        }
+        Ok(())
     }
 }

@@ -46,15 +46,16 @@ pub(crate) const ATTR_VALUES: TableDefinition<(&str, &str, &str, u64), ()> =
 /// (term, first element) -> a block of postings: per element the weighted term frequency
 /// and the document length, so BM25 needs no second lookup (see `store/postings.rs`).
 pub(crate) use super::postings::POSTING_BLOCKS as POSTINGS;
-/// concept -> its embedding: the hash of the text embedded (u64, little-endian), then the
+/// element ([`ElemRef::encode`]) -> its embedding: the hash of the text embedded (u64, little-endian), then the
 /// vector (f32 little-endian). Written by the engine's embedding worker, not logged in
 /// the write-ahead log: a vector lost in a crash is recomputed, because the mark below
 /// that asked for it comes back with the replayed write (see `docs/semantics.md`,
 /// "Semantic recall").
 pub(crate) const VECTORS: TableDefinition<u64, &[u8]> = TableDefinition::new("vectors");
-/// concept -> (): concepts whose searchable text changed since their vector was made (or
-/// that have none), kept in the same transaction as the record once vectors are enabled
-/// (`meta` [`crate::VECTORS_ON`]).
+/// element ([`ElemRef::encode`]) -> (): elements whose embedded text changed since their
+/// vector was made, that have none, or that were deleted (so the worker drops its copy),
+/// kept in the same transaction as the record once vectors are enabled (`meta`
+/// [`crate::VECTORS_ON`]).
 pub(crate) const EMBED_PENDING: TableDefinition<u64, ()> = TableDefinition::new("embed_pending");
 /// Storage format 1 kept each element's analysed text here; format 2 derives it from the
 /// record when needed, and the migration deletes this table.
