@@ -63,6 +63,9 @@ async def exercise(session):
     check("kip://docs/responses" in resources, f"resources: {resources}")
     doc = await session.read_resource("kip://docs/responses")
     check("FIND(?d.name, ?s.name)" in doc.contents[0].text, "the responses document shows a two-column example")
+    check("kip://memory/health" in resources, f"resources: {resources}")
+    health = json.loads((await session.read_resource("kip://memory/health")).contents[0].text)
+    check("count" in health["orphans"] and health["concepts"] > 0, f"memory health: {health}")
 
     prompts = [p.name for p in (await session.list_prompts()).prompts]
     check("kip_system_instructions" in prompts, f"prompts: {prompts}")

@@ -3,6 +3,7 @@
 //! Exit codes: 0 success, 1 a KIP error was returned, 2 usage error.
 
 mod admin;
+mod brain;
 mod exec;
 mod render;
 mod repl;
@@ -131,6 +132,28 @@ enum Cmd {
         /// the last good record. The writes logged after the damage are lost.
         #[arg(long, required = true)]
         salvage_wal: bool,
+    },
+    /// The memory's health report (SystemInstructions.md "Health Metrics & Targets"):
+    /// orphans, Unsorted backlog, stale Events, confidence and memory strength, domain
+    /// sizes, pending SleepTasks, superseded and expired elements, due triggers.
+    Health {
+        /// Print the report as JSON instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Run one sleep cycle's deterministic phases as $system: memory-strength decay, TTL
+    /// reclamation (at most 500 elements), finalization in $system's maintenance_log
+    /// (docs/brain.md).
+    Sleep {
+        /// Print the statements it would run, change nothing.
+        #[arg(long)]
+        dry_run: bool,
+        /// The trigger recorded in the maintenance log.
+        #[arg(long, default_value = "on_demand", value_parser = ["on_demand", "scheduled", "threshold"])]
+        trigger: String,
+        /// Print the full report as JSON.
+        #[arg(long)]
+        json: bool,
     },
     /// Check KIP text: prints {"result":"ok"} or the error object.
     Parse {
@@ -311,6 +334,12 @@ fn run_command(cli: Cli) -> ExitCode {
         Cmd::Check => admin::check(&data),
         Cmd::Recover { .. } => admin::salvage_wal(&data),
         Cmd::Parse { file } => admin::parse(&file),
+        Cmd::Health { json } => brain::health(&data, json),
+        Cmd::Sleep {
+            dry_run,
+            trigger,
+            json,
+        } => brain::sleep(&data, dry_run, &trigger, json),
     };
     match result {
         Ok(code) => code,

@@ -39,6 +39,20 @@ pub struct ServeArgs {
     /// Do not read the database file into the OS page cache in the background at start.
     #[arg(long)]
     no_prewarm: bool,
+    /// Run the deterministic sleep cycle (decay, TTL reclamation, maintenance log; see
+    /// `kip sleep`) in the background every DURATION (e.g. `12h`), and sooner, at most
+    /// hourly, when a threshold trigger fires (Unsorted > 20, orphans > 10, stale
+    /// Events > 30). Off by default: a cycle deletes expired data.
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration, conflicts_with = "read_only")]
+    sleep_every: Option<std::time::Duration>,
+}
+
+fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
+    let d = humantime::parse_duration(s).map_err(|e| format!("{e} (write e.g. 30m, 12h, 1d)"))?;
+    if d < std::time::Duration::from_secs(1) {
+        return Err("a sleep interval must be at least 1s".into());
+    }
+    Ok(d)
 }
 
 /// A tool set of `kip serve --tools`.
@@ -91,6 +105,16 @@ pub fn run(data: &Path, args: ServeArgs) -> Result<ExitCode> {
                 Err(e) => tracing::debug!("prewarm stopped: {e}"),
             });
     }
+    let sleeper = match args.sleep_every {
+        Some(every) => Some(
+            kip_server::sleeper::Sleeper::start(
+                backend.clone(),
+                kip_server::sleeper::SleepSchedule::every(every),
+            )
+            .context("starting the sleep-cycle thread")?,
+        ),
+        None => None,
+    };
     let tools = kip_server::mcp::ToolSets {
         kip: args.tools.contains(&ToolSet::Kip),
         memory: args.tools.contains(&ToolSet::Memory),
@@ -128,6 +152,10 @@ pub fn run(data: &Path, args: ServeArgs) -> Result<ExitCode> {
             .map_err(|e| anyhow::anyhow!("MCP stdio server: {e}")),
         }
     })?;
+    // A cycle under way finishes before the directory closes.
+    if let Some(s) = sleeper {
+        s.stop();
+    }
     // The final checkpoint, said out loud: a failure (a full disk) loses nothing (the
     // write-ahead log holds every acknowledged write and is replayed at the next start)
     // but must not look like a clean stop.

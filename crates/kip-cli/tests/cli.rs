@@ -274,6 +274,8 @@ fn read_and_maintenance_commands_refuse_a_directory_without_a_database_and_creat
         vec!["export", "--memory-jsonl", "-"],
         vec!["explain", "FIND(?p) WHERE { ?p {type: \"Person\"} }"],
         vec!["reindex"],
+        vec!["health"],
+        vec!["sleep"],
     ] {
         let (code, stdout) = kip_in(&missing, &args, b"");
         assert_eq!(code, 2, "kip {args:?} on a missing directory");
@@ -489,4 +491,57 @@ fn serve_logs_quietly_by_default() {
         "our own start message is kept: {err}"
     );
     assert!(!err.contains("quiet-test-client"), "{err}");
+}
+
+#[test]
+fn health_and_sleep_report_and_reclaim() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (code, _) = kip_in(
+        dir.path(),
+        &[
+            "exec",
+            r#"UPSERT { CONCEPT ?e { {type: "Event", name: "old"} SET ATTRIBUTES { event_class: "Conversation", start_time: "2020-01-01T00:00:00Z", content_summary: "x", consolidation_status: "completed" } } } WITH METADATA { expires_at: "2021-01-01T00:00:00Z" }"#,
+        ],
+        b"",
+    );
+    assert_eq!(code, 0);
+    let (code, table) = kip_in(dir.path(), &["health"], b"");
+    assert_eq!(code, 0);
+    assert!(
+        table.contains("expired concepts") && table.contains("1 (1 reclaimable)"),
+        "{table}"
+    );
+    let (code, dry) = kip_in(dir.path(), &["sleep", "--dry-run"], b"");
+    assert_eq!(code, 0);
+    assert!(
+        dry.contains("would be deleted") && dry.contains("DELETE CONCEPT ?n DETACH"),
+        "{dry}"
+    );
+    let count = |d: &std::path::Path| {
+        let (_, out) = kip_in(
+            d,
+            &[
+                "exec",
+                "--format",
+                "json",
+                r#"FIND(COUNT(?e)) WHERE { ?e {type: "Event"} }"#,
+            ],
+            b"",
+        );
+        out.trim().to_string()
+    };
+    assert_eq!(count(dir.path()), r#"{"result":1}"#);
+    let (code, json) = kip_in(
+        dir.path(),
+        &["sleep", "--json", "--trigger", "scheduled"],
+        b"",
+    );
+    assert_eq!(code, 0);
+    let report: Value = serde_json::from_str(&json).expect("report json");
+    assert_eq!(report["deleted_concepts"][0]["name"], "old", "{report}");
+    assert_eq!(report["trigger"], "scheduled");
+    assert_eq!(count(dir.path()), r#"{"result":0}"#);
+    let (_, json) = kip_in(dir.path(), &["health", "--json"], b"");
+    let h: Value = serde_json::from_str(&json).expect("health json");
+    assert_eq!(h["expired"]["concepts"], 0, "{h}");
 }

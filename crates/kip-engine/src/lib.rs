@@ -9,6 +9,7 @@
 //! Architecture invariant: the engine is synchronous; async lives in the server crate.
 
 pub mod bootstrap;
+pub mod brain;
 pub mod cancel;
 pub mod envelope;
 pub mod export;

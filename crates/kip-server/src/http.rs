@@ -326,6 +326,28 @@ async fn health(State(state): State<AppState>) -> Response {
     }
 }
 
+/// `GET /memory/health`: the memory's health report (SystemInstructions.md metrics).
+async fn memory_health(State(state): State<AppState>) -> Response {
+    let backend = state.backend.clone();
+    match tokio::task::spawn_blocking(move || backend.health()).await {
+        Ok(Ok(report)) => Json(report).into_response(),
+        Ok(Err(e)) => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            Json(json!({"error": e.to_json()})),
+        )
+            .into_response(),
+        Err(e) => (
+            StatusCode::INTERNAL_SERVER_ERROR,
+            Json(error_body(
+                "KIP_4003",
+                e.to_string(),
+                "retry; see the server log",
+            )),
+        )
+            .into_response(),
+    }
+}
+
 async fn kip(State(state): State<AppState>, body: Bytes) -> Response {
     let v: Value =
         match serde_json::from_slice(&body) {
@@ -405,6 +427,7 @@ pub fn router(backend: impl Into<Backend>, config: HttpConfig) -> Router {
     };
     Router::new()
         .route("/health", get(health))
+        .route("/memory/health", get(memory_health))
         .route("/kip", post(kip))
         .nest_service("/mcp", mcp)
         .layer(DefaultBodyLimit::max(config.max_body_bytes))

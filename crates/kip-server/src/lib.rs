@@ -14,6 +14,8 @@ pub mod mcp;
 #[cfg(unix)]
 pub mod shared;
 #[cfg(unix)]
+pub mod sleeper;
+#[cfg(unix)]
 pub use shared::{Backend, SharedNexus};
 
 use kip_engine::Access;

@@ -52,6 +52,9 @@ pub const MEMORY_TOOLS: &str = include_str!("../assets/memory_tools.json");
 /// The URI of the memory-server resource.
 pub const MEMORY_RESOURCE: &str = "memory://knowledge-graph";
 
+/// The URI of the memory's health report resource.
+pub const HEALTH_RESOURCE: &str = "kip://memory/health";
+
 /// The memory tools, from their JSON definitions.
 pub fn memory_tools(read_only: bool) -> Vec<Tool> {
     let defs: Vec<Value> = serde_json::from_str(MEMORY_TOOLS).unwrap_or_default();
@@ -257,6 +260,12 @@ impl ServerHandler for KipMcp {
                     .with_mime_type("application/json"),
             );
         }
+        resources.push(
+            Resource::new(HEALTH_RESOURCE, "memory-health")
+                .with_title("Memory health")
+                .with_description("The health report of the memory (orphans, Unsorted backlog, stale Events, domain sizes, pending SleepTasks, expired items; SystemInstructions.md metrics) and whether a sleep cycle is due")
+                .with_mime_type("application/json"),
+        );
         Ok(ListResourcesResult::with_all_items(resources))
     }
 
@@ -277,6 +286,20 @@ impl ServerHandler for KipMcp {
             return Ok(ReadResourceResult::new(vec![ResourceContents::text(
                 text,
                 MEMORY_RESOURCE,
+            )
+            .with_mime_type("application/json")])
+            .into());
+        }
+        if request.uri == HEALTH_RESOURCE {
+            let backend = self.backend.clone();
+            let report = tokio::task::spawn_blocking(move || backend.health())
+                .await
+                .map_err(|e| McpError::internal_error(e.to_string(), None))?
+                .map_err(|e| McpError::internal_error(e.message, None))?;
+            let text = serde_json::to_string_pretty(&report).unwrap_or_default();
+            return Ok(ReadResourceResult::new(vec![ResourceContents::text(
+                text,
+                HEALTH_RESOURCE,
             )
             .with_mime_type("application/json")])
             .into());

@@ -80,6 +80,15 @@ pub enum Op {
     },
     /// The number of concepts and propositions (`GET /health`).
     Totals,
+    /// The memory's health report (`kip health`, `GET /memory/health`, the MCP resource).
+    Health,
+    /// One deterministic sleep cycle (`kip sleep`).
+    Sleep {
+        /// List the writes instead of applying them.
+        dry_run: bool,
+        /// Why it runs (`on_demand`, `scheduled`, `threshold`).
+        trigger: String,
+    },
 }
 
 /// The owner's answer to an [`Op`].
@@ -179,6 +188,21 @@ fn run(nexus: &Nexus, op: &Op, budget: &Budget) -> Reply {
             Ok((c, p)) => Reply::Ok(serde_json::json!([c, p])),
             Err(e) => fail(e),
         },
+        Op::Health => match nexus.health() {
+            Ok(h) => Reply::Ok(serde_json::to_value(h).unwrap_or(Value::Null)),
+            Err(e) => fail(e),
+        },
+        Op::Sleep { dry_run, trigger } => {
+            let opts = kip_engine::brain::SleepOptions {
+                dry_run: *dry_run,
+                trigger: trigger.clone(),
+                ..Default::default()
+            };
+            match nexus.sleep(&opts) {
+                Ok(r) => Reply::Ok(serde_json::to_value(r).unwrap_or(Value::Null)),
+                Err(e) => fail(e),
+            }
+        }
     }
 }
 
@@ -250,6 +274,21 @@ impl Backend {
                 "the owning process answered the totals with {v}"
             ))),
         }
+    }
+
+    /// The memory's health report as JSON ([`kip_engine::brain::Health`]).
+    pub fn health(&self) -> Result<Value, KipError> {
+        self.call(&Op::Health, &Budget::default()).into_result()
+    }
+
+    /// Runs one deterministic sleep cycle; its report as JSON
+    /// ([`kip_engine::brain::SleepReport`]).
+    pub fn sleep(&self, dry_run: bool, trigger: &str) -> Result<Value, KipError> {
+        let op = Op::Sleep {
+            dry_run,
+            trigger: trigger.to_string(),
+        };
+        self.call(&op, &Budget::default()).into_result()
     }
 
     /// The nexus, when this process has it open.

@@ -472,3 +472,26 @@ async fn a_timed_out_request_stops_and_reports_what_it_applied() {
     tokio::time::sleep(std::time::Duration::from_millis(300)).await;
     assert_eq!(count_named(&app, "Late").await, 0);
 }
+
+#[tokio::test]
+async fn the_memory_health_report_has_its_route() {
+    let n = nexus();
+    n.execute_json(
+        &json!({"command": "UPSERT { CONCEPT ?p { {type: \"Person\", name: \"loose\"} } }"}),
+        kip_engine::Access::ReadWrite,
+    );
+    let app = router(
+        n,
+        HttpConfig {
+            api_key: Some("k".into()),
+            ..HttpConfig::default()
+        },
+    );
+    let (s, _) = call(&app, "GET", "/memory/health", None, None).await;
+    assert_eq!(s, StatusCode::UNAUTHORIZED);
+    let (s, v) = call(&app, "GET", "/memory/health", None, Some("k")).await;
+    assert_eq!(s, StatusCode::OK, "{v}");
+    assert_eq!(v["orphans"]["count"], json!(1), "{v}");
+    assert_eq!(v["orphans"]["sample"][0]["name"], json!("loose"));
+    assert!(v["domains"].as_array().is_some_and(|d| d.len() == 4), "{v}");
+}

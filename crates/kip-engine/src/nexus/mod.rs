@@ -29,6 +29,8 @@ pub struct Nexus {
     semantic: Option<Arc<crate::semantic::Semantic>>,
     /// Set by the first write through this handle (KML or a memory tool).
     wrote: std::sync::atomic::AtomicBool,
+    /// Held while a sleep cycle runs: never two at once.
+    sleeping: Mutex<()>,
 }
 
 impl Drop for Nexus {
@@ -133,6 +135,7 @@ impl Nexus {
             combiner: Combiner::default(),
             semantic: None,
             wrote: Default::default(),
+            sleeping: Mutex::new(()),
         }
     }
 
@@ -146,6 +149,7 @@ impl Nexus {
             combiner: Combiner::default(),
             semantic: None,
             wrote: Default::default(),
+            sleeping: Mutex::new(()),
         })
     }
 
@@ -159,6 +163,32 @@ impl Nexus {
         }
         self.semantic = Some(crate::semantic::Semantic::start(&self.store, embedder)?);
         Ok(())
+    }
+
+    /// The health report of the memory as of now (see [`crate::brain::health`]).
+    pub fn health(&self) -> Result<crate::brain::Health, KipError> {
+        let now = std::time::SystemTime::now();
+        self.read(|r| crate::brain::health(r, now))
+    }
+
+    /// Runs one deterministic sleep cycle (see [`crate::brain::sleep`]). Refuses with
+    /// `KIP_4002` while another cycle runs on this nexus.
+    pub fn sleep(
+        &self,
+        opts: &crate::brain::SleepOptions,
+    ) -> Result<crate::brain::SleepReport, KipError> {
+        let _cycle = match self.sleeping.try_lock() {
+            Ok(g) => g,
+            Err(std::sync::TryLockError::Poisoned(p)) => p.into_inner(),
+            Err(std::sync::TryLockError::WouldBlock) => {
+                return Err(KipError::new(
+                    ErrorCode::ResourceExhausted,
+                    "a sleep cycle is already running on this nexus",
+                )
+                .with_hint("wait for it to finish; its report lands in $system's maintenance_log"))
+            }
+        };
+        crate::brain::sleep::run(self, opts)
     }
 
     /// The semantic-recall state, when an embedder is set.

@@ -1,0 +1,128 @@
+//! `kip health` and `kip sleep`: the brain's deterministic maintenance from the command
+//! line (docs/brain.md). Both work while a `kip serve` has the directory open: the
+//! request is then forwarded to that process.
+
+use crate::{out, print_json};
+use anyhow::Result;
+use serde_json::Value;
+use std::path::Path;
+use std::process::ExitCode;
+
+/// Opens the directory shared with any process that has it open (no embedder: the
+/// cycle's writes are marked for embedding and the next process with one embeds them).
+fn backend(data: &Path, what: &str) -> Result<std::sync::Arc<kip_server::SharedNexus>> {
+    if !data.join(kip_engine::nexus::DB_FILE).exists() {
+        anyhow::bail!(
+            "no kip-nexus data directory at {} (no {}): nothing to {what}; pass the directory the nexus lives in with --data or KIP_DATA",
+            data.display(),
+            kip_engine::nexus::DB_FILE
+        );
+    }
+    kip_server::SharedNexus::open(data, None)
+        .map_err(|e| anyhow::anyhow!("{}", crate::error_text(&e)))
+}
+
+fn finish(shared: &kip_server::SharedNexus) {
+    if let Err(e) = shared.close() {
+        eprintln!(
+            "kip: the final checkpoint failed: {}. Nothing acknowledged is lost: the write-ahead log is replayed at the next start.",
+            e.message.trim_end_matches('.')
+        );
+    }
+}
+
+/// `kip health`.
+pub fn health(data: &Path, json: bool) -> Result<ExitCode> {
+    let shared = backend(data, "report on")?;
+    let report = kip_server::Backend::from(shared.clone()).health();
+    finish(&shared);
+    let report = report.map_err(|e| anyhow::anyhow!("{}", crate::error_text(&e)))?;
+    if json {
+        print_json(&report);
+    } else {
+        out(kip_engine::brain::health::table(&report).trim_end());
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `kip sleep`.
+pub fn sleep(data: &Path, dry_run: bool, trigger: &str, json: bool) -> Result<ExitCode> {
+    let shared = backend(data, "maintain")?;
+    let report = kip_server::Backend::from(shared.clone()).sleep(dry_run, trigger);
+    finish(&shared);
+    let r = report.map_err(|e| anyhow::anyhow!("{}", crate::error_text(&e)))?;
+    if json {
+        print_json(&r);
+        return Ok(ExitCode::SUCCESS);
+    }
+    let list = |v: &Value| -> Vec<String> {
+        v.as_array()
+            .into_iter()
+            .flatten()
+            .map(|x| match x {
+                Value::String(s) => s.clone(),
+                o => format!(
+                    "{} {:?} ({})",
+                    o["type"].as_str().unwrap_or("?"),
+                    o["name"].as_str().unwrap_or("?"),
+                    o["id"].as_str().unwrap_or("?")
+                ),
+            })
+            .collect()
+    };
+    let verb = if dry_run { "would be " } else { "" };
+    out(&format!(
+        "sleep cycle {} ({}){}",
+        r["cycle_start"].as_str().unwrap_or("?"),
+        r["trigger"].as_str().unwrap_or("?"),
+        if dry_run {
+            ", dry run: nothing was changed"
+        } else {
+            ""
+        }
+    ));
+    out(&format!(
+        "memory strength {verb}decayed on {} links",
+        r["decayed_links"].as_u64().unwrap_or(0)
+    ));
+    let deleted = list(&r["deleted_concepts"]);
+    out(&format!(
+        "{} expired concepts {verb}deleted, {} propositions with them or on their own",
+        deleted.len(),
+        r["deleted_propositions"].as_u64().unwrap_or(0)
+    ));
+    for d in &deleted {
+        out(&format!("  - {d}"));
+    }
+    for (key, label) in [
+        (
+            "extended",
+            "expires_at extended (pending Event or sole evidence)",
+        ),
+        ("review_tasks", "review SleepTasks created"),
+        ("issues", "issues"),
+    ] {
+        let items = list(&r[key]);
+        if !items.is_empty() {
+            out(&format!("{label}: {}", items.len()));
+            for i in items {
+                out(&format!("  - {i}"));
+            }
+        }
+    }
+    if r["cap_reached"].as_bool() == Some(true) {
+        out("the per-cycle deletion cap was reached: the rest waits for the next cycle");
+    }
+    if dry_run {
+        out("\nstatements it would run:");
+        for s in r["statements"].as_array().into_iter().flatten() {
+            out(&format!(
+                "\n// {} {}\n{}",
+                s["phase"].as_str().unwrap_or(""),
+                s["parameters"],
+                s["command"].as_str().unwrap_or("")
+            ));
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,15 @@
+//! The brain: memory metabolism run by the nexus itself (SystemInstructions.md and
+//! `brain/BrainMaintenance.md` of the KIP project; see docs/brain.md).
+//!
+//! - [`health`]: the health report (orphans, Unsorted backlog, stale Events,
+//!   confidence and memory strength, domain sizes, pending SleepTasks, superseded and
+//!   expired elements) and the threshold triggers.
+//! - [`sleep`]: the deterministic sleep cycle (decay, TTL reclamation, finalization),
+//!   each write an ordinary KIP statement authored by `$system`.
+
+pub mod health;
+pub mod sleep;
+pub mod time;
+
+pub use health::{health, Health};
+pub use sleep::{SleepOptions, SleepReport};

@@ -1,0 +1,69 @@
+//! `kip serve --sleep-every`: the background thread runs a scheduled cycle, which
+//! reclaims what is eligible and records itself in `$system`'s maintenance log.
+
+use kip_engine::{Access, Nexus};
+use kip_server::sleeper::{SleepSchedule, Sleeper};
+use serde_json::{json, Value};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+fn run(n: &Nexus, cmd: &str) -> Value {
+    let r = n
+        .execute_json(&json!({ "command": cmd }), Access::ReadWrite)
+        .to_json();
+    assert!(r.get("error").is_none(), "{cmd}\n{r}");
+    r["result"].clone()
+}
+
+#[test]
+fn a_scheduled_cycle_runs_in_the_background() {
+    let n = Arc::new(Nexus::in_memory().expect("nexus"));
+    run(
+        &n,
+        r#"UPSERT { CONCEPT ?e { {type: "Event", name: "old"} SET ATTRIBUTES { event_class: "Conversation", start_time: "2020-01-01T00:00:00Z", content_summary: "x", consolidation_status: "completed" } } } WITH METADATA { expires_at: "2021-01-01T00:00:00Z" }"#,
+    );
+    let sleeper = Sleeper::start(
+        kip_server::Backend::from(n.clone()),
+        SleepSchedule {
+            every: Duration::from_secs(3600),
+            check: Duration::from_millis(100),
+            threshold_gap: Duration::from_secs(3600),
+        },
+    )
+    .expect("thread");
+    // Never slept: the first check runs a scheduled cycle.
+    let end = Instant::now() + Duration::from_secs(60);
+    loop {
+        let left = run(
+            &n,
+            r#"FIND(COUNT(?e)) WHERE { ?e {type: "Event", name: "old"} }"#,
+        );
+        if left == json!(0) {
+            break;
+        }
+        assert!(Instant::now() < end, "the cycle did not run");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // The cycle's entry lands after the deletion: wait for it too.
+    let end = Instant::now() + Duration::from_secs(60);
+    let log = loop {
+        let log = run(
+            &n,
+            r#"FIND(?s.attributes.maintenance_log) WHERE { ?s {type: "Person", name: "$system"} }"#,
+        );
+        if log[0].as_array().is_some_and(|a| a.len() == 2) {
+            break log;
+        }
+        assert!(Instant::now() < end, "no log entry: {log}");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert_eq!(log[0][1]["trigger"], json!("scheduled"));
+    // Not again within the hour.
+    std::thread::sleep(Duration::from_millis(400));
+    sleeper.stop();
+    let log = run(
+        &n,
+        r#"FIND(?s.attributes.maintenance_log) WHERE { ?s {type: "Person", name: "$system"} }"#,
+    );
+    assert_eq!(log[0].as_array().map(Vec::len), Some(2), "{log}");
+}
