@@ -45,10 +45,22 @@ pub fn health(data: &Path, json: bool) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// `kip sleep`.
-pub fn sleep(data: &Path, dry_run: bool, trigger: &str, json: bool) -> Result<ExitCode> {
+/// `kip sleep` (with the language-model phases first when `llm` is given).
+pub fn sleep(
+    data: &Path,
+    dry_run: bool,
+    trigger: &str,
+    json: bool,
+    llm: Result<Option<kip_server::sleeper::LlmPhases>>,
+) -> Result<ExitCode> {
+    let llm = llm?;
     let shared = backend(data, "maintain")?;
-    let report = kip_server::Backend::from(shared.clone()).sleep(dry_run, trigger);
+    let report = kip_server::sleeper::run_cycle(
+        &kip_server::Backend::from(shared.clone()),
+        dry_run,
+        trigger,
+        llm.as_ref(),
+    );
     finish(&shared);
     let r = report.map_err(|e| anyhow::anyhow!("{}", crate::error_text(&e)))?;
     if json {
@@ -108,6 +120,28 @@ pub fn sleep(data: &Path, dry_run: bool, trigger: &str, json: bool) -> Result<Ex
             for i in items {
                 out(&format!("  - {i}"));
             }
+        }
+    }
+    let l = &r["llm_phase"];
+    if !l.is_null() {
+        out(&format!(
+            "language model {}: {} turns, {} KML statements {verb}applied, ended: {}",
+            l["model"].as_str().unwrap_or("?"),
+            l["turns"],
+            l["writes"],
+            l["stop"].as_str().unwrap_or("?")
+        ));
+        for s in l["statements"].as_array().into_iter().flatten() {
+            if s["write"] == Value::Bool(true) {
+                out(&format!(
+                    "  [{}] {}",
+                    s["outcome"].as_str().unwrap_or("?"),
+                    s["command"].as_str().unwrap_or("").replace('\n', " ")
+                ));
+            }
+        }
+        if let Some(summary) = l["summary"].as_str() {
+            out(&format!("  summary: {summary}"));
         }
     }
     if r["cap_reached"].as_bool() == Some(true) {

@@ -42,6 +42,12 @@ struct Cli {
     #[arg(long, global = true, env = "KIP_EMBEDDER", default_value = "none")]
     embedder: String,
 
+    /// Language model of the brain's judgement phases (`kip sleep`, `kip serve
+    /// --sleep-every`): `URL#MODEL` of an OpenAI-compatible chat endpoint with tool
+    /// calling (Ollama, vLLM, llama.cpp server, OpenAI); key in KIP_LLM_API_KEY.
+    #[arg(long, global = true, env = "KIP_LLM", value_name = "URL#MODEL")]
+    llm: Option<String>,
+
     #[command(subcommand)]
     command: Cmd,
 }
@@ -145,9 +151,22 @@ enum Cmd {
     /// reclamation (at most 500 elements), finalization in $system's maintenance_log
     /// (docs/brain.md).
     Sleep {
-        /// Print the statements it would run, change nothing.
+        /// Print the statements it would run, change nothing (with --llm: the model's
+        /// KML is validated and listed, not applied).
         #[arg(long)]
         dry_run: bool,
+        /// With --llm: most model turns.
+        #[arg(long, default_value_t = 24)]
+        max_turns: usize,
+        /// With --llm: most KIP commands the model may run.
+        #[arg(long, default_value_t = 200)]
+        max_statements: usize,
+        /// With --llm: most KML statements the model may run (the per-cycle write cap).
+        #[arg(long, default_value_t = 50)]
+        max_writes: usize,
+        /// With --llm: wall-clock budget of the model's phases.
+        #[arg(long, default_value = "10m", value_parser = serve::parse_duration)]
+        budget: std::time::Duration,
         /// The trigger recorded in the maintenance log.
         #[arg(long, default_value = "on_demand", value_parser = ["on_demand", "scheduled", "threshold"])]
         trigger: String,
@@ -200,6 +219,22 @@ pub fn open_nexus_embedding(data: &Path) -> Result<Nexus> {
             .map_err(|e| anyhow::anyhow!("{}", error_text(&e)))?;
     }
     Ok(n)
+}
+
+/// The language model of `--llm` (with the key from `KIP_LLM_API_KEY`), or the reason
+/// it cannot be used.
+pub fn llm_phases(
+    spec: Option<&str>,
+    limits: kip_brain::LoopLimits,
+) -> Result<Option<kip_server::sleeper::LlmPhases>> {
+    let Some(spec) = spec.filter(|s| !s.trim().is_empty()) else {
+        return Ok(None);
+    };
+    let spec = kip_brain::LlmSpec::parse(spec).map_err(|e| anyhow::anyhow!("--llm: {e}"))?;
+    Ok(Some(kip_server::sleeper::LlmPhases {
+        client: kip_brain::ChatClient::new(spec, std::env::var("KIP_LLM_API_KEY").ok()),
+        limits,
+    }))
 }
 
 /// The `--embedder` spec of this run.
@@ -313,7 +348,7 @@ fn run_command(cli: Cli) -> ExitCode {
         Cmd::Exec(args) => exec::run(&data, args),
         Cmd::Repl { format } => repl::run(&data, format),
         Cmd::Bench(args) => kip_bench::run(args),
-        Cmd::Serve(args) => serve::run(&data, args),
+        Cmd::Serve(args) => serve::run(&data, args, cli.llm.clone()),
         Cmd::Capsule(CapsuleCmd::Load { file }) => admin::capsule_load(&data, &file, quiet),
         Cmd::Import {
             memory_jsonl: Some(file),
@@ -339,7 +374,25 @@ fn run_command(cli: Cli) -> ExitCode {
             dry_run,
             trigger,
             json,
-        } => brain::sleep(&data, dry_run, &trigger, json),
+            max_turns,
+            max_statements,
+            max_writes,
+            budget,
+        } => {
+            let limits = kip_brain::LoopLimits {
+                max_turns,
+                max_statements,
+                max_writes,
+                budget,
+            };
+            brain::sleep(
+                &data,
+                dry_run,
+                &trigger,
+                json,
+                llm_phases(cli.llm.as_deref(), limits),
+            )
+        }
     };
     match result {
         Ok(code) => code,

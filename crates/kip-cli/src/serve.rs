@@ -47,7 +47,7 @@ pub struct ServeArgs {
     sleep_every: Option<std::time::Duration>,
 }
 
-fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
+pub fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
     let d = humantime::parse_duration(s).map_err(|e| format!("{e} (write e.g. 30m, 12h, 1d)"))?;
     if d < std::time::Duration::from_secs(1) {
         return Err("a sleep interval must be at least 1s".into());
@@ -65,7 +65,7 @@ pub enum ToolSet {
 }
 
 /// Runs the server until the client disconnects (stdio) or ctrl-c (HTTP).
-pub fn run(data: &Path, args: ServeArgs) -> Result<ExitCode> {
+pub fn run(data: &Path, args: ServeArgs, llm: Option<String>) -> Result<ExitCode> {
     // Logs go to stderr: stdout carries the MCP stdio transport. KIP_LOG sets the filter.
     tracing_subscriber::fmt()
         .with_env_filter(
@@ -105,11 +105,13 @@ pub fn run(data: &Path, args: ServeArgs) -> Result<ExitCode> {
                 Err(e) => tracing::debug!("prewarm stopped: {e}"),
             });
     }
+    let llm = crate::llm_phases(llm.as_deref(), kip_brain::LoopLimits::default())?;
     let sleeper = match args.sleep_every {
         Some(every) => Some(
             kip_server::sleeper::Sleeper::start(
                 backend.clone(),
                 kip_server::sleeper::SleepSchedule::every(every),
+                llm,
             )
             .context("starting the sleep-cycle thread")?,
         ),

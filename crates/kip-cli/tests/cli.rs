@@ -545,3 +545,86 @@ fn health_and_sleep_report_and_reclaim() {
     let h: Value = serde_json::from_str(&json).expect("health json");
     assert_eq!(h["expired"]["concepts"], 0, "{h}");
 }
+
+#[test]
+fn sleep_with_a_language_model_applies_the_scripted_writes_and_stops_at_the_write_cap() {
+    use kip_brain::scripted::{kip_call, Script, ScriptedServer};
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (code, _) = kip_in(
+        dir.path(),
+        &[
+            "exec",
+            r#"UPSERT { CONCEPT ?p { {type: "Person", name: "Grace"} SET ATTRIBUTES { person_class: "Human" } SET PROPOSITIONS { ("belongs_to_domain", {type: "Domain", name: "Unsorted"}) } } }"#,
+        ],
+        b"",
+    );
+    assert_eq!(code, 0);
+    let move_grace = json!({"commands": [
+        "UPSERT { CONCEPT ?d { {type: \"Domain\", name: \"Computing\"} SET ATTRIBUTES { description: \"computing pioneers\" } } CONCEPT ?g { {type: \"Person\", name: \"Grace\"} SET PROPOSITIONS { (\"belongs_to_domain\", ?d) } } } WITH METADATA { source: \"SleepReclassification\", author: \"$system\" }",
+        "DELETE PROPOSITIONS ?l WHERE { ?l ({type: \"Person\", name: \"Grace\"}, \"belongs_to_domain\", {type: \"Domain\", name: \"Unsorted\"}) }"
+    ]});
+    let runaway = json!({"command": "UPSERT { CONCEPT ?x { {type: \"Person\", name: \"Loop\"} SET ATTRIBUTES { person_class: \"Human\" } } }"});
+    let server = ScriptedServer::start(Script {
+        steps: vec![
+            kip_call("a", &move_grace),
+            kip_call(
+                "b",
+                &json!({"command": "UPSERT { CONCEPT ?x { {type: \"Nope\", name: \"x\"} } }"}),
+            ),
+        ],
+        repeat: Some(kip_call("c", &runaway)),
+    })
+    .expect("server");
+    let llm = format!("{}#scripted", server.url);
+    let (code, out) = kip_in(
+        dir.path(),
+        &["sleep", "--llm", &llm, "--max-writes", "5", "--json"],
+        b"",
+    );
+    assert_eq!(code, 0, "{out}");
+    let r: Value = serde_json::from_str(&out).expect("report");
+    let l = &r["llm_phase"];
+    assert_eq!(l["stop"], "max_writes", "{l}");
+    assert_eq!(l["writes"], 5, "2 + 1 failed + 2 runaway");
+    assert_eq!(l["model"], "scripted");
+    let (_, domains) = kip_in(
+        dir.path(),
+        &[
+            "exec",
+            "--format",
+            "json",
+            r#"FIND(?d.name) WHERE { ({type: "Person", name: "Grace"}, "belongs_to_domain", ?d) }"#,
+        ],
+        b"",
+    );
+    assert_eq!(domains.trim(), r#"{"result":["Computing"]}"#);
+    // The log entry lists the model's KML statements.
+    let (_, log) = kip_in(
+        dir.path(),
+        &[
+            "exec",
+            "--format",
+            "json",
+            r#"FIND(?s.attributes.maintenance_log) WHERE { ?s {type: "Person", name: "$system"} }"#,
+        ],
+        b"",
+    );
+    let log: Value = serde_json::from_str(log.trim()).expect("log");
+    let entry = log["result"][0]
+        .as_array()
+        .and_then(|a| a.last())
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(
+        entry["llm_phase"]["kml"].as_array().map(Vec::len),
+        Some(5),
+        "{entry}"
+    );
+    assert_eq!(entry["llm_phase"]["stop"], "max_writes");
+    // The model was told about its invalid command.
+    assert!(
+        server.tool_answers().iter().any(|a| a.contains("KIP_2")),
+        "{:?}",
+        server.tool_answers()
+    );
+}

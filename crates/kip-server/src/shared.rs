@@ -88,6 +88,9 @@ pub enum Op {
         dry_run: bool,
         /// Why it runs (`on_demand`, `scheduled`, `threshold`).
         trigger: String,
+        /// The report of the language-model phases the caller ran first.
+        #[serde(default)]
+        llm_phase: Option<Value>,
     },
 }
 
@@ -192,10 +195,15 @@ fn run(nexus: &Nexus, op: &Op, budget: &Budget) -> Reply {
             Ok(h) => Reply::Ok(serde_json::to_value(h).unwrap_or(Value::Null)),
             Err(e) => fail(e),
         },
-        Op::Sleep { dry_run, trigger } => {
+        Op::Sleep {
+            dry_run,
+            trigger,
+            llm_phase,
+        } => {
             let opts = kip_engine::brain::SleepOptions {
                 dry_run: *dry_run,
                 trigger: trigger.clone(),
+                llm_phase: llm_phase.clone(),
                 ..Default::default()
             };
             match nexus.sleep(&opts) {
@@ -281,12 +289,18 @@ impl Backend {
         self.call(&Op::Health, &Budget::default()).into_result()
     }
 
-    /// Runs one deterministic sleep cycle; its report as JSON
-    /// ([`kip_engine::brain::SleepReport`]).
-    pub fn sleep(&self, dry_run: bool, trigger: &str) -> Result<Value, KipError> {
+    /// Runs one deterministic sleep cycle (after the language-model phases whose report
+    /// is `llm_phase`, if any); its report as JSON ([`kip_engine::brain::SleepReport`]).
+    pub fn sleep(
+        &self,
+        dry_run: bool,
+        trigger: &str,
+        llm_phase: Option<Value>,
+    ) -> Result<Value, KipError> {
         let op = Op::Sleep {
             dry_run,
             trigger: trigger.to_string(),
+            llm_phase,
         };
         self.call(&op, &Budget::default()).into_result()
     }

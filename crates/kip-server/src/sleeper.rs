@@ -57,6 +57,56 @@ pub fn due(
     }
 }
 
+/// The language model of the judgement phases and the bounds of its loop.
+pub struct LlmPhases {
+    /// The chat endpoint.
+    pub client: kip_brain::ChatClient,
+    /// The loop's bounds.
+    pub limits: kip_brain::LoopLimits,
+}
+
+/// Runs one sleep cycle through `backend`: the language-model phases first when `llm`
+/// is given (Phases 2-6 and 8, kip-brain's bounded `$system` loop), then the
+/// deterministic ones (decay, TTL reclamation, finalization), whose maintenance-log
+/// entry lists the loop's KML statements. Returns the cycle's report.
+pub fn run_cycle(
+    backend: &Backend,
+    dry_run: bool,
+    trigger: &str,
+    llm: Option<&LlmPhases>,
+) -> Result<Value, kip_lang::KipError> {
+    let llm_phase = match llm {
+        None => None,
+        Some(l) => {
+            let health = backend.health()?;
+            let context = json!({
+                "trigger": trigger,
+                "scope": "full",
+                "timestamp": kip_engine::brain::time::format(SystemTime::now()),
+                "parameters": {
+                    "stale_event_threshold_days": kip_engine::brain::health::STALE_EVENT_DAYS,
+                    "memory_strength_decay_factor": 0.95,
+                    "unsorted_max_backlog": kip_engine::brain::health::UNSORTED_TRIGGER,
+                    "orphan_max_count": kip_engine::brain::health::ORPHAN_TRIGGER,
+                },
+                "health": health,
+            });
+            let mut exec = |args: &Value| {
+                backend.execute_json(
+                    args.clone(),
+                    kip_engine::Access::ReadWrite,
+                    &kip_engine::Budget::default(),
+                )
+            };
+            let report = kip_brain::run_phases(&l.client, &mut exec, &context, &l.limits, dry_run);
+            let mut j = report.to_json();
+            j["model"] = json!(l.client.spec().model);
+            Some(j)
+        }
+    };
+    backend.sleep(dry_run, trigger, llm_phase)
+}
+
 /// The background thread running the cycles.
 pub struct Sleeper {
     stop: Arc<AtomicBool>,
@@ -77,8 +127,13 @@ fn last_cycle(backend: &Backend) -> Option<SystemTime> {
 }
 
 impl Sleeper {
-    /// Starts the thread.
-    pub fn start(backend: Backend, schedule: SleepSchedule) -> std::io::Result<Sleeper> {
+    /// Starts the thread (with the language-model phases in each cycle when `llm` is
+    /// given).
+    pub fn start(
+        backend: Backend,
+        schedule: SleepSchedule,
+        llm: Option<LlmPhases>,
+    ) -> std::io::Result<Sleeper> {
         let stop = Arc::new(AtomicBool::new(false));
         let flag = stop.clone();
         let handle = std::thread::Builder::new()
@@ -103,7 +158,7 @@ impl Sleeper {
                         }
                     });
                     let Some(trigger) = trigger else { continue };
-                    match backend.sleep(false, trigger) {
+                    match run_cycle(&backend, false, trigger, llm.as_ref()) {
                         Ok(r) => {
                             tracing::info!(
                                 trigger,

@@ -29,6 +29,7 @@ fn a_scheduled_cycle_runs_in_the_background() {
             check: Duration::from_millis(100),
             threshold_gap: Duration::from_secs(3600),
         },
+        None,
     )
     .expect("thread");
     // Never slept: the first check runs a scheduled cycle.

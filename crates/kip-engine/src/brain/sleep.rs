@@ -76,6 +76,9 @@ pub struct SleepOptions {
     pub max_reclaim: usize,
     /// How far `expires_at` is pushed for a pending Event or a sole evidence.
     pub ttl_extension: Duration,
+    /// The report of the language-model phases run before this cycle (kip-brain's
+    /// loop), recorded in the report and, with its KML statements, in the log entry.
+    pub llm_phase: Option<Value>,
 }
 
 impl Default for SleepOptions {
@@ -91,6 +94,7 @@ impl Default for SleepOptions {
             reinforcement_window: Duration::from_secs(14 * 86_400),
             max_reclaim: 500,
             ttl_extension: Duration::from_secs(7 * 86_400),
+            llm_phase: None,
         }
     }
 }
@@ -143,6 +147,9 @@ pub struct SleepReport {
     pub issues: Vec<String>,
     /// Every write, in order.
     pub statements: Vec<Statement>,
+    /// The language-model phases run before the deterministic ones, when there were.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub llm_phase: Option<Value>,
 }
 
 struct Cycle<'a> {
@@ -602,6 +609,7 @@ pub fn run(nexus: &Nexus, opts: &SleepOptions) -> Result<SleepReport, KipError> 
             cap_reached: false,
             issues: Vec::new(),
             statements: Vec::new(),
+            llm_phase: opts.llm_phase.clone(),
         },
     };
     cycle.decay()?;
@@ -642,13 +650,42 @@ pub fn run(nexus: &Nexus, opts: &SleepOptions) -> Result<SleepReport, KipError> 
             "deletion cap reached: more expired elements wait for the next cycle"
         ));
     }
-    let entry = json!({
+    let mut llm_items = 0u64;
+    let llm_entry = r.llm_phase.as_ref().map(|l| {
+        // Its KML statements (reads are left out of the log), and how it ended.
+        let kml: Vec<Value> = l["statements"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|s| s["write"] == json!(true))
+            .cloned()
+            .collect();
+        llm_items = kml.iter().filter(|s| s["applied"] == json!(true)).count() as u64;
+        json!({
+            "model": l["model"],
+            "turns": l["turns"],
+            "stop": l["stop"],
+            "summary": l["summary"],
+            "kml": kml,
+        })
+    });
+    if let Some(l) = &llm_entry {
+        actions.push(format!(
+            "language-model phases: {} KML statements applied ({})",
+            llm_items,
+            l["stop"].as_str().unwrap_or("?")
+        ));
+    }
+    let mut entry = json!({
         "timestamp": r.cycle_start,
         "trigger": r.trigger,
         "actions_taken": actions,
-        "items_processed": r.decayed_links + r.deleted_concepts.len() as u64 + r.deleted_propositions + r.extended.len() as u64 + r.review_tasks.len() as u64,
+        "items_processed": r.decayed_links + r.deleted_concepts.len() as u64 + r.deleted_propositions + r.extended.len() as u64 + r.review_tasks.len() as u64 + llm_items,
         "issues_found": issues,
     });
+    if let Some(l) = llm_entry {
+        entry["llm_phase"] = l;
+    }
     cycle.append_log(entry, true)?;
     cycle.report.finished_at = time::format(SystemTime::now());
     Ok(cycle.report)
