@@ -10,6 +10,10 @@
 //!   `execute_kip`, and every bound (turns, statements, writes, wall clock) is enforced
 //!   here, not left to the model.
 //!
+//! - [`memory`]: Formation (`remember`: a conversation or trace in, `$self`'s memory
+//!   written) and Recall (`recall_memory`: a question in, an answer with its sources
+//!   out, read-only), per the KIP project's `brain/` instructions.
+//!
 //! The deterministic phases (decay, TTL reclamation, finalization) are the engine's
 //! (`kip_engine::brain`); this crate never touches the store: it runs KIP through a
 //! caller-supplied executor, so it works the same on a nexus this process owns or one
@@ -17,7 +21,9 @@
 
 pub mod llm;
 pub mod maintain;
+pub mod memory;
 pub mod scripted;
 
 pub use llm::{ChatClient, LlmError, LlmSpec};
-pub use maintain::{run_phases, LoopLimits, LoopReport};
+pub use maintain::{run_agent, run_phases, Agent, LoopLimits, LoopReport};
+pub use memory::{recall, remember};

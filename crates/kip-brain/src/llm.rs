@@ -112,6 +112,11 @@ impl ChatClient {
         &self.spec
     }
 
+    /// The bearer key, if any.
+    pub fn key(&self) -> Option<&str> {
+        self.key.as_deref()
+    }
+
     fn attempt(&self, body: &Value) -> Result<Value, (bool, String)> {
         let mut req = self.agent.post(&self.spec.url);
         if let Some(k) = &self.key {

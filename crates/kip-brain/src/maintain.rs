@@ -107,12 +107,36 @@ impl LoopReport {
     }
 }
 
-/// The tool definition sent to the model.
-pub fn tool() -> Value {
-    let f: Value = serde_json::from_str(FUNCTION_DEFINITION).unwrap_or_else(|_| {
+/// The read-only `execute_kip_readonly` function definition (Recall's tool).
+pub const FUNCTION_DEFINITION_READONLY: &str =
+    include_str!("../../../spec/rc11/FunctionDefinitionReadonly.json");
+
+/// A tool definition for the model, from a KIP function definition.
+pub fn tool_from(definition: &str) -> Value {
+    let f: Value = serde_json::from_str(definition).unwrap_or_else(|_| {
         json!({"name": "execute_kip", "description": "Executes KIP commands.", "parameters": {"type": "object"}})
     });
     json!({"type": "function", "function": f})
+}
+
+/// The `execute_kip` tool definition sent to the model.
+pub fn tool() -> Value {
+    tool_from(FUNCTION_DEFINITION)
+}
+
+/// One agent conversation: its prompts, its tool and the loop's bounds.
+#[derive(Debug, Clone)]
+pub struct Agent {
+    /// The system prompt.
+    pub system: String,
+    /// The first user message (the runtime injects `DESCRIBE PRIMER` after it).
+    pub user: String,
+    /// The tool definition (`execute_kip` or `execute_kip_readonly`).
+    pub tool: Value,
+    /// The bounds.
+    pub limits: LoopLimits,
+    /// Validate KML instead of applying it.
+    pub dry_run: bool,
 }
 
 fn is_write(command: &str) -> bool {
@@ -193,9 +217,9 @@ fn runtime_note(limits: &LoopLimits, dry_run: bool) -> String {
     )
 }
 
-/// Runs the loop. `exec` runs an `execute_kip` arguments object as `$system` and
-/// returns the response object; `context` is the cycle's input (trigger, timestamp,
-/// parameters, the health report).
+/// Runs the sleep cycle's judgement phases. `exec` runs an `execute_kip` arguments
+/// object as `$system` and returns the response object; `context` is the cycle's input
+/// (trigger, timestamp, parameters, the health report).
 pub fn run_phases(
     client: &ChatClient,
     exec: &mut dyn FnMut(&Value) -> Value,
@@ -203,18 +227,41 @@ pub fn run_phases(
     limits: &LoopLimits,
     dry_run: bool,
 ) -> LoopReport {
+    let agent = Agent {
+        system: format!("{SYSTEM_INSTRUCTIONS}{}", runtime_note(limits, dry_run)),
+        user: format!(
+            "Sleep cycle input:\n{}\n\nRun the phases now.",
+            serde_json::to_string_pretty(context).unwrap_or_default()
+        ),
+        tool: tool(),
+        limits: *limits,
+        dry_run,
+    };
+    run_agent(client, exec, &agent)
+}
+
+/// Runs one bounded tool-calling conversation (see the module docs): the system prompt,
+/// the user message followed by `DESCRIBE PRIMER`, then model turns answering each tool
+/// call through `exec` until the model answers without a tool call or a bound ends it.
+pub fn run_agent(
+    client: &ChatClient,
+    exec: &mut dyn FnMut(&Value) -> Value,
+    agent: &Agent,
+) -> LoopReport {
     let start = Instant::now();
+    let limits = &agent.limits;
+    let dry_run = agent.dry_run;
+    let tool_name = agent.tool["function"]["name"]
+        .as_str()
+        .unwrap_or("execute_kip")
+        .to_string();
     let mut report = LoopReport::default();
     let primer = exec(&json!({"command": "DESCRIBE PRIMER"}));
     let mut messages = vec![
-        json!({"role": "system", "content": format!("{SYSTEM_INSTRUCTIONS}{}", runtime_note(limits, dry_run))}),
-        json!({"role": "user", "content": format!(
-            "Sleep cycle input:\n{}\n\nDESCRIBE PRIMER:\n{}\n\nRun the phases now.",
-            serde_json::to_string_pretty(context).unwrap_or_default(),
-            clip(&primer)
-        )}),
+        json!({"role": "system", "content": agent.system}),
+        json!({"role": "user", "content": format!("{}\n\nDESCRIBE PRIMER:\n{}", agent.user, clip(&primer))}),
     ];
-    let tools = [tool()];
+    let tools = [agent.tool.clone()];
     loop {
         if start.elapsed() >= limits.budget {
             report.stop = "time_budget".into();
@@ -252,12 +299,13 @@ pub fn run_phases(
         let mut stop: Option<&str> = None;
         for call in &reply.tool_calls {
             let answer = if stop.is_some() {
-                tool_error("not run: the cycle ended at a bound".into())
+                tool_error("not run: the conversation ended at a bound".into())
             } else if start.elapsed() >= limits.budget {
                 stop = Some("time_budget");
-                tool_error("not run: the cycle's time budget is used up".into())
+                tool_error("not run: the time budget is used up".into())
             } else {
-                let (answer, ended) = answer_call(call, exec, limits, dry_run, &mut report);
+                let (answer, ended) =
+                    answer_call(call, &tool_name, exec, limits, dry_run, &mut report);
                 stop = ended;
                 answer
             };
@@ -279,15 +327,16 @@ pub fn run_phases(
 /// was reached.
 fn answer_call(
     call: &crate::llm::ToolCall,
+    tool_name: &str,
     exec: &mut dyn FnMut(&Value) -> Value,
     limits: &LoopLimits,
     dry_run: bool,
     report: &mut LoopReport,
 ) -> (Value, Option<&'static str>) {
-    if call.name != "execute_kip" {
+    if call.name != tool_name {
         return (
             tool_error(format!(
-                "unknown tool {:?}: the only tool is execute_kip",
+                "unknown tool {:?}: the only tool is {tool_name}",
                 call.name
             )),
             None,

@@ -160,3 +160,95 @@ pub fn sleep(
     }
     Ok(ExitCode::SUCCESS)
 }
+
+fn need_llm(
+    llm: Result<Option<kip_server::sleeper::LlmPhases>>,
+    what: &str,
+) -> Result<kip_server::sleeper::LlmPhases> {
+    llm?.ok_or_else(|| {
+        anyhow::anyhow!(
+            "kip {what} needs a language model: pass --llm URL#MODEL (or set KIP_LLM), e.g. --llm http://localhost:11434/v1#qwen2.5:14b"
+        )
+    })
+}
+
+/// Opens the directory (created on first use, like `kip exec`) shared with any process
+/// that has it open.
+fn open_or_create(data: &Path) -> Result<std::sync::Arc<kip_server::SharedNexus>> {
+    kip_server::SharedNexus::open(data, None)
+        .map_err(|e| anyhow::anyhow!("{}", crate::error_text(&e)))
+}
+
+/// `kip remember`.
+pub fn remember(
+    data: &Path,
+    file: &str,
+    text: Option<String>,
+    json: bool,
+    llm: Result<Option<kip_server::sleeper::LlmPhases>>,
+) -> Result<ExitCode> {
+    let llm = need_llm(llm, "remember")?;
+    let input: Value = match text {
+        Some(t) => serde_json::json!({"messages": [{"role": "user", "content": t}]}),
+        None => {
+            let bytes = crate::read_input(file)?;
+            serde_json::from_slice(&bytes)
+                .map_err(|e| anyhow::anyhow!("the input is not a JSON object: {e}"))?
+        }
+    };
+    let shared = open_or_create(data)?;
+    let r = kip_server::brain::remember(&kip_server::Backend::from(shared.clone()), &llm, &input);
+    finish(&shared);
+    let r = r.map_err(|e| anyhow::anyhow!("{}", crate::error_text(&e)))?;
+    if json {
+        print_json(&r);
+    } else {
+        out(&kip_server::brain::result_text(&r));
+        for w in r["warnings"].as_array().into_iter().flatten() {
+            out(&format!("warning: {}", w.as_str().unwrap_or_default()));
+        }
+    }
+    Ok(if r["status"] == "failed" {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    })
+}
+
+/// `kip recall`.
+pub fn recall(
+    data: &Path,
+    query: &str,
+    context: Option<&str>,
+    json: bool,
+    llm: Result<Option<kip_server::sleeper::LlmPhases>>,
+) -> Result<ExitCode> {
+    let llm = need_llm(llm, "recall")?;
+    let mut input = serde_json::json!({ "query": query });
+    if let Some(c) = context {
+        input["context"] = serde_json::from_str(c)
+            .map_err(|e| anyhow::anyhow!("--context is not a JSON object: {e}"))?;
+    }
+    let shared = backend(data, "recall from")?;
+    let r = kip_server::brain::recall(&kip_server::Backend::from(shared.clone()), &llm, &input);
+    finish(&shared);
+    let r = r.map_err(|e| anyhow::anyhow!("{}", crate::error_text(&e)))?;
+    if json {
+        print_json(&r);
+    } else {
+        out(&kip_server::brain::result_text(&r));
+        for s in r["sources"].as_array().into_iter().flatten() {
+            out(&format!(
+                "  source {}: {} {}",
+                s["id"].as_str().unwrap_or("?"),
+                s["type"].as_str().unwrap_or(""),
+                s["name"].as_str().unwrap_or("")
+            ));
+        }
+    }
+    Ok(if r["status"] == "failed" {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    })
+}

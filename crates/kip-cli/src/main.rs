@@ -174,6 +174,32 @@ enum Cmd {
         #[arg(long)]
         json: bool,
     },
+    /// Formation (needs --llm): store a conversation in the memory. Reads a JSON object
+    /// ({"messages": [...]} or a structured {"trace": [...]}, docs/brain.md) from FILE or
+    /// stdin, or takes --text.
+    Remember {
+        /// The input JSON file (`-`: stdin).
+        #[arg(default_value = "-", conflicts_with = "text")]
+        file: String,
+        /// A plain text to remember, as one user message.
+        #[arg(long)]
+        text: Option<String>,
+        /// Print the full result as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Recall (needs --llm): answer a question from the memory, with the concepts the
+    /// answer rests on. Reads only.
+    Recall {
+        /// The question.
+        query: String,
+        /// Optional context object (counterparty, agent, source, topic) as JSON.
+        #[arg(long)]
+        context: Option<String>,
+        /// Print the full result as JSON.
+        #[arg(long)]
+        json: bool,
+    },
     /// Check KIP text: prints {"result":"ok"} or the error object.
     Parse {
         /// A file of KIP commands (a capsule may hold several), or `-` for stdin.
@@ -370,6 +396,24 @@ fn run_command(cli: Cli) -> ExitCode {
         Cmd::Recover { .. } => admin::salvage_wal(&data),
         Cmd::Parse { file } => admin::parse(&file),
         Cmd::Health { json } => brain::health(&data, json),
+        Cmd::Remember { file, text, json } => brain::remember(
+            &data,
+            &file,
+            text,
+            json,
+            llm_phases(cli.llm.as_deref(), kip_brain::LoopLimits::default()),
+        ),
+        Cmd::Recall {
+            query,
+            context,
+            json,
+        } => brain::recall(
+            &data,
+            &query,
+            context.as_deref(),
+            json,
+            llm_phases(cli.llm.as_deref(), kip_brain::LoopLimits::default()),
+        ),
         Cmd::Sleep {
             dry_run,
             trigger,

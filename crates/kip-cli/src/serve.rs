@@ -33,8 +33,9 @@ pub struct ServeArgs {
     /// Most HTTP connections served at once.
     #[arg(long, default_value_t = 512)]
     max_connections: usize,
-    /// Tool sets to serve: `kip`, `memory` (the Knowledge Graph Memory Server tools), or both.
-    #[arg(long, value_delimiter = ',', default_value = "kip,memory")]
+    /// Tool sets to serve: `kip`, `memory` (the Knowledge Graph Memory Server tools),
+    /// `brain` (`remember` and `recall_memory`, listed only with --llm).
+    #[arg(long, value_delimiter = ',', default_value = "kip,memory,brain")]
     tools: Vec<ToolSet>,
     /// Do not read the database file into the OS page cache in the background at start.
     #[arg(long)]
@@ -62,6 +63,8 @@ pub enum ToolSet {
     Kip,
     /// create_entities, search_nodes, ... (Knowledge Graph Memory Server)
     Memory,
+    /// remember, recall_memory (the brain's Formation and Recall; needs --llm)
+    Brain,
 }
 
 /// Runs the server until the client disconnects (stdio) or ctrl-c (HTTP).
@@ -105,13 +108,14 @@ pub fn run(data: &Path, args: ServeArgs, llm: Option<String>) -> Result<ExitCode
                 Err(e) => tracing::debug!("prewarm stopped: {e}"),
             });
     }
-    let llm = crate::llm_phases(llm.as_deref(), kip_brain::LoopLimits::default())?;
+    let llm = crate::llm_phases(llm.as_deref(), kip_brain::LoopLimits::default())?
+        .map(std::sync::Arc::new);
     let sleeper = match args.sleep_every {
         Some(every) => Some(
             kip_server::sleeper::Sleeper::start(
                 backend.clone(),
                 kip_server::sleeper::SleepSchedule::every(every),
-                llm,
+                llm.clone(),
             )
             .context("starting the sleep-cycle thread")?,
         ),
@@ -120,6 +124,7 @@ pub fn run(data: &Path, args: ServeArgs, llm: Option<String>) -> Result<ExitCode
     let tools = kip_server::mcp::ToolSets {
         kip: args.tools.contains(&ToolSet::Kip),
         memory: args.tools.contains(&ToolSet::Memory),
+        brain: args.tools.contains(&ToolSet::Brain),
         read_only: args.read_only,
     };
     let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -139,16 +144,18 @@ pub fn run(data: &Path, args: ServeArgs, llm: Option<String>) -> Result<ExitCode
                     loopback_hosts_only: true,
                     allowed_origins: args.allow_origin,
                     max_connections: args.max_connections,
+                    llm: llm.clone(),
                     ..kip_server::http::HttpConfig::default()
                 };
                 kip_server::http::serve(backend, addr, config)
                     .await
                     .with_context(|| format!("serving HTTP on {addr}"))
             }
-            None => kip_server::serve_stdio_with(
+            None => kip_server::serve_stdio_full(
                 backend,
                 tools,
                 std::time::Duration::from_secs(args.timeout_secs),
+                llm.clone(),
             )
             .await
             .map_err(|e| anyhow::anyhow!("MCP stdio server: {e}")),

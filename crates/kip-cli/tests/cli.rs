@@ -628,3 +628,82 @@ fn sleep_with_a_language_model_applies_the_scripted_writes_and_stops_at_the_writ
         server.tool_answers()
     );
 }
+
+#[test]
+fn remember_and_recall_from_the_command_line() {
+    use kip_brain::scripted::{kip_call, text, Script, ScriptedServer};
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (code, _) = kip_in(dir.path(), &["remember", "--text", "hi"], b"");
+    assert_eq!(code, 2, "without --llm: a usage error");
+    let server = ScriptedServer::start(Script {
+        steps: vec![
+            kip_call("a", &json!({"command": "UPSERT { CONCEPT ?p { {type: \"Person\", name: \"Noor\"} SET ATTRIBUTES { person_class: \"Human\", description: \"allergic to peanuts\" } } } WITH METADATA { source: \"conversation\", author: \"$self\" }"})),
+            text("Status: success\n\nSummary:\nStored Noor's allergy.\n\nWarnings:\n- None"),
+        ],
+        repeat: None,
+    })
+    .expect("server");
+    let llm = format!("{}#scripted", server.url);
+    let (code, out) = kip_in(
+        dir.path(),
+        &[
+            "--llm",
+            &llm,
+            "remember",
+            "--text",
+            "I'm Noor, allergic to peanuts",
+        ],
+        b"",
+    );
+    assert_eq!(code, 0, "{out}");
+    assert!(
+        out.contains("Status: success") && out.contains("Stored Noor's allergy."),
+        "{out}"
+    );
+    let (_, id) = kip_in(
+        dir.path(),
+        &[
+            "exec",
+            "--format",
+            "json",
+            r#"FIND(?p) WHERE { ?p {type: "Person", name: "Noor"} }"#,
+        ],
+        b"",
+    );
+    let id: Value = serde_json::from_str(id.trim()).expect("json");
+    let id = id["result"][0]["id"]
+        .as_str()
+        .expect("Noor's id")
+        .to_string();
+    let recall_llm = ScriptedServer::start(Script {
+        steps: vec![
+            json!({"role": "assistant", "content": null, "tool_calls": [{"id": "b", "type": "function", "function": {"name": "execute_kip_readonly", "arguments": json!({"command": "SEARCH CONCEPT \"peanuts\""}).to_string()}}]}),
+            text(&format!("Status: success\n\nAnswer:\nNoor is allergic to peanuts.\n\nGaps:\n- None\n\nSources: {id}")),
+        ],
+        repeat: None,
+    })
+    .expect("server");
+    let recall_url = format!("{}#scripted", recall_llm.url);
+    let (code, out) = kip_in(
+        dir.path(),
+        &[
+            "--llm",
+            &recall_url,
+            "recall",
+            "What is Noor allergic to?",
+            "--json",
+        ],
+        b"",
+    );
+    assert_eq!(code, 0, "{out}");
+    let r: Value = serde_json::from_str(&out).expect("json");
+    assert_eq!(r["answer"], "Noor is allergic to peanuts.");
+    let first = &server.requests()[0];
+    assert!(first["messages"][1]["content"]
+        .as_str()
+        .is_some_and(|c| c.contains("allergic to peanuts")));
+    assert_eq!(
+        r["sources"],
+        json!([{"id": id, "type": "Person", "name": "Noor"}])
+    );
+}

@@ -65,6 +65,9 @@ pub struct HttpConfig {
     pub header_read_timeout: Duration,
     /// Time a client has to send a request's body.
     pub body_read_timeout: Duration,
+    /// The language model behind `remember` / `recall_memory` (MCP tools and
+    /// `POST /brain/remember`, `POST /brain/recall`).
+    pub llm: Option<Arc<crate::brain::Llm>>,
 }
 
 impl Default for HttpConfig {
@@ -78,6 +81,7 @@ impl Default for HttpConfig {
             loopback_hosts_only: true,
             allowed_origins: Vec::new(),
             max_connections: 512,
+            llm: None,
             header_read_timeout: Duration::from_secs(10),
             body_read_timeout: Duration::from_secs(30),
         }
@@ -326,6 +330,79 @@ async fn health(State(state): State<AppState>) -> Response {
     }
 }
 
+/// `POST /brain/remember` (Formation) and `POST /brain/recall` (Recall): the body is
+/// the tool's arguments object; the answer is the tool's result object.
+async fn brain_call(state: AppState, body: Bytes, remember: bool) -> Response {
+    let Some(llm) = state.config.llm.clone() else {
+        return (
+            StatusCode::NOT_FOUND,
+            Json(error_body(
+                "KIP_3002",
+                "no language model is configured",
+                "start the server with --llm URL#MODEL (or KIP_LLM)",
+            )),
+        )
+            .into_response();
+    };
+    if remember && state.config.read_only {
+        return (
+            StatusCode::FORBIDDEN,
+            Json(error_body(
+                "KIP_3004",
+                "remember writes, and this server is read-only",
+                "use POST /brain/recall",
+            )),
+        )
+            .into_response();
+    }
+    let args: Value = match serde_json::from_slice(&body) {
+        Ok(v) => v,
+        Err(e) => {
+            return (
+                StatusCode::BAD_REQUEST,
+                Json(error_body(
+                    "KIP_1001",
+                    format!("the request body is not valid JSON: {e}"),
+                    "send the tool's arguments object",
+                )),
+            )
+                .into_response()
+        }
+    };
+    let backend = state.backend.clone();
+    let outcome = tokio::task::spawn_blocking(move || {
+        if remember {
+            crate::brain::remember(&backend, &llm, &args)
+        } else {
+            crate::brain::recall(&backend, &llm, &args)
+        }
+    })
+    .await;
+    match outcome {
+        Ok(Ok(v)) => Json(json!({"result": v})).into_response(),
+        Ok(Err(e)) => {
+            (StatusCode::BAD_REQUEST, Json(json!({"error": e.to_json()}))).into_response()
+        }
+        Err(e) => (
+            StatusCode::INTERNAL_SERVER_ERROR,
+            Json(error_body(
+                "KIP_4003",
+                e.to_string(),
+                "retry; see the server log",
+            )),
+        )
+            .into_response(),
+    }
+}
+
+async fn brain_remember(State(state): State<AppState>, body: Bytes) -> Response {
+    brain_call(state, body, true).await
+}
+
+async fn brain_recall(State(state): State<AppState>, body: Bytes) -> Response {
+    brain_call(state, body, false).await
+}
+
 /// `GET /memory/health`: the memory's health report (SystemInstructions.md metrics).
 async fn memory_health(State(state): State<AppState>) -> Response {
     let backend = state.backend.clone();
@@ -411,13 +488,18 @@ pub fn router(backend: impl Into<Backend>, config: HttpConfig) -> Router {
     tools.read_only |= config.read_only;
     let mcp_backend = backend.clone();
     let mcp_timeout = config.request_timeout;
+    let mcp_llm = config.llm.clone();
     let mut mcp_config =
         StreamableHttpServerConfig::default().with_max_request_body_bytes(config.max_body_bytes);
     if !config.loopback_hosts_only {
         mcp_config = mcp_config.disable_allowed_hosts();
     }
     let mcp = StreamableHttpService::new(
-        move || Ok(KipMcp::new(mcp_backend.clone(), tools).with_timeout(mcp_timeout)),
+        move || {
+            Ok(KipMcp::new(mcp_backend.clone(), tools)
+                .with_timeout(mcp_timeout)
+                .with_llm(mcp_llm.clone()))
+        },
         Arc::new(LocalSessionManager::default()),
         mcp_config,
     );
@@ -428,6 +510,8 @@ pub fn router(backend: impl Into<Backend>, config: HttpConfig) -> Router {
     Router::new()
         .route("/health", get(health))
         .route("/memory/health", get(memory_health))
+        .route("/brain/remember", post(brain_remember))
+        .route("/brain/recall", post(brain_recall))
         .route("/kip", post(kip))
         .nest_service("/mcp", mcp)
         .layer(DefaultBodyLimit::max(config.max_body_bytes))

@@ -8,6 +8,7 @@
 //! Architecture invariant: async lives here and only here; engine calls run on the
 //! blocking pool.
 
+pub mod brain;
 pub mod docs;
 pub mod http;
 pub mod mcp;
@@ -40,8 +41,19 @@ pub async fn serve_stdio_with(
     tools: mcp::ToolSets,
     request_timeout: Duration,
 ) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+    serve_stdio_full(nexus, tools, request_timeout, None).await
+}
+
+/// [`serve_stdio_with`] with the language model behind `remember` / `recall_memory`.
+pub async fn serve_stdio_full(
+    nexus: impl Into<Backend>,
+    tools: mcp::ToolSets,
+    request_timeout: Duration,
+    llm: Option<std::sync::Arc<brain::Llm>>,
+) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
     let service = mcp::KipMcp::new(nexus, tools)
         .with_timeout(request_timeout)
+        .with_llm(llm)
         .serve(rmcp::transport::stdio())
         .await?;
     service.waiting().await?;

@@ -33,6 +33,9 @@ pub struct ToolSets {
     pub memory: bool,
     /// Serve only read-only tools.
     pub read_only: bool,
+    /// `remember` and `recall_memory` (the brain's Formation and Recall; listed only
+    /// when a language model is configured, `remember` not on a read-only server).
+    pub brain: bool,
 }
 
 impl Default for ToolSets {
@@ -41,6 +44,7 @@ impl Default for ToolSets {
             kip: true,
             memory: true,
             read_only: false,
+            brain: true,
         }
     }
 }
@@ -70,6 +74,7 @@ pub struct KipMcp {
     backend: Backend,
     tools: ToolSets,
     timeout: std::time::Duration,
+    llm: Option<Arc<crate::brain::Llm>>,
 }
 
 fn definition(text: &str) -> (String, String, Map<String, Value>) {
@@ -82,6 +87,45 @@ fn definition(text: &str) -> (String, String, Map<String, Value>) {
     );
     let schema = v["parameters"].as_object().cloned().unwrap_or_default();
     (name, description, schema)
+}
+
+/// The brain's tools: `recall_memory` (its KIP function definition) and, unless
+/// `read_only`, `remember` (Formation).
+pub fn brain_tools(read_only: bool) -> Vec<Tool> {
+    let mut out = Vec::new();
+    if !read_only {
+        let schema = kip_brain::memory::remember_schema();
+        out.push(
+            Tool::new(
+                "remember",
+                "Store a conversation or a structured trace in the assistant's long-term memory: the memory system extracts the durable knowledge (events, facts, preferences, commitments, experiences) and writes it into the Cognitive Nexus owned by $self. Send the messages as they were; you do not need to summarize them.",
+                Arc::new(schema.as_object().cloned().unwrap_or_default()),
+            )
+            .with_annotations(
+                ToolAnnotations::with_title("Remember")
+                    .read_only(false)
+                    .destructive(false)
+                    .idempotent(false)
+                    .open_world(true),
+            ),
+        );
+    }
+    let v: Value = serde_json::from_str(kip_brain::memory::RECALL_FUNCTION).unwrap_or(Value::Null);
+    out.push(
+        Tool::new(
+            "recall_memory",
+            v["description"].as_str().unwrap_or_default().to_string(),
+            Arc::new(v["parameters"].as_object().cloned().unwrap_or_default()),
+        )
+        .with_annotations(
+            ToolAnnotations::with_title("Recall memory")
+                .read_only(true)
+                .destructive(false)
+                .idempotent(true)
+                .open_world(true),
+        ),
+    );
+    out
 }
 
 /// The KIP tools, from the protocol's function definitions.
@@ -119,7 +163,14 @@ impl KipMcp {
             backend: backend.into(),
             tools,
             timeout: crate::DEFAULT_REQUEST_TIMEOUT,
+            llm: None,
         }
+    }
+
+    /// The language model behind `remember` and `recall_memory` (with `ToolSets::brain`).
+    pub fn with_llm(mut self, llm: Option<Arc<crate::brain::Llm>>) -> Self {
+        self.llm = llm;
+        self
     }
 
     /// The time budget of one KIP tool call (the engine stops the work when it is up).
@@ -136,7 +187,42 @@ impl KipMcp {
         if self.tools.memory {
             out.extend(memory_tools(self.tools.read_only));
         }
+        if self.tools.brain && self.llm.is_some() {
+            out.extend(brain_tools(self.tools.read_only));
+        }
         out
+    }
+
+    /// Runs `remember` or `recall_memory` (a language-model conversation, bounded by its
+    /// own limits rather than the request budget).
+    async fn call_brain(&self, name: String, args: Value) -> CallToolResult {
+        let Some(llm) = self.llm.clone() else {
+            return CallToolResult::error(vec![rmcp::model::ContentBlock::text(
+                "no language model is configured (start the server with --llm URL#MODEL)",
+            )]);
+        };
+        let backend = self.backend.clone();
+        let outcome = tokio::task::spawn_blocking(move || {
+            if name == "remember" {
+                crate::brain::remember(&backend, &llm, &args)
+            } else {
+                crate::brain::recall(&backend, &llm, &args)
+            }
+        })
+        .await;
+        match outcome {
+            Ok(Ok(result)) => {
+                let mut r = CallToolResult::success(vec![rmcp::model::ContentBlock::text(
+                    crate::brain::result_text(&result),
+                )]);
+                r.structured_content = Some(result);
+                r
+            }
+            Ok(Err(e)) => CallToolResult::structured_error(json!({"error": e.to_json()})),
+            Err(e) => CallToolResult::error(vec![rmcp::model::ContentBlock::text(format!(
+                "internal error: {e}"
+            ))]),
+        }
     }
 
     /// Runs a memory tool; errors are tool results with `isError` and the message.
@@ -224,6 +310,7 @@ impl ServerHandler for KipMcp {
         let result = match request.name.as_ref() {
             "execute_kip" => self.call_kip(Access::ReadWrite, args, &context).await,
             "execute_kip_readonly" => self.call_kip(Access::ReadOnly, args, &context).await,
+            "remember" | "recall_memory" => self.call_brain(request.name.to_string(), args).await,
             name if kip_engine::memory::TOOLS.contains(&name) => {
                 self.call_memory(name.to_string(), args).await
             }

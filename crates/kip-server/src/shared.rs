@@ -88,9 +88,10 @@ pub enum Op {
         dry_run: bool,
         /// Why it runs (`on_demand`, `scheduled`, `threshold`).
         trigger: String,
-        /// The report of the language-model phases the caller ran first.
+        /// The language model of the judgement phases ([`crate::brain::Llm::to_wire`]),
+        /// run by the owner before the deterministic phases, under the same cycle claim.
         #[serde(default)]
-        llm_phase: Option<Value>,
+        llm: Option<Value>,
     },
 }
 
@@ -198,15 +199,13 @@ fn run(nexus: &Nexus, op: &Op, budget: &Budget) -> Reply {
         Op::Sleep {
             dry_run,
             trigger,
-            llm_phase,
+            llm,
         } => {
-            let opts = kip_engine::brain::SleepOptions {
-                dry_run: *dry_run,
-                trigger: trigger.clone(),
-                llm_phase: llm_phase.clone(),
-                ..Default::default()
+            let llm = match llm.as_ref().map(crate::brain::Llm::from_wire).transpose() {
+                Ok(l) => l,
+                Err(e) => return fail(e),
             };
-            match nexus.sleep(&opts) {
+            match crate::brain::sleep_cycle(nexus, *dry_run, trigger, llm.as_ref()) {
                 Ok(r) => Reply::Ok(serde_json::to_value(r).unwrap_or(Value::Null)),
                 Err(e) => fail(e),
             }
@@ -289,18 +288,19 @@ impl Backend {
         self.call(&Op::Health, &Budget::default()).into_result()
     }
 
-    /// Runs one deterministic sleep cycle (after the language-model phases whose report
-    /// is `llm_phase`, if any); its report as JSON ([`kip_engine::brain::SleepReport`]).
+    /// Runs one sleep cycle where the nexus is open (the language-model phases first
+    /// when `llm` is given, see [`crate::brain::sleep_cycle`]); its report as JSON
+    /// ([`kip_engine::brain::SleepReport`]).
     pub fn sleep(
         &self,
         dry_run: bool,
         trigger: &str,
-        llm_phase: Option<Value>,
+        llm: Option<&crate::brain::Llm>,
     ) -> Result<Value, KipError> {
         let op = Op::Sleep {
             dry_run,
             trigger: trigger.to_string(),
-            llm_phase,
+            llm: llm.map(crate::brain::Llm::to_wire),
         };
         self.call(&op, &Budget::default()).into_result()
     }

@@ -58,53 +58,20 @@ pub fn due(
 }
 
 /// The language model of the judgement phases and the bounds of its loop.
-pub struct LlmPhases {
-    /// The chat endpoint.
-    pub client: kip_brain::ChatClient,
-    /// The loop's bounds.
-    pub limits: kip_brain::LoopLimits,
-}
+pub use crate::brain::Llm as LlmPhases;
 
-/// Runs one sleep cycle through `backend`: the language-model phases first when `llm`
-/// is given (Phases 2-6 and 8, kip-brain's bounded `$system` loop), then the
-/// deterministic ones (decay, TTL reclamation, finalization), whose maintenance-log
-/// entry lists the loop's KML statements. Returns the cycle's report.
+/// Runs one sleep cycle through `backend` (where the nexus is open): the
+/// language-model phases first when `llm` is given (Phases 2-6 and 8, kip-brain's
+/// bounded `$system` loop), then the deterministic ones (decay, TTL reclamation,
+/// finalization), whose maintenance-log entry lists the loop's KML statements; all of
+/// it under the nexus's cycle claim. Returns the cycle's report.
 pub fn run_cycle(
     backend: &Backend,
     dry_run: bool,
     trigger: &str,
-    llm: Option<&LlmPhases>,
+    llm: Option<&crate::brain::Llm>,
 ) -> Result<Value, kip_lang::KipError> {
-    let llm_phase = match llm {
-        None => None,
-        Some(l) => {
-            let health = backend.health()?;
-            let context = json!({
-                "trigger": trigger,
-                "scope": "full",
-                "timestamp": kip_engine::brain::time::format(SystemTime::now()),
-                "parameters": {
-                    "stale_event_threshold_days": kip_engine::brain::health::STALE_EVENT_DAYS,
-                    "memory_strength_decay_factor": 0.95,
-                    "unsorted_max_backlog": kip_engine::brain::health::UNSORTED_TRIGGER,
-                    "orphan_max_count": kip_engine::brain::health::ORPHAN_TRIGGER,
-                },
-                "health": health,
-            });
-            let mut exec = |args: &Value| {
-                backend.execute_json(
-                    args.clone(),
-                    kip_engine::Access::ReadWrite,
-                    &kip_engine::Budget::default(),
-                )
-            };
-            let report = kip_brain::run_phases(&l.client, &mut exec, &context, &l.limits, dry_run);
-            let mut j = report.to_json();
-            j["model"] = json!(l.client.spec().model);
-            Some(j)
-        }
-    };
-    backend.sleep(dry_run, trigger, llm_phase)
+    backend.sleep(dry_run, trigger, llm)
 }
 
 /// The background thread running the cycles.
@@ -132,7 +99,7 @@ impl Sleeper {
     pub fn start(
         backend: Backend,
         schedule: SleepSchedule,
-        llm: Option<LlmPhases>,
+        llm: Option<std::sync::Arc<crate::brain::Llm>>,
     ) -> std::io::Result<Sleeper> {
         let stop = Arc::new(AtomicBool::new(false));
         let flag = stop.clone();
@@ -158,7 +125,7 @@ impl Sleeper {
                         }
                     });
                     let Some(trigger) = trigger else { continue };
-                    match run_cycle(&backend, false, trigger, llm.as_ref()) {
+                    match run_cycle(&backend, false, trigger, llm.as_deref()) {
                         Ok(r) => {
                             tracing::info!(
                                 trigger,

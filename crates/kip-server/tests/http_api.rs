@@ -495,3 +495,110 @@ async fn the_memory_health_report_has_its_route() {
     assert_eq!(v["orphans"]["sample"][0]["name"], json!("loose"));
     assert!(v["domains"].as_array().is_some_and(|d| d.len() == 4), "{v}");
 }
+
+#[tokio::test]
+async fn the_brain_routes_answer_through_the_language_model() {
+    use kip_brain::scripted::{kip_call, text, Script, ScriptedServer};
+    // Without a model: a clear refusal.
+    let app = router(nexus(), HttpConfig::default());
+    let (s, v) = call(
+        &app,
+        "POST",
+        "/brain/recall",
+        Some(json!({"query": "x"})),
+        None,
+    )
+    .await;
+    assert_eq!(s, StatusCode::NOT_FOUND);
+    assert!(
+        v["error"]["hint"]
+            .as_str()
+            .is_some_and(|h| h.contains("--llm")),
+        "{v}"
+    );
+
+    let server = ScriptedServer::start(Script {
+        steps: vec![
+            kip_call("a", &json!({"command": "UPSERT { CONCEPT ?p { {type: \"Person\", name: \"Lin\"} SET ATTRIBUTES { person_class: \"Human\", description: \"plays the cello\" } } } WITH METADATA { source: \"conversation\", author: \"$self\" }"})),
+            text("Status: success\n\nSummary:\nStored Lin.\n\nWarnings:\n- None"),
+            json!({"role": "assistant", "content": null, "tool_calls": [{"id": "b", "type": "function", "function": {"name": "execute_kip_readonly", "arguments": json!({"command": "SEARCH CONCEPT \"cello\""}).to_string()}}]}),
+        ],
+        repeat: None,
+    })
+    .expect("server");
+    let llm = Arc::new(kip_server::brain::Llm {
+        client: kip_brain::ChatClient::new(
+            kip_brain::LlmSpec::parse(&format!("{}#scripted", server.url)).expect("spec"),
+            None,
+        ),
+        limits: kip_brain::LoopLimits::default(),
+    });
+    let n = nexus();
+    let app = router(
+        n.clone(),
+        HttpConfig {
+            llm: Some(llm.clone()),
+            ..HttpConfig::default()
+        },
+    );
+    let (s, v) = call(
+        &app,
+        "POST",
+        "/brain/remember",
+        Some(json!({"messages": [{"role": "user", "content": "Lin plays the cello"}]})),
+        None,
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK, "{v}");
+    assert_eq!(v["result"]["status"], "success");
+    assert_eq!(v["result"]["writes"], 1);
+    let (s, v) = call(
+        &app,
+        "POST",
+        "/brain/recall",
+        Some(json!({"nope": 1})),
+        None,
+    )
+    .await;
+    assert_eq!(s, StatusCode::BAD_REQUEST, "{v}");
+    // The last scripted step, then the script runs out: the model's error ends recall.
+    let (s, v) = call(
+        &app,
+        "POST",
+        "/brain/recall",
+        Some(json!({"query": "Who plays the cello?"})),
+        None,
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK, "{v}");
+    assert_eq!(v["result"]["status"], "failed", "{v}");
+    assert_eq!(v["result"]["stop"], "llm_error");
+    // A read-only server does not remember.
+    let ro = router(
+        n,
+        HttpConfig {
+            llm: Some(llm),
+            read_only: true,
+            ..HttpConfig::default()
+        },
+    );
+    let (s, _) = call(
+        &ro,
+        "POST",
+        "/brain/remember",
+        Some(json!({"messages": [{"role": "user", "content": "x"}]})),
+        None,
+    )
+    .await;
+    assert_eq!(s, StatusCode::FORBIDDEN);
+    let names: Vec<String> = kip_server::mcp::brain_tools(true)
+        .iter()
+        .map(|t| t.name.to_string())
+        .collect();
+    assert_eq!(names, ["recall_memory"]);
+    let names: Vec<String> = kip_server::mcp::brain_tools(false)
+        .iter()
+        .map(|t| t.name.to_string())
+        .collect();
+    assert_eq!(names, ["remember", "recall_memory"]);
+}

@@ -68,3 +68,51 @@ fn a_scheduled_cycle_runs_in_the_background() {
     );
     assert_eq!(log[0].as_array().map(Vec::len), Some(2), "{log}");
 }
+
+#[test]
+fn the_language_model_phases_run_under_the_cycle_claim() {
+    use kip_brain::scripted::{kip_call, text, Script, ScriptedServer};
+    let n = Nexus::in_memory().expect("nexus");
+    let server = ScriptedServer::start(Script {
+        steps: vec![
+            kip_call("a", &json!({"command": "UPSERT { CONCEPT ?p { {type: \"Person\", name: \"Rui\"} SET ATTRIBUTES { person_class: \"Human\" } SET PROPOSITIONS { (\"belongs_to_domain\", {type: \"Domain\", name: \"Archived\"}) } } } WITH METADATA { source: \"SleepCycle\", author: \"$system\" }"})),
+            text("Done: one person filed."),
+        ],
+        repeat: None,
+    })
+    .expect("server");
+    let llm = kip_server::brain::Llm {
+        client: kip_brain::ChatClient::new(
+            kip_brain::LlmSpec::parse(&format!("{}#scripted", server.url)).expect("spec"),
+            None,
+        ),
+        limits: kip_brain::LoopLimits::default(),
+    };
+    // Another cycle holds the claim: this one starts nothing, the model is not called.
+    {
+        let _other = n.begin_sleep().expect("claim");
+        let e = kip_server::brain::sleep_cycle(&n, false, "on_demand", Some(&llm))
+            .expect_err("refused");
+        assert_eq!(e.code.as_str(), "KIP_4002");
+        assert!(server.requests().is_empty());
+    }
+    // Free: the model's phases, then the deterministic ones, in one report and one log
+    // entry; the wire form (forwarded cycles) carries the same model and bounds.
+    let wire = kip_server::brain::Llm::from_wire(&llm.to_wire()).expect("wire");
+    assert_eq!(wire.client.spec(), llm.client.spec());
+    assert_eq!(wire.limits.max_writes, llm.limits.max_writes);
+    let r = kip_server::brain::sleep_cycle(&n, false, "on_demand", Some(&wire)).expect("cycle");
+    let l = r.llm_phase.expect("llm phase");
+    assert_eq!(l["stop"], "done");
+    assert_eq!(l["writes"], 1);
+    let log = run(
+        &n,
+        r#"FIND(?s.attributes.maintenance_log) WHERE { ?s {type: "Person", name: "$system"} }"#,
+    );
+    assert_eq!(
+        log[0][0]["llm_phase"]["kml"].as_array().map(Vec::len),
+        Some(1),
+        "{log}"
+    );
+    assert_eq!(log[0][0]["llm_phase"]["summary"], "Done: one person filed.");
+}

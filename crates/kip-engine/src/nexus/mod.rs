@@ -33,6 +33,10 @@ pub struct Nexus {
     sleeping: Mutex<()>,
 }
 
+/// A claim on a nexus's sleep cycle ([`Nexus::begin_sleep`]): no other cycle starts
+/// while it lives.
+pub struct SleepGuard<'a>(#[allow(dead_code)] MutexGuard<'a, ()>);
+
 impl Drop for Nexus {
     /// Stops the embedding worker (which holds the store) before the store closes.
     fn drop(&mut self) {
@@ -177,17 +181,31 @@ impl Nexus {
         &self,
         opts: &crate::brain::SleepOptions,
     ) -> Result<crate::brain::SleepReport, KipError> {
-        let _cycle = match self.sleeping.try_lock() {
-            Ok(g) => g,
-            Err(std::sync::TryLockError::Poisoned(p)) => p.into_inner(),
-            Err(std::sync::TryLockError::WouldBlock) => {
-                return Err(KipError::new(
-                    ErrorCode::ResourceExhausted,
-                    "a sleep cycle is already running on this nexus",
-                )
-                .with_hint("wait for it to finish; its report lands in $system's maintenance_log"))
-            }
-        };
+        let cycle = self.begin_sleep()?;
+        self.sleep_held(&cycle, opts)
+    }
+
+    /// Claims this nexus's sleep cycle (held until the guard drops), for a cycle with
+    /// more phases than [`Nexus::sleep`] runs (the language-model ones); `KIP_4002`
+    /// while another cycle holds it.
+    pub fn begin_sleep(&self) -> Result<SleepGuard<'_>, KipError> {
+        match self.sleeping.try_lock() {
+            Ok(g) => Ok(SleepGuard(g)),
+            Err(std::sync::TryLockError::Poisoned(p)) => Ok(SleepGuard(p.into_inner())),
+            Err(std::sync::TryLockError::WouldBlock) => Err(KipError::new(
+                ErrorCode::ResourceExhausted,
+                "a sleep cycle is already running on this nexus",
+            )
+            .with_hint("wait for it to finish; its report lands in $system's maintenance_log")),
+        }
+    }
+
+    /// [`Nexus::sleep`] under a claim from [`Nexus::begin_sleep`].
+    pub fn sleep_held(
+        &self,
+        _cycle: &SleepGuard<'_>,
+        opts: &crate::brain::SleepOptions,
+    ) -> Result<crate::brain::SleepReport, KipError> {
         crate::brain::sleep::run(self, opts)
     }
 
