@@ -155,6 +155,63 @@ pub fn dot(a: &[f32], b: &[f32]) -> f32 {
     s
 }
 
+/// A vector quantized to signed bytes with one scale: `x[i] ≈ q[i] * scale`
+/// (`scale = max |x[i]| / 127`). A quarter of the f32 memory; for unit vectors of
+/// sentence models the cosine moves by well under 0.01 (tested).
+pub fn quantize(v: &[f32]) -> (Vec<i8>, f32) {
+    let max = v.iter().fold(0f32, |m, x| m.max(x.abs()));
+    if max == 0.0 || !max.is_finite() {
+        return (vec![0; v.len()], 0.0);
+    }
+    let scale = max / 127.0;
+    let q = v
+        .iter()
+        .map(|x| (x / scale).round().clamp(-127.0, 127.0) as i8)
+        .collect();
+    (q, scale)
+}
+
+/// `dot(a, b)` of an f32 vector with a quantized one's bytes (multiply by its scale to
+/// get the dot with the vector it stands for). Eight running sums, as in [`dot`].
+#[inline]
+pub fn dot_i8(a: &[f32], b: &[i8]) -> f32 {
+    let n = a.len().min(b.len());
+    let (a, b) = (&a[..n], &b[..n]);
+    let mut acc = [0f32; 8];
+    let (ca, cb) = (a.chunks_exact(8), b.chunks_exact(8));
+    let (ra, rb) = (ca.remainder(), cb.remainder());
+    for (x, y) in ca.zip(cb) {
+        for i in 0..8 {
+            acc[i] += x[i] * f32::from(y[i]);
+        }
+    }
+    let mut s: f32 = acc.iter().sum();
+    for (x, y) in ra.iter().zip(rb) {
+        s += x * f32::from(*y);
+    }
+    s
+}
+
+/// The dot product of two quantized vectors' bytes, exact in integers.
+#[inline]
+pub fn dot_i8i8(a: &[i8], b: &[i8]) -> i32 {
+    let n = a.len().min(b.len());
+    let (a, b) = (&a[..n], &b[..n]);
+    let mut acc = [0i32; 16];
+    let (ca, cb) = (a.chunks_exact(16), b.chunks_exact(16));
+    let (ra, rb) = (ca.remainder(), cb.remainder());
+    for (x, y) in ca.zip(cb) {
+        for i in 0..16 {
+            acc[i] += i32::from(x[i]) * i32::from(y[i]);
+        }
+    }
+    let mut s: i32 = acc.iter().sum();
+    for (x, y) in ra.iter().zip(rb) {
+        s += i32::from(*x) * i32::from(*y);
+    }
+    s
+}
+
 /// Scales a vector to unit length (left as is when it is all zeros).
 pub fn normalize(v: &mut [f32]) {
     let n = v.iter().map(|x| x * x).sum::<f32>().sqrt();
@@ -168,6 +225,36 @@ pub fn normalize(v: &mut [f32]) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn quantized_dots_stay_close() {
+        // Pseudo-random unit vectors of 384 dimensions.
+        let mut seed = 7u64;
+        let mut unit = || {
+            let mut v: Vec<f32> = (0..384)
+                .map(|_| {
+                    seed = seed
+                        .wrapping_mul(6364136223846793005)
+                        .wrapping_add(1442695040888963407);
+                    ((seed >> 33) as f32 / (1u64 << 31) as f32) - 0.5
+                })
+                .collect();
+            normalize(&mut v);
+            v
+        };
+        for _ in 0..50 {
+            let (a, b) = (unit(), unit());
+            let (qa, sa) = quantize(&a);
+            let (qb, sb) = quantize(&b);
+            let exact = dot(&a, &b);
+            assert!((dot_i8(&a, &qb) * sb - exact).abs() < 0.01);
+            assert!((dot_i8i8(&qa, &qb) as f32 * sa * sb - exact).abs() < 0.01);
+        }
+        assert_eq!(quantize(&[0.0, 0.0]), (vec![0, 0], 0.0));
+        assert_eq!(quantize(&[0.5, -1.0]).0, vec![64, -127]);
+        assert_eq!(dot_i8i8(&[1; 19], &[-2; 19]), -38);
+        assert_eq!(dot_i8(&[1.0; 19], &[3; 19]), 57.0);
+    }
 
     #[test]
     fn dot_handles_every_length() {

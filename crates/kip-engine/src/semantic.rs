@@ -182,20 +182,43 @@ pub const ANN_EF_SEARCH: usize = 128;
 /// for shutdown between steps).
 const ANN_BUILD_STEP: usize = 2_048;
 
-/// Cosine distance (`1 - dot` of unit vectors), never negative: `anndists`' own `DistDot`
-/// asserts `dot <= 1`, which rounding breaks for two equal vectors.
+/// Cosine distance of two graph rows (`1 - cos`, never negative). A graph row is a
+/// quantized vector's bytes followed by 4 bytes holding the f32 inverse of their norm
+/// ([`graph_row`]), so one integer dot gives the cosine (the distance sees only the two
+/// rows, not their slots).
 #[derive(Debug, Clone, Copy, Default)]
 struct Cosine;
 
-impl hnsw_rs::prelude::Distance<f32> for Cosine {
-    fn eval(&self, a: &[f32], b: &[f32]) -> f32 {
-        (1.0 - kip_embed::dot(a, b)).max(0.0)
+fn inverse_norm(row: &[i8]) -> f32 {
+    match row.len().checked_sub(4).and_then(|i| row.get(i..)) {
+        Some(t) => f32::from_le_bytes([t[0] as u8, t[1] as u8, t[2] as u8, t[3] as u8]),
+        None => 0.0,
     }
 }
 
-/// The HNSW graph over slots `0..upto` of [`Vectors`] (slot numbers are its data ids).
+impl hnsw_rs::prelude::Distance<i8> for Cosine {
+    fn eval(&self, a: &[i8], b: &[i8]) -> f32 {
+        let n = a.len().min(b.len()).saturating_sub(4);
+        let dot = kip_embed::dot_i8i8(&a[..n], &b[..n]) as f32;
+        (1.0 - dot * inverse_norm(a) * inverse_norm(b)).clamp(0.0, 2.0)
+    }
+}
+
+/// A quantized vector's graph row: its bytes, then the f32 inverse of their norm (0 for
+/// an all-zero vector) as 4 bytes.
+fn graph_row(q: &[i8]) -> Vec<i8> {
+    let n = (kip_embed::dot_i8i8(q, q) as f32).sqrt();
+    let inv = if n > 0.0 { 1.0 / n } else { 0.0 };
+    let mut row = Vec::with_capacity(q.len() + 4);
+    row.extend_from_slice(q);
+    row.extend(inv.to_le_bytes().map(|b| b as i8));
+    row
+}
+
+/// The HNSW graph over slots `0..upto` of [`Vectors`] (slot numbers are its data ids),
+/// on the quantized bytes.
 struct Ann {
-    graph: hnsw_rs::prelude::Hnsw<'static, f32, Cosine>,
+    graph: hnsw_rs::prelude::Hnsw<'static, i8, Cosine>,
 }
 
 impl std::fmt::Debug for Ann {
@@ -206,14 +229,17 @@ impl std::fmt::Debug for Ann {
 
 /// The vectors in memory, in append-only slots: a changed vector gets a new slot and its
 /// old one is marked dead (an HNSW graph cannot move a node); `compact` drops the dead
-/// slots (and the graph, rebuilt in the background) once they are half of them.
+/// slots (and the graph, rebuilt in the background) once they are half of them. Each
+/// vector is held quantized ([`kip_embed::quantize`]: one byte per dimension and a
+/// scale), a quarter of its f32 size; the store keeps the f32 values.
 #[derive(Debug, Default)]
 struct Vectors {
     dim: usize,
-    /// Concept per slot (`DEAD`: the slot's vector was replaced or removed).
+    /// Element per slot (`DEAD`: the slot's vector was replaced or removed).
     ids: Vec<u64>,
     types: Vec<u32>,
-    data: Vec<f32>,
+    data: Vec<i8>,
+    scales: Vec<f32>,
     slot: HashMap<u64, usize>,
     dead: usize,
     type_names: Vec<String>,
@@ -243,8 +269,13 @@ impl Vectors {
         i
     }
 
-    fn row(&self, slot: usize) -> &[f32] {
+    fn row(&self, slot: usize) -> &[i8] {
         &self.data[slot * self.dim..(slot + 1) * self.dim]
+    }
+
+    /// The cosine of slot `s`'s vector with the unit query `q`.
+    fn score(&self, s: usize, q: &[f32]) -> f32 {
+        kip_embed::dot_i8(q, self.row(s)) * self.scales[s]
     }
 
     fn live(&self) -> usize {
@@ -256,8 +287,9 @@ impl Vectors {
             return;
         }
         let t = self.type_id(concept_type);
+        let (q, scale) = kip_embed::quantize(v);
         if let Some(&old) = self.slot.get(&id) {
-            if self.types[old] == t && self.row(old) == v {
+            if self.types[old] == t && self.row(old) == q.as_slice() {
                 return;
             }
             self.ids[old] = DEAD;
@@ -267,9 +299,10 @@ impl Vectors {
         self.slot.insert(id, s);
         self.ids.push(id);
         self.types.push(t);
-        self.data.extend_from_slice(v);
+        self.data.extend_from_slice(&q);
+        self.scales.push(scale);
         if let Some(a) = &self.ann {
-            a.graph.insert_slice((v, s));
+            a.graph.insert_slice((&graph_row(&q), s));
         }
         self.compact_if_sparse();
     }
@@ -290,17 +323,20 @@ impl Vectors {
         let mut ids = Vec::with_capacity(self.live());
         let mut types = Vec::with_capacity(self.live());
         let mut data = Vec::with_capacity(self.live() * self.dim);
+        let mut scales = Vec::with_capacity(self.live());
         for s in 0..self.ids.len() {
             if self.ids[s] != DEAD {
                 ids.push(self.ids[s]);
                 types.push(self.types[s]);
                 data.extend_from_slice(self.row(s));
+                scales.push(self.scales[s]);
             }
         }
         self.slot = ids.iter().enumerate().map(|(s, &id)| (id, s)).collect();
         self.ids = ids;
         self.types = types;
         self.data = data;
+        self.scales = scales;
         self.dead = 0;
         self.ann = None;
         self.generation += 1;
@@ -308,7 +344,7 @@ impl Vectors {
 
     fn cosine(&self, id: u64, q: &[f32]) -> Option<f32> {
         let &s = self.slot.get(&id)?;
-        Some(kip_embed::dot(self.row(s), q))
+        Some(self.score(s, q))
     }
 
     /// The `k` most similar elements of a kind: `(cosine, key)`, best first. Exact below
@@ -341,16 +377,18 @@ impl Vectors {
         if let (Some(a), true) = (&self.ann, self.live() >= self.ann_min) {
             let filter = |s: &usize| *s < self.ids.len() && keep(*s);
             let ef = ANN_EF_SEARCH.max(k);
+            let (qq, _) = kip_embed::quantize(q);
+            let qq = graph_row(&qq);
             // Unfiltered when every node qualifies (hnsw_rs's filtered walk does more).
             let found = if every_node {
-                a.graph.search(q, k, ef)
+                a.graph.search(&qq, k, ef)
             } else {
-                a.graph.search_filter(q, k, ef, Some(&filter))
+                a.graph.search_filter(&qq, k, ef, Some(&filter))
             };
             let mut out: Vec<(f32, u64)> = found
                 .into_iter()
                 .filter(|n| n.d_id < self.ids.len() && keep(n.d_id))
-                .map(|n| (kip_embed::dot(self.row(n.d_id), q), self.ids[n.d_id]))
+                .map(|n| (self.score(n.d_id, q), self.ids[n.d_id]))
                 .collect();
             out.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
             out.truncate(k);
@@ -367,7 +405,7 @@ impl Vectors {
             if !keep(s) {
                 continue;
             }
-            let c = kip_embed::dot(row, q);
+            let c = kip_embed::dot_i8(q, row) * self.scales[s];
             if heap.len() < k {
                 heap.push(std::cmp::Reverse((OrdF32(c), self.ids[s])));
             } else if heap.peek().is_some_and(|w| c > w.0 .0 .0) {
@@ -393,17 +431,14 @@ fn build_ann(vectors: &RwLock<Vectors>, stop: &AtomicBool) -> bool {
         }
         (v.generation, v.ids.len(), v.dim, v.data.clone())
     };
-    let graph = hnsw_rs::prelude::Hnsw::<f32, Cosine>::new(
-        ANN_LINKS,
-        upto.max(1),
-        16,
-        ANN_EF_BUILD,
-        Cosine,
-    );
-    let all: Vec<(&[f32], usize)> = rows
-        .chunks_exact(dim)
+    let graph =
+        hnsw_rs::prelude::Hnsw::<i8, Cosine>::new(ANN_LINKS, upto.max(1), 16, ANN_EF_BUILD, Cosine);
+    let graph_rows: Vec<Vec<i8>> = rows.chunks_exact(dim).map(graph_row).collect();
+    drop(rows);
+    let all: Vec<(&[i8], usize)> = graph_rows
+        .iter()
         .enumerate()
-        .map(|(s, r)| (r, s))
+        .map(|(s, r)| (r.as_slice(), s))
         .collect();
     for step in all.chunks(ANN_BUILD_STEP) {
         if stop.load(Ordering::SeqCst) {
@@ -416,7 +451,7 @@ fn build_ann(vectors: &RwLock<Vectors>, stop: &AtomicBool) -> bool {
         return false;
     }
     for s in upto..v.ids.len() {
-        graph.insert_slice((v.row(s), s));
+        graph.insert_slice((&graph_row(v.row(s)), s));
     }
     v.ann = Some(Ann { graph });
     true
@@ -454,9 +489,50 @@ struct Progress {
     error: Option<String>,
 }
 
+/// Query texts whose embeddings are kept ([`Semantic::embed_query`]).
+pub const QUERY_CACHE: usize = 512;
+
+/// The embeddings of recent query texts, oldest evicted first (agents repeat their
+/// searches: a cached query costs a lookup instead of a model run).
+#[derive(Debug, Default)]
+struct QueryCache {
+    vectors: HashMap<String, Vec<f32>>,
+    order: std::collections::VecDeque<String>,
+}
+
+impl QueryCache {
+    fn get(&mut self, text: &str) -> Option<Vec<f32>> {
+        let v = self.vectors.get(text)?.clone();
+        // Most recently used last.
+        if let Some(i) = self.order.iter().position(|t| t == text) {
+            if let Some(t) = self.order.remove(i) {
+                self.order.push_back(t);
+            }
+        }
+        Some(v)
+    }
+
+    fn put(&mut self, text: &str, v: &[f32]) {
+        if self.vectors.contains_key(text) {
+            return;
+        }
+        while self.order.len() >= QUERY_CACHE {
+            match self.order.pop_front() {
+                Some(old) => {
+                    self.vectors.remove(&old);
+                }
+                None => break,
+            }
+        }
+        self.order.push_back(text.to_string());
+        self.vectors.insert(text.to_string(), v.to_vec());
+    }
+}
+
 /// The embedder of a nexus, its vectors and its worker.
 pub struct Semantic {
     embedder: Arc<dyn Embedder>,
+    queries: Mutex<QueryCache>,
     vectors: RwLock<Vectors>,
     stop: AtomicBool,
     wake: (Mutex<bool>, Condvar),
@@ -526,6 +602,7 @@ impl Semantic {
         })?;
         let sem = Arc::new(Semantic {
             embedder,
+            queries: Mutex::new(QueryCache::default()),
             vectors: RwLock::new(vectors),
             stop: AtomicBool::new(false),
             wake: (Mutex::new(true), Condvar::new()),
@@ -571,13 +648,21 @@ impl Semantic {
         self.embedder.model_id()
     }
 
-    /// Embeds one query text.
+    /// Embeds one query text (the last [`QUERY_CACHE`] distinct texts are remembered).
     pub fn embed_query(&self, text: &str) -> Result<Vec<f32>, KipError> {
-        let mut v = self
+        if let Some(v) = lock(&self.queries).get(text) {
+            return Ok(v);
+        }
+        let v = self
             .embedder
             .embed(&[text])
-            .map_err(|e| KipError::internal(format!("cannot embed the search text: {e}")))?;
-        Ok(v.pop().unwrap_or_default())
+            .map_err(|e| KipError::internal(format!("cannot embed the search text: {e}")))?
+            .pop()
+            .unwrap_or_default();
+        if v.len() == self.embedder.dim() {
+            lock(&self.queries).put(text, &v);
+        }
+        Ok(v)
     }
 
     /// Wakes the worker (after a write).
@@ -872,6 +957,51 @@ fn worker(sem: std::sync::Weak<Semantic>, store: Arc<dyn Backend>) {
     }
 }
 
+/// The stored vectors' invariants, for `kip check`: each decodes, all have one
+/// dimension, holds only finite numbers, and belongs to an element that exists (a
+/// deleted element's vector goes in the same transaction). Returns the problems found.
+pub fn check_vectors(r: &dyn GraphRead) -> StoreResult<Vec<String>> {
+    let mut problems = Vec::new();
+    let mut dim: Option<usize> = None;
+    let mut keys = Vec::new();
+    r.scan_vectors(&mut |key, bytes| {
+        let id = ElemRef::decode(key).id_string();
+        match decode_vector(bytes) {
+            None => problems.push(format!("the stored vector of {id} does not decode")),
+            Some((_, v)) => {
+                if v.iter().any(|x| !x.is_finite()) {
+                    problems.push(format!(
+                        "the stored vector of {id} holds a non-finite number"
+                    ));
+                }
+                match dim {
+                    None => dim = Some(v.len()),
+                    Some(d) if d != v.len() => problems.push(format!(
+                        "the stored vector of {id} has {} dimensions, the others {d}",
+                        v.len()
+                    )),
+                    Some(_) => {}
+                }
+            }
+        }
+        keys.push(key);
+        Ok(true)
+    })?;
+    for key in keys {
+        let exists = match ElemRef::decode(key) {
+            ElemRef::Concept(n) => r.concept_head(n)?.is_some(),
+            ElemRef::Prop(n) => r.prop(n)?.is_some(),
+        };
+        if !exists {
+            problems.push(format!(
+                "a vector is stored for {}, which does not exist",
+                ElemRef::decode(key).id_string()
+            ));
+        }
+    }
+    Ok(problems)
+}
+
 /// Elements ([`ElemRef::encode`] keys) whose stored vector is missing or was made from
 /// another text.
 pub fn stale_elements(r: &dyn GraphRead) -> Result<Vec<u64>, KipError> {
@@ -948,7 +1078,9 @@ mod tests {
             .nearest(&[0.6, 0.8], 5, Kind::Concepts(None))
             .iter()
             .all(|x| x.1 != 9));
-        assert_eq!(v.nearest(&[1.0, 0.0], 5, Kind::Links(None)), vec![(0.6, 9)]);
+        let links = v.nearest(&[1.0, 0.0], 5, Kind::Links(None));
+        assert_eq!(links.iter().map(|x| x.1).collect::<Vec<_>>(), vec![9]);
+        assert!((links[0].0 - 0.6).abs() < 0.01, "{links:?}");
         assert!(v.nearest(&[1.0, 0.0], 5, Kind::Links(Some("A"))).is_empty());
         assert_eq!(
             v.nearest(&[1.0, 0.0], 5, Kind::Links(Some("knows"))).len(),
@@ -956,6 +1088,18 @@ mod tests {
         );
         let b = encode_vector(7, &[0.5, -1.0]);
         assert_eq!(decode_vector(&b), Some((7, vec![0.5, -1.0])));
+        let mut c = QueryCache::default();
+        for i in 0..QUERY_CACHE + 2 {
+            c.put(&format!("q{i}"), &[i as f32]);
+            // q0 stays the most recently used.
+            assert_eq!(c.get("q0"), Some(vec![0.0]));
+        }
+        assert_eq!(c.vectors.len(), QUERY_CACHE);
+        assert_eq!(c.get("q1"), None, "the least recently used went first");
+        assert_eq!(
+            c.get(&format!("q{}", QUERY_CACHE + 1)),
+            Some(vec![(QUERY_CACHE + 1) as f32])
+        );
         assert_eq!(decode_vector(&b[..5]), None);
     }
 }

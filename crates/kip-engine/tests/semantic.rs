@@ -147,6 +147,7 @@ fn writes_are_embedded_in_the_background_and_searched_by_vector() {
     );
     assert!(!names(&sem).contains(&"engine".to_string()), "{sem}");
     assert_eq!(n.mark_stale_embeddings().expect("stale"), 0);
+    assert_eq!(n.check_integrity().expect("check"), Vec::<String>::new());
 }
 
 #[test]
@@ -245,6 +246,30 @@ fn propositions_have_their_own_vectors() {
         r#"SEARCH PROPOSITION "fondness" WITH TYPE "likes" MODE "semantic""#,
     );
     assert_eq!(r, json!([]));
+    assert_eq!(n.check_integrity().expect("check"), Vec::<String>::new());
+    // kip check finds a vector of an element that does not exist, and a bad one.
+    n.write(
+        |w| {
+            w.put_vector(999_999, Some(&[0u8; 12]))?;
+            w.put_vector(999_998, Some(&[1u8; 5]))?;
+            Ok(())
+        },
+        false,
+    )
+    .expect("write");
+    let problems = n.check_integrity().expect("check");
+    assert!(
+        problems
+            .iter()
+            .any(|p| p.contains("C:999999, which does not exist")),
+        "{problems:?}"
+    );
+    assert!(
+        problems
+            .iter()
+            .any(|p| p.contains("C:999998 does not decode")),
+        "{problems:?}"
+    );
 }
 
 #[test]

@@ -11,6 +11,7 @@ impl Nexus {
     pub fn check_integrity(&self) -> Result<Vec<String>, KipError> {
         let mut problems = self.store.check_storage()?;
         problems.extend(self.check_graph()?);
+        problems.extend(self.read(|r| Ok(crate::semantic::check_vectors(r)?))?);
         Ok(problems)
     }
 
