@@ -63,6 +63,7 @@ async def exercise(session):
     check("kip://docs/responses" in resources, f"resources: {resources}")
     doc = await session.read_resource("kip://docs/responses")
     check("FIND(?d.name, ?s.name)" in doc.contents[0].text, "the responses document shows a two-column example")
+    check("list_logs" in tools, f"tools: {sorted(tools)}")
     check("kip://memory/health" in resources, f"resources: {resources}")
     health = json.loads((await session.read_resource("kip://memory/health")).contents[0].text)
     check("count" in health["orphans"] and health["concepts"] > 0, f"memory health: {health}")
@@ -85,6 +86,11 @@ async def exercise(session):
 
     found = await session.call_tool("execute_kip_readonly", {"command": 'FIND(?p.attributes.role) WHERE { ?p {type: "Person", name: "Ada"} }'})
     check(payload(found)["result"] == ["tester"], f"find: {payload(found)}")
+
+    logs = payload(await session.call_tool("list_logs", {"limit": 2}))
+    check(len(logs["result"]) == 2 and logs["result"][0]["interface"] == "mcp", f"list_logs: {logs}")
+    check(logs["result"][0]["method"] == "execute_kip_readonly" and "Ada" in logs["result"][0]["command"], f"list_logs: {logs}")
+    check(logs["next_cursor"] is not None, f"list_logs: {logs}")
 
     bad = await session.call_tool("execute_kip", {"command": 'FIND(?x) WHERE { ?x {type: "Nope"} }'})
     check(is_error(bad), f"a KIP error must be an isError result: {bad}")

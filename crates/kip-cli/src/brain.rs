@@ -252,3 +252,113 @@ pub fn recall(
         ExitCode::SUCCESS
     })
 }
+
+/// One audit record as a table line: time, interface, method, outcome, duration, command.
+fn log_line(r: &Value) -> String {
+    let command = r["command"]
+        .as_str()
+        .map(str::to_string)
+        .or_else(|| {
+            r["commands"].as_array().map(|c| {
+                format!(
+                    "[{} commands] {}",
+                    c.len(),
+                    c.first().and_then(Value::as_str).unwrap_or("")
+                )
+            })
+        })
+        .or_else(|| r.get("arguments").map(Value::to_string))
+        .unwrap_or_default()
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ");
+    let command: String = command.chars().take(100).collect();
+    let outcome = match r["error_code"].as_str() {
+        Some(c) => c.to_string(),
+        None => r["outcome"].as_str().unwrap_or("?").to_string(),
+    };
+    format!(
+        "{:<24} {:<6} {:<22} {:<9} {:>9.1}ms  {}",
+        r["timestamp"].as_str().unwrap_or("?"),
+        r["interface"].as_str().unwrap_or("?"),
+        r["method"].as_str().unwrap_or("?"),
+        outcome,
+        r["duration_ms"].as_f64().unwrap_or(0.0),
+        command
+    )
+}
+
+/// `kip logs`.
+pub fn logs(data: &Path, limit: usize, json: bool, follow: bool) -> Result<ExitCode> {
+    let shared = backend(data, "list the audit log of")?;
+    let b = kip_server::Backend::from(shared.clone());
+    let page = |cursor: Option<String>, n: usize| {
+        b.list_logs(cursor, n.clamp(1, 100))
+            .map_err(|e| anyhow::anyhow!("{}", crate::error_text(&e)))
+    };
+    let show = |records: &[Value]| {
+        for r in records {
+            if json {
+                out(&r.to_string());
+            } else {
+                out(&log_line(r));
+            }
+        }
+    };
+    // The newest `limit`, printed oldest first.
+    let mut records: Vec<Value> = Vec::new();
+    let mut cursor = None;
+    while records.len() < limit {
+        let p = match page(cursor.clone(), limit - records.len()) {
+            Ok(p) => p,
+            Err(e) => {
+                finish(&shared);
+                return Err(e);
+            }
+        };
+        records.extend(p["result"].as_array().cloned().unwrap_or_default());
+        match p["next_cursor"].as_str() {
+            Some(c) => cursor = Some(c.to_string()),
+            None => break,
+        }
+    }
+    records.reverse();
+    show(&records);
+    if follow {
+        let mut last: u64 = records
+            .last()
+            .and_then(|r| r["id"].as_str())
+            .and_then(|i| i.parse().ok())
+            .unwrap_or(0);
+        loop {
+            std::thread::sleep(std::time::Duration::from_secs(1));
+            let mut fresh: Vec<Value> = Vec::new();
+            let mut cursor = None;
+            'pages: loop {
+                let p = page(cursor.clone(), 100)?;
+                for r in p["result"].as_array().into_iter().flatten() {
+                    let id: u64 = r["id"].as_str().and_then(|i| i.parse().ok()).unwrap_or(0);
+                    if id <= last {
+                        break 'pages;
+                    }
+                    fresh.push(r.clone());
+                }
+                match p["next_cursor"].as_str() {
+                    Some(c) => cursor = Some(c.to_string()),
+                    None => break,
+                }
+            }
+            fresh.reverse();
+            if let Some(id) = fresh
+                .last()
+                .and_then(|r| r["id"].as_str())
+                .and_then(|i| i.parse().ok())
+            {
+                last = id;
+            }
+            show(&fresh);
+        }
+    }
+    finish(&shared);
+    Ok(ExitCode::SUCCESS)
+}

@@ -212,10 +212,11 @@ fn with_dry_run(mut request: Value, dry_run: bool) -> Value {
 
 fn execute(data: &Path, request: Value, args: &ExecArgs) -> Result<Value> {
     let shared = open_shared(data)?;
-    let response = Backend::from(shared.clone()).execute_json(
+    let response = Backend::from(shared.clone()).execute_json_as(
         with_dry_run(request, args.dry_run),
         access(args.readonly),
         &kip_engine::Budget::default(),
+        "cli",
     );
     close(&shared);
     Ok(response)
@@ -242,10 +243,11 @@ fn lines(data: &Path, file: &str, readonly: bool, dry_run: bool) -> Result<ExitC
         let (request, response) = match serde_json::from_str::<Value>(&line) {
             Ok(args) => (
                 args.clone(),
-                backend.execute_json(
+                backend.execute_json_as(
                     with_dry_run(args, dry_run),
                     access(readonly),
                     &kip_engine::Budget::default(),
+                    "cli",
                 ),
             ),
             Err(e) => (

@@ -200,6 +200,19 @@ enum Cmd {
         #[arg(long)]
         json: bool,
     },
+    /// The audit log: the calls made to the memory (interface, command, outcome,
+    /// duration), newest first.
+    Logs {
+        /// Calls to show (1 to 100 per page; more pages are read as needed).
+        #[arg(long, default_value_t = 20)]
+        limit: usize,
+        /// Print one JSON record per line instead of a table.
+        #[arg(long)]
+        json: bool,
+        /// Keep printing new calls as they come (every second) until interrupted.
+        #[arg(long)]
+        follow: bool,
+    },
     /// Check KIP text: prints {"result":"ok"} or the error object.
     Parse {
         /// A file of KIP commands (a capsule may hold several), or `-` for stdin.
@@ -396,6 +409,11 @@ fn run_command(cli: Cli) -> ExitCode {
         Cmd::Recover { .. } => admin::salvage_wal(&data),
         Cmd::Parse { file } => admin::parse(&file),
         Cmd::Health { json } => brain::health(&data, json),
+        Cmd::Logs {
+            limit,
+            json,
+            follow,
+        } => brain::logs(&data, limit, json, follow),
         Cmd::Remember { file, text, json } => brain::remember(
             &data,
             &file,

@@ -100,6 +100,12 @@ pub fn run(data: &Path, args: ServeArgs, llm: Option<String>) -> Result<ExitCode
     let shared = kip_server::SharedNexus::open_with_embedder(data, hook, crate::embedder()?)
         .map_err(|e| anyhow::anyhow!("{}", crate::error_text(&e)))?;
     let backend = kip_server::Backend::from(shared.clone());
+    if args.read_only {
+        // "Writes nothing, ever": not even the audit log.
+        if let Some(n) = shared.local() {
+            n.audit().disable();
+        }
+    }
     if let (false, Some(n)) = (args.no_prewarm, shared.local()) {
         let _ = std::thread::Builder::new()
             .name("kip-prewarm".into())

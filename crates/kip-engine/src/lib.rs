@@ -8,6 +8,7 @@
 //!
 //! Architecture invariant: the engine is synchronous; async lives in the server crate.
 
+pub mod audit;
 pub mod bootstrap;
 pub mod brain;
 pub mod cancel;

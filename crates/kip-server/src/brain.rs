@@ -85,9 +85,12 @@ pub fn sleep_cycle(
                 "health": health,
             });
             let mut exec = |args: &Value| {
-                nexus
-                    .execute_json(args, kip_engine::Access::ReadWrite)
-                    .to_json()
+                nexus.execute_audited(
+                    args,
+                    kip_engine::Access::ReadWrite,
+                    &kip_engine::Budget::default(),
+                    "sleep",
+                )
             };
             let report = kip_brain::run_phases(&l.client, &mut exec, &context, &l.limits, dry_run);
             let mut j = report.to_json();
@@ -105,7 +108,14 @@ pub fn sleep_cycle(
 }
 
 fn exec(backend: &Backend, access: kip_engine::Access) -> impl FnMut(&Value) -> Value + '_ {
-    move |args: &Value| backend.execute_json(args.clone(), access, &kip_engine::Budget::default())
+    move |args: &Value| {
+        backend.execute_json_as(
+            args.clone(),
+            access,
+            &kip_engine::Budget::default(),
+            "brain",
+        )
+    }
 }
 
 fn bad_input(message: String) -> KipError {

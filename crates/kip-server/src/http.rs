@@ -450,11 +450,30 @@ async fn kip(State(state): State<AppState>, body: Bytes) -> Response {
             v.get("params").cloned().unwrap_or(json!({})),
             Access::ReadOnly,
         ),
+        Some(Value::String(m)) if m == "list_logs" => {
+            let params = v.get("params").cloned().unwrap_or(json!({}));
+            let body = match crate::list_logs_args(&params) {
+                Ok((cursor, limit)) => {
+                    let backend = state.backend.clone();
+                    match tokio::task::spawn_blocking(move || backend.list_logs(cursor, limit))
+                        .await
+                    {
+                        Ok(Ok(page)) => page,
+                        Ok(Err(e)) => json!({"error": e.to_json()}),
+                        Err(e) => {
+                            error_body("KIP_4003", e.to_string(), "retry; see the server log")
+                        }
+                    }
+                }
+                Err(e) => json!({"error": e.to_json()}),
+            };
+            return Json(wrap(is_rpc, rpc_id, body)).into_response();
+        }
         Some(other) => {
             let body = error_body(
                 "KIP_1001",
                 format!("unknown method {other}"),
-                "use \"execute_kip\" or \"execute_kip_readonly\"",
+                "use \"execute_kip\", \"execute_kip_readonly\" or \"list_logs\"",
             );
             return (StatusCode::BAD_REQUEST, Json(wrap(is_rpc, rpc_id, body))).into_response();
         }
@@ -468,6 +487,7 @@ async fn kip(State(state): State<AppState>, body: Bytes) -> Response {
         args,
         access,
         state.config.request_timeout,
+        "http",
     )
     .await;
     Json(wrap(is_rpc, rpc_id, response)).into_response()

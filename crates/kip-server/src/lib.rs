@@ -88,11 +88,14 @@ pub async fn run_budgeted(
     args: Value,
     access: Access,
     timeout: Duration,
+    interface: &'static str,
 ) -> Value {
     let budget = kip_engine::Budget::with_timeout(timeout);
     let guard = CancelOnDrop(budget.interrupt.clone());
     let interrupt = budget.interrupt.clone();
-    let mut work = tokio::task::spawn_blocking(move || backend.execute_json(args, access, &budget));
+    let mut work = tokio::task::spawn_blocking(move || {
+        backend.execute_json_as(args, access, &budget, interface)
+    });
     // Past the deadline (plus a grace period for a check to come round), raise the
     // flag in case some step has not looked at the clock; keep waiting for the truth.
     let result = match tokio::time::timeout(timeout + Duration::from_secs(1), &mut work).await {
@@ -111,4 +114,26 @@ pub async fn run_budgeted(
             serde_json::json!({"error": {"code": "KIP_4003", "message": format!("the request failed inside the server: {e}"), "hint": "retry; report the error if it persists"}})
         }
     }
+}
+
+/// The `{cursor, limit}` parameters of `list_logs` (limit 1 to 100, default 10).
+pub fn list_logs_args(params: &Value) -> Result<(Option<String>, usize), kip_lang::KipError> {
+    let bad = |m: &str| {
+        kip_lang::KipError::new(kip_lang::ErrorCode::InvalidSyntax, m.to_string()).with_hint(
+            "list_logs takes {\"cursor\": the previous page's next_cursor, \"limit\": 1 to 100}",
+        )
+    };
+    let cursor = match params.get("cursor") {
+        None | Some(Value::Null) => None,
+        Some(Value::String(s)) => Some(s.clone()),
+        Some(_) => return Err(bad("cursor must be a string")),
+    };
+    let limit = match params.get("limit") {
+        None | Some(Value::Null) => 10,
+        Some(v) => match v.as_u64() {
+            Some(n) if (1..=100).contains(&n) => n as usize,
+            _ => return Err(bad("limit must be an integer from 1 to 100")),
+        },
+    };
+    Ok((cursor, limit))
 }

@@ -153,7 +153,31 @@ pub fn kip_tools(read_only: bool) -> Vec<Tool> {
                 .open_world(false),
         ),
     );
+    out.push(list_logs_tool());
     out
+}
+
+/// `list_logs`: pages of the audit log, newest first.
+pub fn list_logs_tool() -> Tool {
+    let schema = json!({
+        "type": "object",
+        "properties": {
+            "cursor": {"type": "string", "description": "The next_cursor of the previous page; omit for the newest calls."},
+            "limit": {"type": "integer", "minimum": 1, "maximum": 100, "default": 10, "description": "Calls per page."}
+        }
+    });
+    Tool::new(
+        "list_logs",
+        "List the audit log of the memory: every call made to it (execute_kip, execute_kip_readonly, memory tools, sleep cycles), newest first, with its interface, command, parameters, outcome or error code, counts and duration. Answers {result: [...], next_cursor}.",
+        Arc::new(schema.as_object().cloned().unwrap_or_default()),
+    )
+    .with_annotations(
+        ToolAnnotations::with_title("List the audit log")
+            .read_only(true)
+            .destructive(false)
+            .idempotent(true)
+            .open_world(false),
+    )
 }
 
 impl KipMcp {
@@ -230,8 +254,10 @@ impl KipMcp {
         let backend = self.backend.clone();
         let tool = name.clone();
         let read_only = self.tools.read_only;
-        let outcome =
-            tokio::task::spawn_blocking(move || backend.memory_tool(&tool, args, read_only)).await;
+        let outcome = tokio::task::spawn_blocking(move || {
+            backend.memory_tool_as(&tool, args, read_only, "mcp")
+        })
+        .await;
         match outcome {
             Ok(Ok(result)) => {
                 let text = kip_engine::memory::result_text(&name, &result);
@@ -255,7 +281,7 @@ impl KipMcp {
         args: Value,
         context: &RequestContext<RoleServer>,
     ) -> CallToolResult {
-        let work = crate::run_budgeted(self.backend.clone(), args, access, self.timeout);
+        let work = crate::run_budgeted(self.backend.clone(), args, access, self.timeout, "mcp");
         let response = tokio::select! {
             v = work => v,
             _ = context.ct.cancelled() => {
@@ -311,6 +337,22 @@ impl ServerHandler for KipMcp {
             "execute_kip" => self.call_kip(Access::ReadWrite, args, &context).await,
             "execute_kip_readonly" => self.call_kip(Access::ReadOnly, args, &context).await,
             "remember" | "recall_memory" => self.call_brain(request.name.to_string(), args).await,
+            "list_logs" => {
+                let backend = self.backend.clone();
+                let page = match crate::list_logs_args(&args) {
+                    Ok((cursor, limit)) => {
+                        tokio::task::spawn_blocking(move || backend.list_logs(cursor, limit))
+                            .await
+                            .map_err(|e| kip_lang::KipError::internal(e.to_string()))
+                            .and_then(|r| r)
+                    }
+                    Err(e) => Err(e),
+                };
+                match page {
+                    Ok(p) => CallToolResult::structured(p),
+                    Err(e) => CallToolResult::structured_error(json!({"error": e.to_json()})),
+                }
+            }
             name if kip_engine::memory::TOOLS.contains(&name) => {
                 self.call_memory(name.to_string(), args).await
             }

@@ -68,6 +68,10 @@ pub enum Op {
         read_only: bool,
         /// Time budget in milliseconds (none: no deadline).
         timeout_ms: Option<u64>,
+        /// The interface the call came through, recorded in the audit log (`None`: an
+        /// internal read, not recorded).
+        #[serde(default)]
+        interface: Option<String>,
     },
     /// A Knowledge Graph Memory Server tool.
     Memory {
@@ -77,11 +81,21 @@ pub enum Op {
         args: Value,
         /// Refuse tools that write.
         read_only: bool,
+        /// The interface the call came through (see `Op::Kip`).
+        #[serde(default)]
+        interface: Option<String>,
     },
     /// The number of concepts and propositions (`GET /health`).
     Totals,
     /// The memory's health report (`kip health`, `GET /memory/health`, the MCP resource).
     Health,
+    /// One page of the audit log (`list_logs`, `kip logs`).
+    ListLogs {
+        /// The `next_cursor` of the previous page (none: the newest records).
+        cursor: Option<String>,
+        /// Records per page (1 to 100).
+        limit: usize,
+    },
     /// One deterministic sleep cycle (`kip sleep`).
     Sleep {
         /// List the writes instead of applying them.
@@ -160,19 +174,26 @@ fn fail(e: KipError) -> Reply {
 fn run(nexus: &Nexus, op: &Op, budget: &Budget) -> Reply {
     match op {
         Op::Kip {
-            args, read_only, ..
+            args,
+            read_only,
+            interface,
+            ..
         } => {
             let access = if *read_only {
                 Access::ReadOnly
             } else {
                 Access::ReadWrite
             };
-            Reply::Ok(nexus.execute_json_with(args, access, budget).to_json())
+            Reply::Ok(match interface {
+                Some(i) => nexus.execute_audited(args, access, budget, i),
+                None => nexus.execute_json_with(args, access, budget).to_json(),
+            })
         }
         Op::Memory {
             tool,
             args,
             read_only,
+            interface,
         } => {
             if *read_only && !kip_engine::memory::READ_ONLY_TOOLS.contains(&tool.as_str()) {
                 return fail(
@@ -183,13 +204,23 @@ fn run(nexus: &Nexus, op: &Op, budget: &Budget) -> Reply {
                     .with_hint("use the reading tools: read_graph, search_nodes, open_nodes"),
                 );
             }
-            match nexus.memory_tool(tool, args) {
+            let out = match interface {
+                Some(i) => nexus.memory_tool_audited(tool, args, i),
+                None => nexus.memory_tool(tool, args),
+            };
+            match out {
                 Ok(v) => Reply::Ok(v),
                 Err(e) => fail(e),
             }
         }
         Op::Totals => match nexus.totals() {
             Ok((c, p)) => Reply::Ok(serde_json::json!([c, p])),
+            Err(e) => fail(e),
+        },
+        Op::ListLogs { cursor, limit } => match nexus.audit().list(cursor.as_deref(), *limit) {
+            Ok((records, next)) => {
+                Reply::Ok(serde_json::json!({"result": records, "next_cursor": next}))
+            }
             Err(e) => fail(e),
         },
         Op::Health => match nexus.health() {
@@ -245,8 +276,31 @@ impl Backend {
     }
 
     /// Runs an `execute_kip` request (its arguments object) within `budget` and returns
-    /// the response object.
+    /// the response object. Not recorded in the audit log: for the server's own reads;
+    /// calls made for a client go through [`Backend::execute_json_as`].
     pub fn execute_json(&self, args: Value, access: Access, budget: &Budget) -> Value {
+        self.execute(args, access, budget, None)
+    }
+
+    /// [`Backend::execute_json`] for a client's call through `interface` (`mcp`,
+    /// `http`, `cli`, `brain`), recorded in the audit log.
+    pub fn execute_json_as(
+        &self,
+        args: Value,
+        access: Access,
+        budget: &Budget,
+        interface: &str,
+    ) -> Value {
+        self.execute(args, access, budget, Some(interface.to_string()))
+    }
+
+    fn execute(
+        &self,
+        args: Value,
+        access: Access,
+        budget: &Budget,
+        interface: Option<String>,
+    ) -> Value {
         let timeout_ms = budget.deadline.map(|d| {
             u64::try_from(d.saturating_duration_since(Instant::now()).as_millis())
                 .unwrap_or(u64::MAX)
@@ -255,6 +309,7 @@ impl Backend {
             args,
             read_only: access == Access::ReadOnly,
             timeout_ms,
+            interface,
         };
         match self.call(&op, budget) {
             Reply::Ok(v) => v,
@@ -262,12 +317,36 @@ impl Backend {
         }
     }
 
-    /// Runs a memory-server tool; `read_only` refuses the tools that write.
+    /// Runs a memory-server tool; `read_only` refuses the tools that write. Not recorded
+    /// in the audit log (see [`Backend::memory_tool_as`]).
     pub fn memory_tool(&self, tool: &str, args: Value, read_only: bool) -> Result<Value, KipError> {
+        self.memory(tool, args, read_only, None)
+    }
+
+    /// [`Backend::memory_tool`] for a client's call through `interface`, recorded in
+    /// the audit log.
+    pub fn memory_tool_as(
+        &self,
+        tool: &str,
+        args: Value,
+        read_only: bool,
+        interface: &str,
+    ) -> Result<Value, KipError> {
+        self.memory(tool, args, read_only, Some(interface.to_string()))
+    }
+
+    fn memory(
+        &self,
+        tool: &str,
+        args: Value,
+        read_only: bool,
+        interface: Option<String>,
+    ) -> Result<Value, KipError> {
         let op = Op::Memory {
             tool: tool.to_string(),
             args,
             read_only,
+            interface,
         };
         self.call(&op, &Budget::default()).into_result()
     }
@@ -281,6 +360,13 @@ impl Backend {
                 "the owning process answered the totals with {v}"
             ))),
         }
+    }
+
+    /// One page of the audit log, newest first: `{"result": [record, ...],
+    /// "next_cursor": "..." | null}` (see [`kip_engine::audit`]).
+    pub fn list_logs(&self, cursor: Option<String>, limit: usize) -> Result<Value, KipError> {
+        self.call(&Op::ListLogs { cursor, limit }, &Budget::default())
+            .into_result()
     }
 
     /// The memory's health report as JSON ([`kip_engine::brain::Health`]).

@@ -602,3 +602,88 @@ async fn the_brain_routes_answer_through_the_language_model() {
         .collect();
     assert_eq!(names, ["remember", "recall_memory"]);
 }
+
+#[tokio::test]
+async fn list_logs_pages_the_calls_made_over_http() {
+    let app = router(nexus(), HttpConfig::default());
+    for name in ["a", "b", "c"] {
+        let (s, _) = call(
+            &app,
+            "POST",
+            "/kip",
+            Some(json!({"command": upsert_person(name)})),
+            None,
+        )
+        .await;
+        assert_eq!(s, StatusCode::OK);
+    }
+    call(
+        &app,
+        "POST",
+        "/kip",
+        Some(json!({"method": "execute_kip_readonly", "params": {"command": "FIND(?x WHERE"}})),
+        None,
+    )
+    .await;
+    let (s, v) = call(
+        &app,
+        "POST",
+        "/kip",
+        Some(json!({"method": "list_logs", "params": {"limit": 2}})),
+        None,
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK, "{v}");
+    let page = v["result"].as_array().expect("records");
+    assert_eq!(page.len(), 2);
+    assert_eq!(page[0]["interface"], "http");
+    assert_eq!(page[0]["method"], "execute_kip_readonly");
+    assert_eq!(page[0]["error_code"], "KIP_1001");
+    let cursor = v["next_cursor"].as_str().expect("cursor").to_string();
+    let (_, v) = call(
+        &app,
+        "POST",
+        "/kip",
+        Some(json!({"method": "list_logs", "params": {"cursor": cursor, "limit": 100}})),
+        None,
+    )
+    .await;
+    let rest = v["result"].as_array().expect("records");
+    assert_eq!(rest.len(), 2, "{v}");
+    assert!(v["next_cursor"].is_null());
+    // The defaults and the bounds of limit; JSON-RPC form too.
+    let (_, v) = call(
+        &app,
+        "POST",
+        "/kip",
+        Some(json!({"method": "list_logs"})),
+        None,
+    )
+    .await;
+    assert_eq!(v["result"].as_array().map(Vec::len), Some(4));
+    for bad in [json!(0), json!(101), json!("ten")] {
+        let (_, v) = call(
+            &app,
+            "POST",
+            "/kip",
+            Some(json!({"method": "list_logs", "params": {"limit": bad}})),
+            None,
+        )
+        .await;
+        assert_eq!(v["error"]["code"], "KIP_1001", "{v}");
+    }
+    let (_, v) = call(
+        &app,
+        "POST",
+        "/kip",
+        Some(json!({"jsonrpc": "2.0", "id": 7, "method": "list_logs", "params": {"limit": 1}})),
+        None,
+    )
+    .await;
+    assert_eq!(v["id"], 7);
+    assert_eq!(
+        v["result"]["result"].as_array().map(Vec::len),
+        Some(1),
+        "{v}"
+    );
+}

@@ -59,6 +59,24 @@ pub trait Backend: Send + Sync + std::fmt::Debug {
     /// the bytes read (0 for a backend without local files).
     fn prewarm(&self, max_bytes: u64) -> std::io::Result<u64>;
 
+    /// Appends audit records (`seq -> bytes`, the engine's call log) and drops those with
+    /// a sequence number below `drop_below`, durably. The default keeps no audit log.
+    fn audit_append(&self, _records: &[(u64, Vec<u8>)], _drop_below: u64) -> StoreResult<()> {
+        Err(StoreError::Other("this backend keeps no audit log".into()))
+    }
+
+    /// Audit records with `lo <= seq < hi`, ascending (descending when `rev`):
+    /// `f(seq, bytes)` until it returns false.
+    fn audit_range(
+        &self,
+        _lo: u64,
+        _hi: u64,
+        _rev: bool,
+        _f: &mut dyn FnMut(u64, &[u8]) -> StoreResult<bool>,
+    ) -> StoreResult<()> {
+        Ok(())
+    }
+
     /// Index entries held in memory outside the main storage (0 without such a layer).
     fn overlay_entries(&self) -> usize {
         0

@@ -166,10 +166,17 @@ fn err_json(e: &KipError) -> Value {
 impl Cycle<'_> {
     /// Runs a read-only command; its result.
     fn read(&self, command: &str, parameters: Value) -> Result<Value, KipError> {
-        let r = self.nexus.execute_json(
-            &json!({"command": command, "parameters": parameters}),
-            Access::ReadWrite,
-        );
+        let args = json!({"command": command, "parameters": parameters});
+        let start = std::time::Instant::now();
+        let r = self.nexus.execute_json(&args, Access::ReadWrite);
+        // Every statement of the cycle is in the audit log, as `$system`'s work.
+        self.nexus.audit().record(crate::audit::kip_entry(
+            "sleep",
+            "execute_kip",
+            &args,
+            &r.to_json(),
+            start.elapsed(),
+        ));
         match r {
             Response::Single(Outcome::Ok { result, .. }) => Ok(result),
             Response::Single(Outcome::Err(e)) => Err(e),

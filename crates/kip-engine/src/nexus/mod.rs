@@ -31,6 +31,8 @@ pub struct Nexus {
     wrote: std::sync::atomic::AtomicBool,
     /// Held while a sleep cycle runs: never two at once.
     sleeping: Mutex<()>,
+    /// The log of the calls made through the interfaces.
+    audit: Arc<crate::audit::Audit>,
 }
 
 /// A claim on a nexus's sleep cycle ([`Nexus::begin_sleep`]): no other cycle starts
@@ -43,6 +45,7 @@ impl Drop for Nexus {
         if let Some(s) = &self.semantic {
             s.shutdown();
         }
+        self.audit.shutdown();
     }
 }
 
@@ -133,8 +136,10 @@ impl Budget {
 
 impl Nexus {
     fn over(store: Store) -> Nexus {
+        let store: Arc<dyn Backend> = Arc::new(store);
         Nexus {
-            store: Arc::new(store),
+            audit: crate::audit::Audit::start(store.clone()),
+            store,
             limits: QueryLimits::default(),
             combiner: Combiner::default(),
             semantic: None,
@@ -148,6 +153,7 @@ impl Nexus {
     pub fn with_backend(backend: Arc<dyn Backend>) -> Result<Nexus, KipError> {
         backend.write(bootstrap, false)?;
         Ok(Nexus {
+            audit: crate::audit::Audit::start(backend.clone()),
             store: backend,
             limits: QueryLimits::default(),
             combiner: Combiner::default(),
@@ -167,6 +173,56 @@ impl Nexus {
         }
         self.semantic = Some(crate::semantic::Semantic::start(&self.store, embedder)?);
         Ok(())
+    }
+
+    /// [`Nexus::execute_json_with`], recorded in the audit log as a call through
+    /// `interface` (`method` is `execute_kip` or `execute_kip_readonly`).
+    pub fn execute_audited(
+        &self,
+        args: &Value,
+        access: Access,
+        budget: &Budget,
+        interface: &str,
+    ) -> Value {
+        let start = std::time::Instant::now();
+        let response = self.execute_json_with(args, access, budget).to_json();
+        let method = if access == Access::ReadOnly {
+            "execute_kip_readonly"
+        } else {
+            "execute_kip"
+        };
+        self.audit.record(crate::audit::kip_entry(
+            interface,
+            method,
+            args,
+            &response,
+            start.elapsed(),
+        ));
+        response
+    }
+
+    /// [`Nexus::memory_tool`], recorded in the audit log as a call through `interface`.
+    pub fn memory_tool_audited(
+        &self,
+        tool: &str,
+        args: &Value,
+        interface: &str,
+    ) -> Result<Value, KipError> {
+        let start = std::time::Instant::now();
+        let out = self.memory_tool(tool, args);
+        self.audit.record(crate::audit::tool_entry(
+            interface,
+            tool,
+            args,
+            out.as_ref(),
+            start.elapsed(),
+        ));
+        out
+    }
+
+    /// The audit log (see [`crate::audit`]): interfaces record each call in it.
+    pub fn audit(&self) -> &Arc<crate::audit::Audit> {
+        &self.audit
     }
 
     /// The health report of the memory as of now (see [`crate::brain::health`]).

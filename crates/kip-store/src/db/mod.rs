@@ -153,6 +153,58 @@ impl Store {
         }
     }
 
+    /// Appends audit records (`seq -> bytes`) and drops those below `drop_below`, in one
+    /// durable transaction.
+    pub fn audit_append(&self, records: &[(u64, Vec<u8>)], drop_below: u64) -> StoreResult<()> {
+        self.write_with(|w| {
+            w.audit_append(records, drop_below)?;
+            Ok(((), true))
+        })
+    }
+
+    /// Audit records with `lo <= seq < hi`, ascending (descending when `rev`):
+    /// `f(seq, bytes)` until it returns false.
+    pub fn audit_range(
+        &self,
+        lo: u64,
+        hi: u64,
+        rev: bool,
+        f: &mut dyn FnMut(u64, &[u8]) -> StoreResult<bool>,
+    ) -> StoreResult<()> {
+        if lo >= hi {
+            return Ok(());
+        }
+        let txn = self.db.begin_read().map_err(storage_error)?;
+        let table = match txn.open_table(crate::tables::AUDIT) {
+            Ok(t) => t,
+            Err(redb::TableError::TableDoesNotExist(_)) => return Ok(()),
+            Err(e) => return Err(storage_error(e)),
+        };
+        let range = table.range(lo..hi).map_err(storage_error)?;
+        let mut visit = |item: Result<
+            (redb::AccessGuard<'_, u64>, redb::AccessGuard<'_, &[u8]>),
+            redb::StorageError,
+        >|
+         -> StoreResult<bool> {
+            let (k, v) = item.map_err(storage_error)?;
+            f(k.value(), v.value())
+        };
+        if rev {
+            for item in range.rev() {
+                if !visit(item)? {
+                    break;
+                }
+            }
+        } else {
+            for item in range {
+                if !visit(item)? {
+                    break;
+                }
+            }
+        }
+        Ok(())
+    }
+
     /// Rebuilds the text index and the attribute value index from the graph in one
     /// transaction; `progress(done, total)` (each index counts its own pass).
     pub fn reindex(&self, progress: &mut dyn FnMut(u64, u64)) -> StoreResult<()> {
@@ -432,6 +484,20 @@ impl crate::backend::Backend for Store {
 
     fn checkpoint(&self) -> StoreResult<()> {
         Store::checkpoint(self)
+    }
+
+    fn audit_append(&self, records: &[(u64, Vec<u8>)], drop_below: u64) -> StoreResult<()> {
+        Store::audit_append(self, records, drop_below)
+    }
+
+    fn audit_range(
+        &self,
+        lo: u64,
+        hi: u64,
+        rev: bool,
+        f: &mut dyn FnMut(u64, &[u8]) -> StoreResult<bool>,
+    ) -> StoreResult<()> {
+        Store::audit_range(self, lo, hi, rev, f)
     }
 
     fn checkpoint_if_due(&self) -> StoreResult<bool> {

@@ -406,3 +406,26 @@ impl WriteTables<'_> {
         Ok(())
     }
 }
+
+impl WriteTables<'_> {
+    /// Appends audit records and drops those with a sequence number below `drop_below`.
+    /// Not expressible in the write-ahead log: the transaction commits durably.
+    pub(crate) fn audit_append(
+        &mut self,
+        records: &[(u64, Vec<u8>)],
+        drop_below: u64,
+    ) -> StoreResult<()> {
+        self.log = None;
+        for (seq, bytes) in records {
+            self.audit
+                .insert(*seq, bytes.as_slice())
+                .map_err(storage_error)?;
+        }
+        if drop_below > 0 {
+            self.audit
+                .retain_in(..drop_below, |_, _| false)
+                .map_err(storage_error)?;
+        }
+        Ok(())
+    }
+}

@@ -57,6 +57,10 @@ pub(crate) const VECTORS: TableDefinition<u64, &[u8]> = TableDefinition::new("ve
 /// kept in the same transaction as the record once vectors are enabled (`meta`
 /// [`crate::VECTORS_ON`]).
 pub(crate) const EMBED_PENDING: TableDefinition<u64, ()> = TableDefinition::new("embed_pending");
+/// seq -> one audit record (JSON): the log of the calls made to the nexus (see the
+/// engine's `audit` module). Not graph data: not in the write-ahead log (its writes
+/// commit durably), not in the overlay, read with its own transactions.
+pub(crate) const AUDIT: TableDefinition<u64, &[u8]> = TableDefinition::new("audit_log");
 /// Storage format 1 kept each element's analysed text here; format 2 derives it from the
 /// record when needed, and the migration deletes this table.
 pub(crate) const LEGACY_DOCS: TableDefinition<u64, &[u8]> = TableDefinition::new("text_docs");
@@ -232,6 +236,7 @@ pub struct WriteTables<'t> {
     attrs: Table<'t, AttrTableKey, ()>,
     vectors: Table<'t, u64, &'static [u8]>,
     embed_pending: Table<'t, u64, ()>,
+    audit: Table<'t, u64, &'static [u8]>,
     /// Whether this store keeps embedding marks ([`crate::VECTORS_ON`] in `meta`).
     vectors_on: bool,
     overlay: &'t Overlay,
@@ -284,6 +289,7 @@ impl<'t> WriteTables<'t> {
             attrs: txn.open_table(ATTR_VALUES).map_err(storage_error)?,
             vectors: txn.open_table(VECTORS).map_err(storage_error)?,
             embed_pending: txn.open_table(EMBED_PENDING).map_err(storage_error)?,
+            audit: txn.open_table(AUDIT).map_err(storage_error)?,
             vectors_on,
             overlay,
             floor,

@@ -1,0 +1,378 @@
+//! The audit log: one record per call made to the nexus through an interface
+//! (`execute_kip`, `execute_kip_readonly`, a memory-server tool), kept in the store for
+//! the human owner (`list_logs`, `kip logs`; docs/audit.md).
+//!
+//! Recording never waits for the disk: a call's record goes into a queue, and a
+//! background thread appends the queue to the store in one durable transaction every
+//! [`FLUSH_EVERY`] (or sooner when [`FLUSH_AT`] records wait), applying the retention
+//! (the newest [`AuditConfig::max_entries`] records, and none older than
+//! [`AuditConfig::max_age`] when set). Reading the log flushes the queue first, so a
+//! listing shows every call made before it. A crash loses at most the records of the
+//! last [`FLUSH_EVERY`]: the calls' own writes are durable either way.
+
+use crate::store::backend::Backend;
+use kip_lang::KipError;
+use serde_json::{json, Value};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::{Duration, SystemTime};
+
+/// How often queued records are written.
+pub const FLUSH_EVERY: Duration = Duration::from_secs(1);
+/// Queued records that trigger a write at once.
+pub const FLUSH_AT: usize = 10_000;
+/// Longest command text kept in a record, in bytes (longer ones are cut with a note).
+pub const MAX_TEXT: usize = 8 * 1024;
+/// Most records one `list_logs` page returns.
+pub const MAX_PAGE: usize = 100;
+
+/// What the log keeps.
+#[derive(Debug, Clone, Copy)]
+pub struct AuditConfig {
+    /// Records kept at most (the oldest are dropped).
+    pub max_entries: u64,
+    /// Records older than this are dropped (`None`: no age limit).
+    pub max_age: Option<Duration>,
+}
+
+impl Default for AuditConfig {
+    fn default() -> Self {
+        AuditConfig {
+            max_entries: 100_000,
+            max_age: None,
+        }
+    }
+}
+
+impl AuditConfig {
+    /// The default, changed by `KIP_AUDIT_MAX_ENTRIES` (a count; 0 keeps no log) and
+    /// `KIP_AUDIT_MAX_AGE` (a duration such as `30d`), so every process using a data
+    /// directory applies the same retention when it is the one writing.
+    pub fn from_env() -> AuditConfig {
+        let mut c = AuditConfig::default();
+        if let Some(n) = std::env::var("KIP_AUDIT_MAX_ENTRIES")
+            .ok()
+            .and_then(|v| v.trim().parse::<u64>().ok())
+        {
+            c.max_entries = n;
+        }
+        if let Some(d) = std::env::var("KIP_AUDIT_MAX_AGE")
+            .ok()
+            .and_then(|v| humantime::parse_duration(v.trim()).ok())
+        {
+            c.max_age = Some(d);
+        }
+        c
+    }
+}
+
+#[derive(Default)]
+struct Queue {
+    records: Vec<(u64, Vec<u8>)>,
+    stop: bool,
+}
+
+/// The audit log of one nexus.
+pub struct Audit {
+    store: Arc<dyn Backend>,
+    config: Mutex<AuditConfig>,
+    next: AtomicU64,
+    queue: Mutex<Queue>,
+    wake: Condvar,
+    /// Serializes flushes (the flusher thread and a listing).
+    flushing: Mutex<()>,
+    enabled: AtomicBool,
+    thread: Mutex<Option<std::thread::JoinHandle<()>>>,
+}
+
+impl std::fmt::Debug for Audit {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Audit").finish_non_exhaustive()
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// `s` cut to at most `max` bytes on a character boundary, with a note when cut.
+pub fn clip(s: &str, max: usize) -> String {
+    if s.len() <= max {
+        return s.to_string();
+    }
+    let mut end = max;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}... [{} bytes in all]", &s[..end], s.len())
+}
+
+impl Audit {
+    /// Starts the log of `store` (its flusher thread). A backend that keeps no audit log
+    /// gives a log that records nothing.
+    pub fn start(store: Arc<dyn Backend>) -> Arc<Audit> {
+        let mut last = 0u64;
+        let _ = store.audit_range(0, u64::MAX, true, &mut |seq, _| {
+            last = seq;
+            Ok(false)
+        });
+        let audit = Arc::new(Audit {
+            store,
+            config: Mutex::new(AuditConfig::from_env()),
+            next: AtomicU64::new(last + 1),
+            queue: Mutex::new(Queue::default()),
+            wake: Condvar::new(),
+            flushing: Mutex::new(()),
+            enabled: AtomicBool::new(true),
+            thread: Mutex::new(None),
+        });
+        let weak = Arc::downgrade(&audit);
+        let handle = std::thread::Builder::new()
+            .name("kip-audit".into())
+            .spawn(move || loop {
+                let Some(a) = weak.upgrade() else { return };
+                {
+                    let q = lock(&a.queue);
+                    let (q, _) = a
+                        .wake
+                        .wait_timeout_while(q, FLUSH_EVERY, |q| {
+                            !q.stop && q.records.len() < FLUSH_AT
+                        })
+                        .unwrap_or_else(|p| p.into_inner());
+                    if q.stop {
+                        drop(q);
+                        let _ = a.flush();
+                        return;
+                    }
+                }
+                if let Err(e) = a.flush() {
+                    tracing::warn!("audit log: cannot write: {}", e.message);
+                }
+            });
+        if let Ok(h) = handle {
+            *lock(&audit.thread) = Some(h);
+        }
+        audit
+    }
+
+    /// Stops recording (a `--read-only` server writes nothing, not even its log).
+    pub fn disable(&self) {
+        self.enabled.store(false, Ordering::Relaxed);
+    }
+
+    /// Sets what the log keeps (applied at the next write).
+    pub fn configure(&self, config: AuditConfig) {
+        *lock(&self.config) = config;
+    }
+
+    /// Records one call: `entry` is an object (interface, method, command, outcome,
+    /// ...); the record gets its `id` and `timestamp` here.
+    pub fn record(&self, mut entry: Value) {
+        if !self.enabled.load(Ordering::Relaxed) || lock(&self.config).max_entries == 0 {
+            return;
+        }
+        let seq = self.next.fetch_add(1, Ordering::SeqCst);
+        if let Value::Object(m) = &mut entry {
+            let mut full = serde_json::Map::new();
+            full.insert("id".into(), json!(seq.to_string()));
+            full.insert(
+                "timestamp".into(),
+                json!(crate::brain::time::format(SystemTime::now())),
+            );
+            full.extend(std::mem::take(m));
+            entry = Value::Object(full);
+        }
+        let bytes = entry.to_string().into_bytes();
+        let mut q = lock(&self.queue);
+        q.records.push((seq, bytes));
+        if q.records.len() >= FLUSH_AT {
+            self.wake.notify_one();
+        }
+    }
+
+    /// Writes the queued records and applies the retention.
+    pub fn flush(&self) -> Result<(), KipError> {
+        let _one = lock(&self.flushing);
+        let records = std::mem::take(&mut lock(&self.queue).records);
+        if records.is_empty() {
+            return Ok(());
+        }
+        let config = *lock(&self.config);
+        let last = records.last().map_or(0, |r| r.0);
+        let mut drop_below = (last + 1).saturating_sub(config.max_entries);
+        if let Some(age) = config.max_age {
+            let cutoff = crate::brain::time::format(
+                SystemTime::now()
+                    .checked_sub(age)
+                    .unwrap_or(SystemTime::UNIX_EPOCH),
+            );
+            // The first record young enough: everything before it goes.
+            let mut first_young = None;
+            self.store
+                .audit_range(0, u64::MAX, false, &mut |seq, bytes| {
+                    let young = serde_json::from_slice::<Value>(bytes)
+                        .ok()
+                        .and_then(|v| v["timestamp"].as_str().map(|t| t >= cutoff.as_str()))
+                        .unwrap_or(true);
+                    if young {
+                        first_young = Some(seq);
+                    }
+                    Ok(!young)
+                })?;
+            let young_from = first_young.unwrap_or(records.first().map_or(0, |r| r.0));
+            drop_below = drop_below.max(young_from);
+        }
+        match self.store.audit_append(&records, drop_below) {
+            Ok(()) => Ok(()),
+            Err(crate::store::StoreError::Other(m)) if m.contains("no audit log") => {
+                self.enabled.store(false, Ordering::Relaxed);
+                Ok(())
+            }
+            Err(e) => {
+                // Put them back for the next try.
+                let mut q = lock(&self.queue);
+                let later = std::mem::take(&mut q.records);
+                q.records = records;
+                q.records.extend(later);
+                Err(e.into())
+            }
+        }
+    }
+
+    /// One page of the log, newest first: records before `cursor` (a record id from a
+    /// previous page's `next_cursor`; `None`: the newest), at most `limit` (1 to
+    /// [`MAX_PAGE`]). Returns the records and the cursor of the next page.
+    pub fn list(
+        &self,
+        cursor: Option<&str>,
+        limit: usize,
+    ) -> Result<(Vec<Value>, Option<String>), KipError> {
+        self.flush()?;
+        let before = match cursor {
+            None => u64::MAX,
+            Some(c) => c.parse::<u64>().map_err(|_| {
+                KipError::new(kip_lang::ErrorCode::InvalidSyntax, format!("invalid cursor {c:?}"))
+                    .with_hint("pass the next_cursor of the previous page, or no cursor for the newest records")
+            })?,
+        };
+        let limit = limit.clamp(1, MAX_PAGE);
+        let mut out = Vec::new();
+        let mut next = None;
+        self.store.audit_range(0, before, true, &mut |seq, bytes| {
+            if out.len() == limit {
+                next = Some((seq + 1).to_string());
+                return Ok(false);
+            }
+            out.push(serde_json::from_slice(bytes).unwrap_or(Value::Null));
+            Ok(true)
+        })?;
+        Ok((out, next))
+    }
+
+    /// Flushes and stops the thread.
+    pub fn shutdown(&self) {
+        lock(&self.queue).stop = true;
+        self.wake.notify_all();
+        if let Some(h) = lock(&self.thread).take() {
+            let _ = h.join();
+        }
+        let _ = self.flush();
+    }
+}
+
+/// The record of one `execute_kip` call: its interface (`mcp`, `http`, `cli`,
+/// `sleep`, ...), method, command text(s) (each cut at [`MAX_TEXT`] bytes), parameters
+/// (cut likewise), `dry_run`, outcome (`ok`, or `error` with the first error code),
+/// commands run and failed, and duration.
+pub fn kip_entry(
+    interface: &str,
+    method: &str,
+    args: &Value,
+    response: &Value,
+    duration: Duration,
+) -> Value {
+    let mut e = serde_json::Map::new();
+    e.insert("interface".into(), json!(interface));
+    e.insert("method".into(), json!(method));
+    if let Some(c) = args.get("command").and_then(Value::as_str) {
+        e.insert("command".into(), json!(clip(c, MAX_TEXT)));
+    }
+    if let Some(cs) = args.get("commands").and_then(Value::as_array) {
+        let texts: Vec<Value> = cs
+            .iter()
+            .take(100)
+            .map(|c| {
+                let t = c
+                    .as_str()
+                    .or_else(|| c.get("command").and_then(Value::as_str))
+                    .unwrap_or_default();
+                json!(clip(t, MAX_TEXT))
+            })
+            .collect();
+        e.insert("commands".into(), Value::Array(texts));
+    }
+    if let Some(p) = args.get("parameters").filter(|p| !p.is_null()) {
+        let text = p.to_string();
+        e.insert(
+            "parameters".into(),
+            if text.len() <= MAX_TEXT / 2 {
+                p.clone()
+            } else {
+                json!(clip(&text, MAX_TEXT / 2))
+            },
+        );
+    }
+    e.insert(
+        "dry_run".into(),
+        json!(args
+            .get("dry_run")
+            .and_then(Value::as_bool)
+            .unwrap_or(false)),
+    );
+    // Outcomes: one object, or a batch `{"result": [outcome, ...]}`.
+    let outcomes: Vec<&Value> = match response.get("result") {
+        Some(Value::Array(items)) if args.get("commands").is_some() => items.iter().collect(),
+        _ => vec![response],
+    };
+    let failed: Vec<&Value> = outcomes.iter().filter_map(|o| o.get("error")).collect();
+    e.insert(
+        "outcome".into(),
+        json!(if failed.is_empty() { "ok" } else { "error" }),
+    );
+    if let Some(code) = failed.first().and_then(|f| f.get("code")) {
+        e.insert("error_code".into(), code.clone());
+    }
+    e.insert("commands_run".into(), json!(outcomes.len()));
+    e.insert("errors".into(), json!(failed.len()));
+    e.insert(
+        "duration_ms".into(),
+        json!((duration.as_secs_f64() * 1e6).round() / 1e3),
+    );
+    Value::Object(e)
+}
+
+/// The record of one memory-server tool call (`create_entities`, ...).
+pub fn tool_entry(
+    interface: &str,
+    tool: &str,
+    args: &Value,
+    outcome: Result<&Value, &KipError>,
+    duration: Duration,
+) -> Value {
+    let text = args.to_string();
+    let mut e = json!({
+        "interface": interface,
+        "method": tool,
+        "arguments": if text.len() <= MAX_TEXT { args.clone() } else { json!(clip(&text, MAX_TEXT)) },
+        "dry_run": false,
+        "outcome": if outcome.is_ok() { "ok" } else { "error" },
+        "commands_run": 1,
+        "errors": u8::from(outcome.is_err()),
+        "duration_ms": (duration.as_secs_f64() * 1e6).round() / 1e3,
+    });
+    if let Err(err) = outcome {
+        e["error_code"] = json!(err.code.as_str());
+        e["error"] = json!(clip(&err.message, 1024));
+    }
+    e
+}
