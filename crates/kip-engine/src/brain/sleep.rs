@@ -30,6 +30,11 @@ use std::time::{Duration, SystemTime};
 
 /// Links changed per decay `UPDATE` (the statement's `LIMIT`).
 pub const DECAY_BATCH: u64 = 500;
+/// Decay `UPDATE`s per predicate shard and cycle at most (20,000 links): each re-run
+/// scans past the links already decayed, so an unbounded sweep of a huge predicate
+/// would cost quadratic time; the guard lets the next cycle go on where this one
+/// stopped.
+pub const MAX_DECAY_BATCHES: usize = 40;
 /// Most entries kept in `$system.attributes.maintenance_log` (the oldest are dropped).
 pub const MAINTENANCE_LOG_MAX: usize = 100;
 /// Review SleepTasks created per cycle at most.
@@ -274,16 +279,25 @@ impl Cycle<'_> {
                     "UPDATE ?link\nSET METADATA {{\n  memory_strength: CLAMP(MUL(COALESCE(?link.metadata.memory_strength, 0.7), :decay_factor), 0.0, 1.0),\n  strength_decay_applied_at: :timestamp\n}}\n{where_}\nLIMIT {DECAY_BATCH}"
                 );
                 // Re-run until a run changes fewer than LIMIT links (the guard makes
-                // every re-run pick links not yet decayed).
-                for _ in 0..100_000 {
+                // every re-run pick links not yet decayed), at most MAX_DECAY_BATCHES.
+                let mut done = false;
+                for _ in 0..MAX_DECAY_BATCHES {
                     let Some(r) = self.write("decay", command.clone(), params.clone()) else {
+                        done = true;
                         break;
                     };
                     let updated = r.get("updated").and_then(Value::as_u64).unwrap_or(0);
                     self.report.decayed_links += updated;
-                    if updated < DECAY_BATCH {
+                    if updated < DECAY_BATCH || self.opts.dry_run {
+                        done = true;
                         break;
                     }
+                }
+                if !done {
+                    self.report.issues.push(format!(
+                        "decay of {p} links stopped after {} links this cycle; the next cycle goes on",
+                        MAX_DECAY_BATCHES as u64 * DECAY_BATCH
+                    ));
                 }
             }
         }
