@@ -199,14 +199,26 @@ pub fn remember(
     let shared = open_or_create(data)?;
     let r = kip_server::brain::remember(&kip_server::Backend::from(shared.clone()), &llm, &input);
     finish(&shared);
+    show_brain_result(r, json, &|r| {
+        for w in r["warnings"].as_array().into_iter().flatten() {
+            out(&format!("warning: {}", w.as_str().unwrap_or_default()));
+        }
+    })
+}
+
+/// Prints a `remember` / `recall` result (JSON, or its text then `details`); exit 1
+/// when the model could not be reached.
+fn show_brain_result(
+    r: Result<Value, kip_lang::KipError>,
+    json: bool,
+    details: &dyn Fn(&Value),
+) -> Result<ExitCode> {
     let r = r.map_err(|e| anyhow::anyhow!("{}", crate::error_text(&e)))?;
     if json {
         print_json(&r);
     } else {
         out(&kip_server::brain::result_text(&r));
-        for w in r["warnings"].as_array().into_iter().flatten() {
-            out(&format!("warning: {}", w.as_str().unwrap_or_default()));
-        }
+        details(&r);
     }
     Ok(if r["status"] == "failed" {
         ExitCode::from(1)
@@ -232,11 +244,7 @@ pub fn recall(
     let shared = backend(data, "recall from")?;
     let r = kip_server::brain::recall(&kip_server::Backend::from(shared.clone()), &llm, &input);
     finish(&shared);
-    let r = r.map_err(|e| anyhow::anyhow!("{}", crate::error_text(&e)))?;
-    if json {
-        print_json(&r);
-    } else {
-        out(&kip_server::brain::result_text(&r));
+    show_brain_result(r, json, &|r| {
         for s in r["sources"].as_array().into_iter().flatten() {
             out(&format!(
                 "  source {}: {} {}",
@@ -245,11 +253,6 @@ pub fn recall(
                 s["name"].as_str().unwrap_or("")
             ));
         }
-    }
-    Ok(if r["status"] == "failed" {
-        ExitCode::from(1)
-    } else {
-        ExitCode::SUCCESS
     })
 }
 

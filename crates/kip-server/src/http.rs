@@ -378,11 +378,21 @@ async fn brain_call(state: AppState, body: Bytes, remember: bool) -> Response {
         }
     })
     .await;
+    blocking_answer(
+        outcome.map(|r| r.map(|v| json!({"result": v}))),
+        StatusCode::BAD_REQUEST,
+    )
+}
+
+/// The response to an engine call run on the blocking pool: its value, its error (with
+/// `error_status`) or the task's failure (500).
+fn blocking_answer(
+    outcome: Result<Result<Value, kip_lang::KipError>, tokio::task::JoinError>,
+    error_status: StatusCode,
+) -> Response {
     match outcome {
-        Ok(Ok(v)) => Json(json!({"result": v})).into_response(),
-        Ok(Err(e)) => {
-            (StatusCode::BAD_REQUEST, Json(json!({"error": e.to_json()}))).into_response()
-        }
+        Ok(Ok(v)) => Json(v).into_response(),
+        Ok(Err(e)) => (error_status, Json(json!({"error": e.to_json()}))).into_response(),
         Err(e) => (
             StatusCode::INTERNAL_SERVER_ERROR,
             Json(error_body(
@@ -406,23 +416,10 @@ async fn brain_recall(State(state): State<AppState>, body: Bytes) -> Response {
 /// `GET /memory/health`: the memory's health report (SystemInstructions.md metrics).
 async fn memory_health(State(state): State<AppState>) -> Response {
     let backend = state.backend.clone();
-    match tokio::task::spawn_blocking(move || backend.health()).await {
-        Ok(Ok(report)) => Json(report).into_response(),
-        Ok(Err(e)) => (
-            StatusCode::SERVICE_UNAVAILABLE,
-            Json(json!({"error": e.to_json()})),
-        )
-            .into_response(),
-        Err(e) => (
-            StatusCode::INTERNAL_SERVER_ERROR,
-            Json(error_body(
-                "KIP_4003",
-                e.to_string(),
-                "retry; see the server log",
-            )),
-        )
-            .into_response(),
-    }
+    blocking_answer(
+        tokio::task::spawn_blocking(move || backend.health()).await,
+        StatusCode::SERVICE_UNAVAILABLE,
+    )
 }
 
 async fn kip(State(state): State<AppState>, body: Bytes) -> Response {
