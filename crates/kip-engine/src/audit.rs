@@ -25,6 +25,9 @@ pub const FLUSH_AT: usize = 10_000;
 pub const MAX_TEXT: usize = 8 * 1024;
 /// Most records one `list_logs` page returns.
 pub const MAX_PAGE: usize = 100;
+/// Most records held in memory while the store refuses them (a full disk): the oldest
+/// are dropped beyond it, so a failing disk cannot grow the process without bound.
+pub const MAX_QUEUED: usize = 100_000;
 
 /// What the log keeps.
 #[derive(Debug, Clone, Copy)]
@@ -229,11 +232,15 @@ impl Audit {
                 Ok(())
             }
             Err(e) => {
-                // Put them back for the next try.
+                // Put them back for the next try (the newest MAX_QUEUED at most).
                 let mut q = lock(&self.queue);
                 let later = std::mem::take(&mut q.records);
                 q.records = records;
                 q.records.extend(later);
+                let excess = q.records.len().saturating_sub(MAX_QUEUED);
+                if excess > 0 {
+                    q.records.drain(..excess);
+                }
                 Err(e.into())
             }
         }
