@@ -4,7 +4,10 @@
 //! statements are combined into one transaction by the write combiner here).
 
 use crate::bootstrap::{bootstrap, bootstrap_with, BOOTSTRAP_CAPSULES};
+mod brain;
+pub use brain::SleepGuard;
 mod check;
+mod semantic;
 
 use crate::cancel::Interrupt;
 use crate::envelope::{self, Access, ExecuteRequest, Outcome, Response};
@@ -34,10 +37,6 @@ pub struct Nexus {
     /// The log of the calls made through the interfaces.
     audit: Arc<crate::audit::Audit>,
 }
-
-/// A claim on a nexus's sleep cycle ([`Nexus::begin_sleep`]): no other cycle starts
-/// while it lives.
-pub struct SleepGuard<'a>(#[allow(dead_code)] MutexGuard<'a, ()>);
 
 impl Drop for Nexus {
     /// Stops the embedding worker (which holds the store) before the store closes.
@@ -161,151 +160,6 @@ impl Nexus {
             wrote: Default::default(),
             sleeping: Mutex::new(()),
         })
-    }
-
-    /// Turns semantic recall on with `embedder` (see [`crate::semantic`]): SEARCH gets
-    /// `MODE "semantic"` and `"hybrid"` (the default mode from then on), and a worker
-    /// thread embeds new and changed concepts in the background. Opening with another
-    /// model than the stored vectors' drops them and embeds everything again.
-    pub fn set_embedder(&mut self, embedder: Arc<dyn kip_embed::Embedder>) -> Result<(), KipError> {
-        if let Some(old) = self.semantic.take() {
-            old.shutdown();
-        }
-        self.semantic = Some(crate::semantic::Semantic::start(&self.store, embedder)?);
-        Ok(())
-    }
-
-    /// [`Nexus::execute_json_with`], recorded in the audit log as a call through
-    /// `interface` (`method` is `execute_kip` or `execute_kip_readonly`).
-    pub fn execute_audited(
-        &self,
-        args: &Value,
-        access: Access,
-        budget: &Budget,
-        interface: &str,
-    ) -> Value {
-        let start = std::time::Instant::now();
-        let response = self.execute_json_with(args, access, budget).to_json();
-        let method = if access == Access::ReadOnly {
-            "execute_kip_readonly"
-        } else {
-            "execute_kip"
-        };
-        self.audit.record(crate::audit::kip_entry(
-            interface,
-            method,
-            args,
-            &response,
-            start.elapsed(),
-        ));
-        response
-    }
-
-    /// [`Nexus::memory_tool`], recorded in the audit log as a call through `interface`.
-    pub fn memory_tool_audited(
-        &self,
-        tool: &str,
-        args: &Value,
-        interface: &str,
-    ) -> Result<Value, KipError> {
-        let start = std::time::Instant::now();
-        let out = self.memory_tool(tool, args);
-        self.audit.record(crate::audit::tool_entry(
-            interface,
-            tool,
-            args,
-            out.as_ref(),
-            start.elapsed(),
-        ));
-        out
-    }
-
-    /// The audit log (see [`crate::audit`]): interfaces record each call in it.
-    pub fn audit(&self) -> &Arc<crate::audit::Audit> {
-        &self.audit
-    }
-
-    /// The health report of the memory as of now (see [`crate::brain::health`]).
-    pub fn health(&self) -> Result<crate::brain::Health, KipError> {
-        let now = std::time::SystemTime::now();
-        self.read(|r| crate::brain::health(r, now))
-    }
-
-    /// Runs one deterministic sleep cycle (see [`crate::brain::sleep`]). Refuses with
-    /// `KIP_4002` while another cycle runs on this nexus.
-    pub fn sleep(
-        &self,
-        opts: &crate::brain::SleepOptions,
-    ) -> Result<crate::brain::SleepReport, KipError> {
-        let cycle = self.begin_sleep()?;
-        self.sleep_held(&cycle, opts)
-    }
-
-    /// Claims this nexus's sleep cycle (held until the guard drops), for a cycle with
-    /// more phases than [`Nexus::sleep`] runs (the language-model ones); `KIP_4002`
-    /// while another cycle holds it.
-    pub fn begin_sleep(&self) -> Result<SleepGuard<'_>, KipError> {
-        match self.sleeping.try_lock() {
-            Ok(g) => Ok(SleepGuard(g)),
-            Err(std::sync::TryLockError::Poisoned(p)) => Ok(SleepGuard(p.into_inner())),
-            Err(std::sync::TryLockError::WouldBlock) => Err(KipError::new(
-                ErrorCode::ResourceExhausted,
-                "a sleep cycle is already running on this nexus",
-            )
-            .with_hint("wait for it to finish; its report lands in $system's maintenance_log")),
-        }
-    }
-
-    /// [`Nexus::sleep`] under a claim from [`Nexus::begin_sleep`].
-    pub fn sleep_held(
-        &self,
-        _cycle: &SleepGuard<'_>,
-        opts: &crate::brain::SleepOptions,
-    ) -> Result<crate::brain::SleepReport, KipError> {
-        crate::brain::sleep::run(self, opts)
-    }
-
-    /// The semantic-recall state, when an embedder is set.
-    pub fn semantic(&self) -> Option<&Arc<crate::semantic::Semantic>> {
-        self.semantic.as_ref()
-    }
-
-    /// Waits (at most `timeout`) until every concept written so far is embedded;
-    /// `progress` gets the number still waiting. Returns that number (0: all done).
-    /// Without an embedder there is nothing to wait for.
-    pub fn wait_for_embeddings(
-        &self,
-        timeout: std::time::Duration,
-        progress: &mut dyn FnMut(u64),
-    ) -> Result<u64, KipError> {
-        match &self.semantic {
-            Some(s) => s.wait_idle(&self.store, timeout, progress),
-            None => Ok(0),
-        }
-    }
-
-    /// Whether a KML command or a memory tool ran through this handle (successful or
-    /// not): what `kip exec` uses to decide whether to wait for embeddings.
-    pub fn has_written(&self) -> bool {
-        self.wrote.load(std::sync::atomic::Ordering::Relaxed)
-    }
-
-    /// Marks every element whose vector is missing or was made from other text (or by
-    /// another model) for embedding; returns how many were marked. The worker then
-    /// embeds them ([`Nexus::wait_for_embeddings`] waits for it).
-    pub fn mark_stale_embeddings(&self) -> Result<u64, KipError> {
-        let Some(s) = &self.semantic else {
-            return Err(KipError::internal("no embedder is configured").with_hint(
-                "start with --embedder local:DIR or openai:URL#MODEL (or set KIP_EMBEDDER)",
-            ));
-        };
-        let stale = self.read(|r| crate::semantic::stale_elements(r))?;
-        let n = self.write(
-            |w| -> Result<u64, KipError> { Ok(w.mark_for_embedding(Some(&stale))?) },
-            false,
-        )?;
-        s.nudge();
-        Ok(n)
     }
 
     /// The storage backend.
