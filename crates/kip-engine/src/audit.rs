@@ -3,12 +3,15 @@
 //! the human owner (`list_logs`, `kip logs`; docs/audit.md).
 //!
 //! Recording never waits for the disk: a call's record goes into a queue, and a
-//! background thread appends the queue to the store in one durable transaction every
+//! background thread appends the queue to the store in one transaction every
 //! [`FLUSH_EVERY`] (or sooner when [`FLUSH_AT`] records wait), applying the retention
 //! (the newest [`AuditConfig::max_entries`] records, and none older than
-//! [`AuditConfig::max_age`] when set). Reading the log flushes the queue first, so a
-//! listing shows every call made before it. A crash loses at most the records of the
-//! last [`FLUSH_EVERY`]: the calls' own writes are durable either way.
+//! [`AuditConfig::max_age`] when set). Those transactions are not in the write-ahead
+//! log: they become durable with the store's next checkpoint, and one every
+//! [`DURABLE_EVERY`] is made durable on its own (a durable commit is a checkpoint, too
+//! costly every second). Reading the log flushes the queue first, so a listing shows
+//! every call made before it. A crash loses at most the records of the last
+//! [`DURABLE_EVERY`]: the calls' own writes are durable either way.
 
 use crate::store::backend::Backend;
 use kip_lang::KipError;
@@ -19,6 +22,9 @@ use std::time::{Duration, SystemTime};
 
 /// How often queued records are written.
 pub const FLUSH_EVERY: Duration = Duration::from_secs(1);
+/// How often a write of queued records is made durable on its own (a checkpoint of the
+/// store); the writes in between become durable with the store's next checkpoint.
+pub const DURABLE_EVERY: Duration = Duration::from_secs(30);
 /// Queued records that trigger a write at once.
 pub const FLUSH_AT: usize = 10_000;
 /// Longest command text kept in a record, in bytes (longer ones are cut with a note).
@@ -86,6 +92,8 @@ pub struct Audit {
     flushing: Mutex<()>,
     enabled: AtomicBool,
     thread: Mutex<Option<std::thread::JoinHandle<()>>>,
+    /// When records were last written durably.
+    last_durable: Mutex<std::time::Instant>,
 }
 
 impl std::fmt::Debug for Audit {
@@ -128,6 +136,7 @@ impl Audit {
             flushing: Mutex::new(()),
             enabled: AtomicBool::new(true),
             thread: Mutex::new(None),
+            last_durable: Mutex::new(std::time::Instant::now()),
         });
         let weak = Arc::downgrade(&audit);
         let handle = std::thread::Builder::new()
@@ -144,7 +153,7 @@ impl Audit {
                         .unwrap_or_else(|p| p.into_inner());
                     if q.stop {
                         drop(q);
-                        let _ = a.flush();
+                        let _ = a.flush_with(true);
                         return;
                     }
                 }
@@ -193,8 +202,13 @@ impl Audit {
         }
     }
 
-    /// Writes the queued records and applies the retention.
+    /// Writes the queued records and applies the retention (durably when the last
+    /// durable write is [`DURABLE_EVERY`] old).
     pub fn flush(&self) -> Result<(), KipError> {
+        self.flush_with(false)
+    }
+
+    fn flush_with(&self, force_durable: bool) -> Result<(), KipError> {
         let _one = lock(&self.flushing);
         let records = std::mem::take(&mut lock(&self.queue).records);
         if records.is_empty() {
@@ -225,8 +239,14 @@ impl Audit {
             let young_from = first_young.unwrap_or(records.first().map_or(0, |r| r.0));
             drop_below = drop_below.max(young_from);
         }
-        match self.store.audit_append(&records, drop_below) {
-            Ok(()) => Ok(()),
+        let durable = force_durable || lock(&self.last_durable).elapsed() >= DURABLE_EVERY;
+        match self.store.audit_append(&records, drop_below, durable) {
+            Ok(()) => {
+                if durable {
+                    *lock(&self.last_durable) = std::time::Instant::now();
+                }
+                Ok(())
+            }
             Err(crate::store::StoreError::Other(m)) if m.contains("no audit log") => {
                 self.enabled.store(false, Ordering::Relaxed);
                 Ok(())
@@ -283,7 +303,7 @@ impl Audit {
         if let Some(h) = lock(&self.thread).take() {
             let _ = h.join();
         }
-        let _ = self.flush();
+        let _ = self.flush_with(true);
     }
 }
 

@@ -60,8 +60,14 @@ pub trait Backend: Send + Sync + std::fmt::Debug {
     fn prewarm(&self, max_bytes: u64) -> std::io::Result<u64>;
 
     /// Appends audit records (`seq -> bytes`, the engine's call log) and drops those with
-    /// a sequence number below `drop_below`, durably. The default keeps no audit log.
-    fn audit_append(&self, _records: &[(u64, Vec<u8>)], _drop_below: u64) -> StoreResult<()> {
+    /// a sequence number below `drop_below`; durably when `durable`, else by the next
+    /// checkpoint at the latest. The default keeps no audit log.
+    fn audit_append(
+        &self,
+        _records: &[(u64, Vec<u8>)],
+        _drop_below: u64,
+        _durable: bool,
+    ) -> StoreResult<()> {
         Err(StoreError::Other("this backend keeps no audit log".into()))
     }
 

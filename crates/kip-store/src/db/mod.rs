@@ -154,10 +154,16 @@ impl Store {
     }
 
     /// Appends audit records (`seq -> bytes`) and drops those below `drop_below`, in one
-    /// durable transaction.
-    pub fn audit_append(&self, records: &[(u64, Vec<u8>)], drop_below: u64) -> StoreResult<()> {
+    /// transaction, durable (a checkpoint) when `durable`, else durable at the next
+    /// checkpoint.
+    pub fn audit_append(
+        &self,
+        records: &[(u64, Vec<u8>)],
+        drop_below: u64,
+        durable: bool,
+    ) -> StoreResult<()> {
         self.write_with(|w| {
-            w.audit_append(records, drop_below)?;
+            w.audit_append(records, drop_below, durable)?;
             Ok(((), true))
         })
     }
@@ -486,8 +492,13 @@ impl crate::backend::Backend for Store {
         Store::checkpoint(self)
     }
 
-    fn audit_append(&self, records: &[(u64, Vec<u8>)], drop_below: u64) -> StoreResult<()> {
-        Store::audit_append(self, records, drop_below)
+    fn audit_append(
+        &self,
+        records: &[(u64, Vec<u8>)],
+        drop_below: u64,
+        durable: bool,
+    ) -> StoreResult<()> {
+        Store::audit_append(self, records, drop_below, durable)
     }
 
     fn audit_range(

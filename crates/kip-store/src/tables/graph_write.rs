@@ -409,13 +409,18 @@ impl WriteTables<'_> {
 
 impl WriteTables<'_> {
     /// Appends audit records and drops those with a sequence number below `drop_below`.
-    /// Not expressible in the write-ahead log: the transaction commits durably.
+    /// They are not in the write-ahead log: `durable` makes the transaction commit
+    /// durably (a checkpoint); otherwise it commits like a logged write without a log
+    /// record, and the records become durable at the next checkpoint.
     pub(crate) fn audit_append(
         &mut self,
         records: &[(u64, Vec<u8>)],
         drop_below: u64,
+        durable: bool,
     ) -> StoreResult<()> {
-        self.log = None;
+        if durable {
+            self.log = None;
+        }
         for (seq, bytes) in records {
             self.audit
                 .insert(*seq, bytes.as_slice())
