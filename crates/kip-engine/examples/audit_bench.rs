@@ -29,6 +29,9 @@ fn main() {
             "parameters": {"n": format!("p{}", i % 5000), "note": format!("note {i}")}
         })
     };
+    // AUDIT_BENCH_AA=1: both modes unaudited (an A/A run: what the alternation alone
+    // measures).
+    let aa = std::env::var_os("AUDIT_BENCH_AA").is_some();
     let (mut plain, mut audited) = (Vec::new(), Vec::new());
     let mut i = 0;
     for round in 0..rounds * 2 {
@@ -37,7 +40,7 @@ fn main() {
             let args = upsert(i);
             i += 1;
             let t = Instant::now();
-            let r = if audit {
+            let r = if audit && !aa {
                 n.execute_audited(&args, Access::ReadWrite, &Budget::default(), "bench")
             } else {
                 n.execute_json(&args, Access::ReadWrite).to_json()
