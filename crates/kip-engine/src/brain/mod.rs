@@ -1,7 +1,7 @@
 //! The brain: memory metabolism run by the nexus itself (SystemInstructions.md and
 //! `brain/BrainMaintenance.md` of the KIP project; see docs/brain.md).
 //!
-//! - [`health`]: the health report (orphans, Unsorted backlog, stale Events,
+//! - [`health`](mod@health): the health report (orphans, Unsorted backlog, stale Events,
 //!   confidence and memory strength, domain sizes, pending SleepTasks, superseded and
 //!   expired elements) and the threshold triggers.
 //! - [`sleep`]: the deterministic sleep cycle (decay, TTL reclamation, finalization),

@@ -6,7 +6,7 @@
 //! 2. Phase 7, memory-strength decay: one bulk `UPDATE ... LIMIT 500` per predicate
 //!    shard, repeated until fewer than 500 links change; idempotent through
 //!    `strength_decay_applied_at` (see [`SleepOptions::decay_period`]).
-//! 3. Phase 9, TTL reclamation: the [`verdict`]/[`link_verdict`] rules, at most
+//! 3. Phase 9, TTL reclamation: the [`verdict`](super::health::verdict)/[`link_verdict`](super::health::link_verdict) rules, at most
 //!    [`SleepOptions::max_reclaim`] deleted elements (nodes and links) per cycle, the
 //!    plan logged to `maintenance_log` before anything is deleted, pending Events and
 //!    sole evidence extended, non-deletable expired nodes turned into review SleepTasks.

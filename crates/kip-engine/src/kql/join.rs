@@ -1,9 +1,9 @@
 //! A type scan joined with the links into it: `?c {type: T}` then `(x, "p", ?c)`.
 //!
-//! When the predicate has fewer than [`SEEK_COST`] links per scanned concept, one pass
+//! When the predicate has fewer than `SEEK_COST` links per scanned concept, one pass
 //! over its links in (object, subject) order, merged with the scanned concepts in
 //! ascending number, replaces one index lookup per concept (a thousand categories and
-//! the links into them: one range instead of a thousand descents). [`merge_join`] makes
+//! the links into them: one range instead of a thousand descents). `merge_join` makes
 //! the rows (in the same order as the nested loop's); [`count_in_links`] only counts the
 //! links per concept, for `COUNT` grouped by the scanned concept.
 

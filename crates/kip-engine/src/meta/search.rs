@@ -10,7 +10,7 @@
 //! of the matching predicates (a `$PropositionType` whose name or description matches)
 //! and the links touching the matching concepts, so the index stays the size of the
 //! concepts. In the semantic and hybrid modes each link also has its own vector, and the
-//! nearest link vectors join those candidates ([`fused_links`]).
+//! nearest link vectors join those candidates (`fused_links`).
 
 use super::text;
 use crate::kml::text as lit;

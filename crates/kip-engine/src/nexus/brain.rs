@@ -59,7 +59,7 @@ impl Nexus {
         &self.audit
     }
 
-    /// The health report of the memory as of now (see [`crate::brain::health`]).
+    /// The health report of the memory as of now (see [`crate::brain::health()`]).
     pub fn health(&self) -> Result<crate::brain::Health, KipError> {
         let now = std::time::SystemTime::now();
         self.read(|r| crate::brain::health(r, now))
