@@ -117,7 +117,7 @@ impl dyn Backend {
     }
 
     /// [`Backend::write_with`] returning what `f` returns: commits on `Ok` unless
-    /// `dry_run`, aborts on an error (returned unchanged, as for [`read`](Self::read)).
+    /// `dry_run`, aborts on an error (returned unchanged, as for `read`).
     pub fn write<T, E: From<StoreError>>(
         &self,
         f: impl FnOnce(&mut dyn GraphWrite) -> Result<T, E>,
