@@ -1,0 +1,328 @@
+//! The vectors in memory and their nearest-neighbour search: quantized slots, the
+//! exact scan, and the HNSW graph (hnsw_rs) built in the background over them. The
+//! invariants checked together here: a slot is never reused while a graph may name it,
+//! and the graph's rows are the slots' quantized bytes.
+
+use super::text::link_tag;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::RwLock;
+
+/// Below this many live vectors the search compares the query with every vector; from
+/// it on an HNSW graph is built in the background and used once ready. Measured on
+/// synthetic 384-dimension vectors (docs/performance.md): the exact search takes 5.7 ms
+/// at 30k, and the graph was not faster on that data below 100k, so the graph starts
+/// where a scan gets long.
+pub const ANN_MIN: usize = 200_000;
+/// HNSW links per node and layer.
+const ANN_LINKS: usize = 16;
+/// Candidates explored per inserted node (build quality).
+const ANN_EF_BUILD: usize = 100;
+/// Candidates explored per search, at least (recall; docs/performance.md).
+pub const ANN_EF_SEARCH: usize = 128;
+/// Vectors inserted into the graph per step of a background build (the build checks
+/// for shutdown between steps).
+const ANN_BUILD_STEP: usize = 2_048;
+
+/// Cosine distance of two graph rows (`1 - cos`, never negative). A graph row is a
+/// quantized vector's bytes followed by 4 bytes holding the f32 inverse of their norm
+/// ([`graph_row`]), so one integer dot gives the cosine (the distance sees only the two
+/// rows, not their slots).
+#[derive(Debug, Clone, Copy, Default)]
+struct Cosine;
+
+fn inverse_norm(row: &[i8]) -> f32 {
+    match row.len().checked_sub(4).and_then(|i| row.get(i..)) {
+        Some(t) => f32::from_le_bytes([t[0] as u8, t[1] as u8, t[2] as u8, t[3] as u8]),
+        None => 0.0,
+    }
+}
+
+impl hnsw_rs::prelude::Distance<i8> for Cosine {
+    fn eval(&self, a: &[i8], b: &[i8]) -> f32 {
+        let n = a.len().min(b.len()).saturating_sub(4);
+        let dot = kip_embed::dot_i8i8(&a[..n], &b[..n]) as f32;
+        (1.0 - dot * inverse_norm(a) * inverse_norm(b)).clamp(0.0, 2.0)
+    }
+}
+
+/// A quantized vector's graph row: its bytes, then the f32 inverse of their norm (0 for
+/// an all-zero vector) as 4 bytes.
+fn graph_row(q: &[i8]) -> Vec<i8> {
+    let n = (kip_embed::dot_i8i8(q, q) as f32).sqrt();
+    let inv = if n > 0.0 { 1.0 / n } else { 0.0 };
+    let mut row = Vec::with_capacity(q.len() + 4);
+    row.extend_from_slice(q);
+    row.extend(inv.to_le_bytes().map(|b| b as i8));
+    row
+}
+
+/// The HNSW graph over slots `0..upto` of [`Vectors`] (slot numbers are its data ids),
+/// on the quantized bytes.
+pub(super) struct Ann {
+    graph: hnsw_rs::prelude::Hnsw<'static, i8, Cosine>,
+}
+
+impl std::fmt::Debug for Ann {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Ann").finish_non_exhaustive()
+    }
+}
+
+/// The vectors in memory, in append-only slots: a changed vector gets a new slot and its
+/// old one is marked dead (an HNSW graph cannot move a node); `compact` drops the dead
+/// slots (and the graph, rebuilt in the background) once they are half of them. Each
+/// vector is held quantized ([`kip_embed::quantize`]: one byte per dimension and a
+/// scale), a quarter of its f32 size; the store keeps the f32 values.
+#[derive(Debug, Default)]
+pub(super) struct Vectors {
+    pub(super) dim: usize,
+    /// Element per slot (`DEAD`: the slot's vector was replaced or removed).
+    pub(super) ids: Vec<u64>,
+    pub(super) types: Vec<u32>,
+    pub(super) data: Vec<i8>,
+    pub(super) scales: Vec<f32>,
+    pub(super) slot: HashMap<u64, usize>,
+    pub(super) dead: usize,
+    pub(super) type_names: Vec<String>,
+    pub(super) type_ids: HashMap<String, u32>,
+    /// Whether a type id is a [`link_tag`] (a predicate) rather than a concept type.
+    pub(super) type_is_link: Vec<bool>,
+    /// The graph, when built: it covers every slot (new slots are inserted as they come).
+    pub(super) ann: Option<Ann>,
+    /// Bumped when slots are renumbered (a background build of the old numbering is
+    /// then thrown away).
+    pub(super) generation: u64,
+    /// Live vectors from which the graph is built and used ([`ANN_MIN`]; tests lower it).
+    pub(super) ann_min: usize,
+}
+
+pub(super) const DEAD: u64 = u64::MAX;
+
+impl Vectors {
+    pub(super) fn type_id(&mut self, t: &str) -> u32 {
+        if let Some(&i) = self.type_ids.get(t) {
+            return i;
+        }
+        let i = self.type_names.len() as u32;
+        self.type_names.push(t.to_string());
+        self.type_is_link.push(t.starts_with('\u{0}'));
+        self.type_ids.insert(t.to_string(), i);
+        i
+    }
+
+    pub(super) fn row(&self, slot: usize) -> &[i8] {
+        &self.data[slot * self.dim..(slot + 1) * self.dim]
+    }
+
+    /// The cosine of slot `s`'s vector with the unit query `q`.
+    pub(super) fn score(&self, s: usize, q: &[f32]) -> f32 {
+        kip_embed::dot_i8(q, self.row(s)) * self.scales[s]
+    }
+
+    pub(super) fn live(&self) -> usize {
+        self.ids.len() - self.dead
+    }
+
+    pub(super) fn put(&mut self, id: u64, concept_type: &str, v: &[f32]) {
+        if v.len() != self.dim {
+            return;
+        }
+        let t = self.type_id(concept_type);
+        let (q, scale) = kip_embed::quantize(v);
+        if let Some(&old) = self.slot.get(&id) {
+            if self.types[old] == t && self.row(old) == q.as_slice() {
+                return;
+            }
+            self.ids[old] = DEAD;
+            self.dead += 1;
+        }
+        let s = self.ids.len();
+        self.slot.insert(id, s);
+        self.ids.push(id);
+        self.types.push(t);
+        self.data.extend_from_slice(&q);
+        self.scales.push(scale);
+        if let Some(a) = &self.ann {
+            a.graph.insert_slice((&graph_row(&q), s));
+        }
+        self.compact_if_sparse();
+    }
+
+    pub(super) fn remove(&mut self, id: u64) {
+        if let Some(s) = self.slot.remove(&id) {
+            self.ids[s] = DEAD;
+            self.dead += 1;
+            self.compact_if_sparse();
+        }
+    }
+
+    /// Drops the dead slots once they are at least half of all (and 1,000 or more).
+    pub(super) fn compact_if_sparse(&mut self) {
+        if self.dead < 1_000 || self.dead * 2 < self.ids.len() {
+            return;
+        }
+        let mut ids = Vec::with_capacity(self.live());
+        let mut types = Vec::with_capacity(self.live());
+        let mut data = Vec::with_capacity(self.live() * self.dim);
+        let mut scales = Vec::with_capacity(self.live());
+        for s in 0..self.ids.len() {
+            if self.ids[s] != DEAD {
+                ids.push(self.ids[s]);
+                types.push(self.types[s]);
+                data.extend_from_slice(self.row(s));
+                scales.push(self.scales[s]);
+            }
+        }
+        self.slot = ids.iter().enumerate().map(|(s, &id)| (id, s)).collect();
+        self.ids = ids;
+        self.types = types;
+        self.data = data;
+        self.scales = scales;
+        self.dead = 0;
+        self.ann = None;
+        self.generation += 1;
+    }
+
+    pub(super) fn cosine(&self, id: u64, q: &[f32]) -> Option<f32> {
+        let &s = self.slot.get(&id)?;
+        Some(self.score(s, q))
+    }
+
+    /// The `k` most similar elements of a kind: `(cosine, key)`, best first. Exact below
+    /// [`ANN_MIN`] live vectors or while the graph is being built; approximate (HNSW,
+    /// filtered inside the search) otherwise.
+    pub(super) fn nearest(&self, q: &[f32], k: usize, kind: Kind<'_>) -> Vec<(f32, u64)> {
+        if q.len() != self.dim || k == 0 {
+            return Vec::new();
+        }
+        let (links, named) = match kind {
+            Kind::Concepts(t) => (false, t.map(str::to_string)),
+            Kind::Links(p) => (true, p.map(link_tag)),
+        };
+        let want = match named {
+            Some(t) => match self.type_ids.get(&t) {
+                Some(&i) => Some(i),
+                None => return Vec::new(),
+            },
+            None => None,
+        };
+        let keep = |s: usize| {
+            self.ids[s] != DEAD
+                && match want {
+                    Some(t) => self.types[s] == t,
+                    None => self.type_is_link[self.types[s] as usize] == links,
+                }
+        };
+        let every_node =
+            want.is_none() && self.dead == 0 && self.type_is_link.iter().all(|&l| l == links);
+        if let (Some(a), true) = (&self.ann, self.live() >= self.ann_min) {
+            let filter = |s: &usize| *s < self.ids.len() && keep(*s);
+            let ef = ANN_EF_SEARCH.max(k);
+            let (qq, _) = kip_embed::quantize(q);
+            let qq = graph_row(&qq);
+            // Unfiltered when every node qualifies (hnsw_rs's filtered walk does more).
+            let found = if every_node {
+                a.graph.search(&qq, k, ef)
+            } else {
+                a.graph.search_filter(&qq, k, ef, Some(&filter))
+            };
+            let mut out: Vec<(f32, u64)> = found
+                .into_iter()
+                .filter(|n| n.d_id < self.ids.len() && keep(n.d_id))
+                .map(|n| (self.score(n.d_id, q), self.ids[n.d_id]))
+                .collect();
+            out.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
+            out.truncate(k);
+            return out;
+        }
+        self.exact(q, k, &keep)
+    }
+
+    pub(super) fn exact(
+        &self,
+        q: &[f32],
+        k: usize,
+        keep: &dyn Fn(usize) -> bool,
+    ) -> Vec<(f32, u64)> {
+        // A bounded min-heap of the best k.
+        let mut heap: std::collections::BinaryHeap<std::cmp::Reverse<(OrdF32, u64)>> =
+            std::collections::BinaryHeap::with_capacity(k + 1);
+        for (s, row) in self.data.chunks_exact(self.dim).enumerate() {
+            if !keep(s) {
+                continue;
+            }
+            let c = kip_embed::dot_i8(q, row) * self.scales[s];
+            if heap.len() < k {
+                heap.push(std::cmp::Reverse((OrdF32(c), self.ids[s])));
+            } else if heap.peek().is_some_and(|w| c > w.0 .0 .0) {
+                heap.pop();
+                heap.push(std::cmp::Reverse((OrdF32(c), self.ids[s])));
+            }
+        }
+        let mut out: Vec<(f32, u64)> = heap.into_iter().map(|r| (r.0 .0 .0, r.0 .1)).collect();
+        out.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
+        out
+    }
+}
+
+/// Builds the HNSW graph of `vectors` when it has none and holds enough vectors: the
+/// slots are copied under the read lock, inserted outside any lock (in steps, so a
+/// shutdown is not kept waiting), then the slots added meanwhile are inserted and the
+/// graph published under the write lock. Returns whether a graph was published.
+pub(super) fn build_ann(vectors: &RwLock<Vectors>, stop: &AtomicBool) -> bool {
+    let (generation, upto, dim, rows) = {
+        let v = vectors.read().unwrap_or_else(|p| p.into_inner());
+        if v.ann.is_some() || v.live() < v.ann_min {
+            return false;
+        }
+        (v.generation, v.ids.len(), v.dim, v.data.clone())
+    };
+    let graph =
+        hnsw_rs::prelude::Hnsw::<i8, Cosine>::new(ANN_LINKS, upto.max(1), 16, ANN_EF_BUILD, Cosine);
+    let graph_rows: Vec<Vec<i8>> = rows.chunks_exact(dim).map(graph_row).collect();
+    drop(rows);
+    let all: Vec<(&[i8], usize)> = graph_rows
+        .iter()
+        .enumerate()
+        .map(|(s, r)| (r.as_slice(), s))
+        .collect();
+    for step in all.chunks(ANN_BUILD_STEP) {
+        if stop.load(Ordering::SeqCst) {
+            return false;
+        }
+        graph.parallel_insert_slice(&step.to_vec());
+    }
+    let mut v = vectors.write().unwrap_or_else(|p| p.into_inner());
+    if v.generation != generation || v.ann.is_some() {
+        return false;
+    }
+    for s in upto..v.ids.len() {
+        graph.insert_slice((&graph_row(v.row(s)), s));
+    }
+    v.ann = Some(Ann { graph });
+    true
+}
+
+/// Which vectors a nearest-neighbour search considers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind<'a> {
+    /// Concepts (of this type when given).
+    Concepts(Option<&'a str>),
+    /// Propositions (of this predicate when given).
+    Links(Option<&'a str>),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct OrdF32(f32);
+impl Eq for OrdF32 {}
+impl PartialOrd for OrdF32 {
+    fn partial_cmp(&self, o: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(o))
+    }
+}
+impl Ord for OrdF32 {
+    fn cmp(&self, o: &Self) -> std::cmp::Ordering {
+        self.0.total_cmp(&o.0)
+    }
+}
