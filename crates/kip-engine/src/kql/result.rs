@@ -3,13 +3,11 @@
 //! first descending, stable), pagination with opaque cursors bound to the query, and the
 //! columnar result shape.
 //!
-//! One file on purpose (about 820 lines): projection, grouping, ordering, the keyset
+//! One file on purpose (about 1,050 lines): projection, grouping, ordering, the keyset
 //! cursors and the target solutions of DELETE/UPDATE/EXPORT share the row representation
-//! and the cursor's anchor; they change together.
-//!
-//! One file: the plain and the grouped paths share projection, ordering, the row hash
-//! and the cursor encoding, and a cursor must resume exactly where either left off. The
-//! attribute index walk is in `index.rs`, link counting in `join.rs`.
+//! and the cursor's anchor, and a cursor must resume exactly where the plain or the
+//! grouped path left off; they change together. The attribute index walk is in
+//! `index.rs`, link counting in `join.rs`.
 
 use super::eval::{element_json, path_value, sort_cmp};
 use super::exec::{run_group, Ctx, More, Row, Val};
