@@ -187,25 +187,15 @@ impl Store {
             Err(e) => return Err(storage_error(e)),
         };
         let range = table.range(lo..hi).map_err(storage_error)?;
-        let mut visit = |item: Result<
-            (redb::AccessGuard<'_, u64>, redb::AccessGuard<'_, &[u8]>),
-            redb::StorageError,
-        >|
-         -> StoreResult<bool> {
-            let (k, v) = item.map_err(storage_error)?;
-            f(k.value(), v.value())
-        };
-        if rev {
-            for item in range.rev() {
-                if !visit(item)? {
-                    break;
-                }
-            }
+        let items: Box<dyn Iterator<Item = _>> = if rev {
+            Box::new(range.rev())
         } else {
-            for item in range {
-                if !visit(item)? {
-                    break;
-                }
+            Box::new(range)
+        };
+        for item in items {
+            let (k, v) = item.map_err(storage_error)?;
+            if !f(k.value(), v.value())? {
+                break;
             }
         }
         Ok(())
