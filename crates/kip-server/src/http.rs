@@ -89,9 +89,9 @@ impl Default for HttpConfig {
 }
 
 #[derive(Clone)]
-struct AppState {
-    backend: Backend,
-    config: Arc<HttpConfig>,
+pub(crate) struct AppState {
+    pub(crate) backend: Backend,
+    pub(crate) config: Arc<HttpConfig>,
 }
 
 fn error_body(code: &str, message: impl Into<String>, hint: &str) -> Value {
@@ -238,7 +238,7 @@ async fn guard(State(state): State<AppState>, req: Request, next: Next) -> Respo
             return r;
         }
     }
-    if req.method() == Method::POST && req.uri().path() == "/kip" {
+    if req.method() == Method::POST && matches!(req.uri().path(), "/kip" | "/explorer/api/kip") {
         let json = req
             .headers()
             .get(header::CONTENT_TYPE)
@@ -249,7 +249,10 @@ async fn guard(State(state): State<AppState>, req: Request, next: Next) -> Respo
             return error_response(
                 StatusCode::UNSUPPORTED_MEDIA_TYPE,
                 "UNSUPPORTED_MEDIA_TYPE",
-                "POST /kip takes a JSON body with Content-Type: application/json",
+                format!(
+                    "POST {} takes a JSON body with Content-Type: application/json",
+                    req.uri().path()
+                ),
                 "send the header Content-Type: application/json",
             );
         }
@@ -301,7 +304,7 @@ async fn json_errors(resp: Response) -> Response {
             "KIP_4002".to_string(),
             "the request body is larger than the server accepts (--max-body-bytes): split the batch or load large capsules with `kip import`",
         ),
-        StatusCode::NOT_FOUND => ("NOT_FOUND".to_string(), "the routes are POST /kip, /mcp (MCP streamable HTTP) and GET /health"),
+        StatusCode::NOT_FOUND => ("NOT_FOUND".to_string(), "the routes are POST /kip, /mcp (MCP streamable HTTP), GET /health, and the explorer at /"),
         StatusCode::METHOD_NOT_ALLOWED => ("METHOD_NOT_ALLOWED".to_string(), "POST /kip; GET /health; /mcp takes POST, GET and DELETE"),
         StatusCode::REQUEST_TIMEOUT => ("REQUEST_TIMEOUT".to_string(), "send the whole request promptly"),
         _ => (format!("HTTP_{}", status.as_u16()), "check the request against the API description in the README"),
@@ -498,7 +501,8 @@ fn wrap(is_rpc: bool, id: Option<Value>, response: Value) -> Value {
     }
 }
 
-/// The router: `/mcp`, `/kip`, `/health`, with auth, limits and request logs.
+/// The router: `/mcp`, `/kip`, `/health`, the explorer (`/`, `/explorer/*`), with
+/// auth, limits and request logs.
 pub fn router(backend: impl Into<Backend>, config: HttpConfig) -> Router {
     let backend: Backend = backend.into();
     let mut tools = config.tools;
@@ -524,18 +528,21 @@ pub fn router(backend: impl Into<Backend>, config: HttpConfig) -> Router {
         backend,
         config: Arc::new(config.clone()),
     };
-    Router::new()
+    let protected = Router::new()
         .route("/health", get(health))
         .route("/memory/health", get(memory_health))
         .route("/brain/remember", post(brain_remember))
         .route("/brain/recall", post(brain_recall))
         .route("/kip", post(kip))
+        .merge(crate::explorer::api_routes())
         .nest_service("/mcp", mcp)
+        .layer(middleware::from_fn_with_state(state.clone(), auth));
+    crate::explorer::public_routes()
+        .merge(protected)
         .layer(DefaultBodyLimit::max(config.max_body_bytes))
         .layer(tower_http::timeout::RequestBodyTimeoutLayer::new(
             config.body_read_timeout,
         ))
-        .layer(middleware::from_fn_with_state(state.clone(), auth))
         .layer(middleware::from_fn_with_state(state.clone(), guard))
         .layer(middleware::map_response(json_errors))
         .layer(tower_http::trace::TraceLayer::new_for_http())
@@ -546,16 +553,27 @@ pub fn router(backend: impl Into<Backend>, config: HttpConfig) -> Router {
 pub async fn serve(
     nexus: impl Into<Backend>,
     addr: SocketAddr,
+    config: HttpConfig,
+) -> std::io::Result<()> {
+    let listener = tokio::net::TcpListener::bind(addr).await?;
+    serve_bound(nexus, listener, config).await
+}
+
+/// [`serve`] on an already bound listener: a non-loopback address turns the loopback
+/// Host check off (and warns without an API key); serves until ctrl-c.
+pub async fn serve_bound(
+    nexus: impl Into<Backend>,
+    listener: tokio::net::TcpListener,
     mut config: HttpConfig,
 ) -> std::io::Result<()> {
+    let addr = listener.local_addr()?;
     if !addr.ip().is_loopback() {
         config.loopback_hosts_only = false;
         if config.api_key.is_none() {
             tracing::warn!(%addr, "serving on a non-loopback address without --api-key: anyone who can reach it can read and write the memory");
         }
     }
-    let listener = tokio::net::TcpListener::bind(addr).await?;
-    tracing::info!(%addr, "kip-nexus serving MCP at /mcp and the JSON API at /kip");
+    tracing::info!(%addr, "kip-nexus serving MCP at /mcp, the JSON API at /kip and the explorer at /");
     serve_listener(nexus, listener, config).await
 }
 

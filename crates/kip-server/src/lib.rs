@@ -10,6 +10,7 @@
 
 pub mod brain;
 pub mod docs;
+pub mod explorer;
 pub mod http;
 pub mod mcp;
 #[cfg(unix)]

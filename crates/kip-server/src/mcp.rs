@@ -203,6 +203,16 @@ impl KipMcp {
         self
     }
 
+    /// The tools listed to a client; `apps`: it renders MCP Apps (then `show_concept`
+    /// is listed too).
+    fn tools_for(&self, apps: bool) -> Vec<Tool> {
+        let mut out = self.tool_list();
+        if apps && self.tools.kip {
+            out.push(crate::explorer::app::tool());
+        }
+        out
+    }
+
     fn tool_list(&self) -> Vec<Tool> {
         let mut out = Vec::new();
         if self.tools.kip {
@@ -240,6 +250,30 @@ impl KipMcp {
                     crate::brain::result_text(&result),
                 )]);
                 r.structured_content = Some(result);
+                r
+            }
+            Ok(Err(e)) => CallToolResult::structured_error(json!({"error": e.to_json()})),
+            Err(e) => CallToolResult::error(vec![rmcp::model::ContentBlock::text(format!(
+                "internal error: {e}"
+            ))]),
+        }
+    }
+
+    /// `show_concept`: a concept's page (the MCP App's data) as structured content.
+    async fn show_concept(&self, args: Value) -> CallToolResult {
+        let backend = self.backend.clone();
+        let outcome = tokio::task::spawn_blocking(move || {
+            let which = crate::explorer::view::ConceptRef::from_args(&args)?;
+            let limit = crate::explorer::view::item_limit(&args)?;
+            crate::explorer::view::concept_view(&backend, &which, limit)
+        })
+        .await;
+        match outcome {
+            Ok(Ok(view)) => {
+                let mut r = CallToolResult::success(vec![rmcp::model::ContentBlock::text(
+                    crate::explorer::app::summary(&view),
+                )]);
+                r.structured_content = Some(view);
                 r
             }
             Ok(Err(e)) => CallToolResult::structured_error(json!({"error": e.to_json()})),
@@ -298,11 +332,21 @@ impl KipMcp {
 
 impl ServerHandler for KipMcp {
     fn get_info(&self) -> ServerConfig {
-        let caps = ServerCapabilities::builder()
+        let mut caps = ServerCapabilities::builder()
             .enable_tools()
             .enable_resources()
             .enable_prompts()
             .build();
+        if self.tools.kip {
+            // The MCP Apps extension: the concept view (explorer::app).
+            let mut ext = rmcp::model::ExtensionCapabilities::new();
+            let settings = json!({"mimeTypes": [crate::explorer::app::MIME_TYPE]});
+            ext.insert(
+                crate::explorer::app::EXTENSION.to_string(),
+                settings.as_object().cloned().unwrap_or_default(),
+            );
+            caps.extensions = Some(ext);
+        }
         ServerConfig::new(caps)
             .with_server_info(Implementation::new("kip-nexus", env!("CARGO_PKG_VERSION")))
             .with_instructions(SERVER_INSTRUCTIONS)
@@ -311,13 +355,14 @@ impl ServerHandler for KipMcp {
     async fn list_tools(
         &self,
         _request: Option<PaginatedRequestParams>,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, McpError> {
-        Ok(ListToolsResult::with_all_items(self.tool_list()))
+        let apps = crate::explorer::app::client_supports(context.peer.peer_info().as_deref());
+        Ok(ListToolsResult::with_all_items(self.tools_for(apps)))
     }
 
     fn get_tool(&self, name: &str) -> Option<Tool> {
-        self.tool_list().into_iter().find(|t| t.name == name)
+        self.tools_for(true).into_iter().find(|t| t.name == name)
     }
 
     async fn call_tool(
@@ -326,7 +371,7 @@ impl ServerHandler for KipMcp {
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
         let args = Value::Object(request.arguments.unwrap_or_default());
-        let known = self.tool_list().iter().any(|t| t.name == request.name);
+        let known = self.tools_for(true).iter().any(|t| t.name == request.name);
         if !known {
             return Err(McpError::invalid_params(
                 format!("unknown tool '{}'", request.name),
@@ -337,6 +382,7 @@ impl ServerHandler for KipMcp {
             "execute_kip" => self.call_kip(Access::ReadWrite, args, &context).await,
             "execute_kip_readonly" => self.call_kip(Access::ReadOnly, args, &context).await,
             "remember" | "recall_memory" => self.call_brain(request.name.to_string(), args).await,
+            crate::explorer::app::TOOL => self.show_concept(args).await,
             "list_logs" => {
                 let backend = self.backend.clone();
                 let page = match crate::list_logs_args(&args) {
@@ -369,7 +415,7 @@ impl ServerHandler for KipMcp {
     async fn list_resources(
         &self,
         _request: Option<PaginatedRequestParams>,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<ListResourcesResult, McpError> {
         let resources = DOCS
             .iter()
@@ -395,6 +441,16 @@ impl ServerHandler for KipMcp {
                 .with_description("The health report of the memory (orphans, Unsorted backlog, stale Events, domain sizes, pending SleepTasks, expired items; SystemInstructions.md metrics) and whether a sleep cycle is due")
                 .with_mime_type("application/json"),
         );
+        if self.tools.kip
+            && crate::explorer::app::client_supports(context.peer.peer_info().as_deref())
+        {
+            resources.push(
+                Resource::new(crate::explorer::app::RESOURCE_URI, "concept-view")
+                    .with_title("Concept view")
+                    .with_description("An interactive page showing one concept of the memory (the show_concept tool's UI)")
+                    .with_mime_type(crate::explorer::app::MIME_TYPE),
+            );
+        }
         Ok(ListResourcesResult::with_all_items(resources))
     }
 
@@ -418,6 +474,12 @@ impl ServerHandler for KipMcp {
             )
             .with_mime_type("application/json")])
             .into());
+        }
+        if self.tools.kip && request.uri == crate::explorer::app::RESOURCE_URI {
+            let contents = ResourceContents::text(crate::explorer::app::HTML, request.uri)
+                .with_mime_type(crate::explorer::app::MIME_TYPE)
+                .with_meta(crate::explorer::app::resource_meta());
+            return Ok(ReadResourceResult::new(vec![contents]).into());
         }
         if request.uri == HEALTH_RESOURCE {
             let backend = self.backend.clone();

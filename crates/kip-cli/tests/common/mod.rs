@@ -40,6 +40,11 @@ pub struct HttpServer {
 impl HttpServer {
     /// Starts the server over `data` and waits until it accepts connections.
     pub fn start(data: &Path) -> HttpServer {
+        HttpServer::start_with(data, &[])
+    }
+
+    /// [`HttpServer::start`] with more `kip serve` arguments.
+    pub fn start_with(data: &Path, extra: &[&str]) -> HttpServer {
         let port = std::net::TcpListener::bind("127.0.0.1:0")
             .expect("bind")
             .local_addr()
@@ -49,6 +54,7 @@ impl HttpServer {
             .arg("--data")
             .arg(data)
             .args(["serve", "--http", &format!("127.0.0.1:{port}")])
+            .args(extra)
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
@@ -59,6 +65,11 @@ impl HttpServer {
             std::thread::sleep(Duration::from_millis(50));
         }
         HttpServer { child, port }
+    }
+
+    /// The server's root URL (`http://127.0.0.1:PORT`).
+    pub fn url(&self) -> String {
+        format!("http://127.0.0.1:{}", self.port)
     }
 
     /// The MCP endpoint.
