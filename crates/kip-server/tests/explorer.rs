@@ -432,4 +432,20 @@ async fn the_log_filters_by_interface_outcome_writes_and_text() {
     assert_eq!(ids(&p2), vec!["FIND(?p WHERE"]);
     let (s, _) = get(&app, "/explorer/api/logs?limit=1000", None).await;
     assert_eq!(s, StatusCode::BAD_REQUEST);
+    // A day: since inclusive, until exclusive, as dates or timestamps (UTC).
+    let ts = all["result"][0]["timestamp"]
+        .as_str()
+        .expect("timestamp")
+        .to_string();
+    let day = &ts[..10];
+    let (_, today) = get(&app, &format!("/explorer/api/logs?since={day}"), None).await;
+    assert_eq!(ids(&today).len(), 4);
+    let (_, before) = get(&app, &format!("/explorer/api/logs?until={day}"), None).await;
+    assert_eq!(ids(&before).len(), 0);
+    let (_, later) = get(&app, "/explorer/api/logs?since=2999-01-01", None).await;
+    assert_eq!(ids(&later).len(), 0);
+    assert!(
+        later["next_cursor"].is_null(),
+        "older records are not scanned: {later}"
+    );
 }

@@ -9,6 +9,7 @@ step asserts what a person would see; screenshots go to --shots.
 """
 
 import argparse
+import datetime
 import json
 import os
 import sys
@@ -292,6 +293,12 @@ def run(p, args):
     check("architect" in table.text and "DELETE PROPOSITIONS" in table.text, "the log shows the explorer's writes")
     check("FIND" not in table.text, "the writes filter leaves reads out")
     p.shot("logs")
+    today = datetime.datetime.now(datetime.timezone.utc).date().isoformat()
+    p.go(url + "/#/logs?writes=1&day=" + today)
+    p.text_in("#logs", "architect")
+    check(p.css("#logs-day").get_attribute("value") == today, "the day filter is shown")
+    p.go(url + "/#/logs?writes=1&day=2000-01-01")
+    p.text_in("#logs-status", "No call matches")
     p.go(url + "/#/logs?outcome=error")
     p.text_in("#logs", "KIP_1001")
     p.go(url + "/#/logs?text=Mallory")

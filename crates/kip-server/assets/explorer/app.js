@@ -719,6 +719,7 @@
       outcome: params.get("outcome") || "",
       text: params.get("text") || "",
       writes: params.get("writes") === "1",
+      day: params.get("day") || "",
     };
     const form = el("form", { class: "row", id: "logs-form" },
       el("label", null, "interface",
@@ -727,6 +728,7 @@
         el("select", { id: "logs-outcome" }, ["", "ok", "error"].map((o) => el("option", { value: o }, o || "any")))),
       el("label", null, el("input", { type: "checkbox", id: "logs-writes", checked: f.writes }), "writes only"),
       el("input", { id: "logs-text", type: "search", placeholder: "text in the call", value: f.text }),
+      el("label", null, "day (UTC)", el("input", { id: "logs-day", type: "date", value: f.day })),
       el("button", { type: "submit" }, "Filter"));
     form.querySelector("#logs-interface").value = f.interface;
     form.querySelector("#logs-outcome").value = f.outcome;
@@ -737,6 +739,7 @@
       if ($("logs-outcome").value) p.outcome = $("logs-outcome").value;
       if ($("logs-writes").checked) p.writes = "1";
       if ($("logs-text").value.trim()) p.text = $("logs-text").value.trim();
+      if ($("logs-day").value) p.day = $("logs-day").value;
       go("logs", p);
     });
     const body = el("tbody");
@@ -756,6 +759,12 @@
       if (f.outcome) args.outcome = f.outcome;
       if (f.text) args.text = f.text;
       if (f.writes) args.writes = "1";
+      if (/^\d{4}-\d{2}-\d{2}$/.test(f.day)) {
+        const next = new Date(f.day + "T00:00:00Z");
+        next.setUTCDate(next.getUTCDate() + 1);
+        args.since = f.day;
+        args.until = next.toISOString().slice(0, 10);
+      }
       if (cursor) args.cursor = cursor;
       more.disabled = true;
       try {
@@ -763,7 +772,8 @@
         for (const rec of r.result) body.appendChild(logRow(rec));
         cursor = r.next_cursor;
         more.hidden = !cursor;
-        status.textContent = body.children.length ? body.children.length + " calls shown." : "No call matches.";
+        if (body.children.length) status.textContent = body.children.length + " calls shown.";
+        else status.textContent = cursor ? "None of the last " + r.scanned + " calls examined matches: look further with “Older calls”." : "No call matches.";
       } catch (e) {
         status.replaceChildren(errorBox(e));
       } finally {

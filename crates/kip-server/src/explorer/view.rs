@@ -484,7 +484,9 @@ fn searchable(r: &Value) -> String {
 }
 
 /// A page of the audit log keeping the records that match `{interface, outcome,
-/// text, writes}` (text: case-insensitive, anywhere in the record), newest first. At
+/// text, writes, since, until}` (text: case-insensitive, in the call's text and error;
+/// since/until: dates or timestamps, UTC, since inclusive, until exclusive), newest
+/// first. At
 /// most [`MAX_LOG_SCAN`] records are examined per page; `next_cursor` continues from
 /// the last one examined.
 pub fn logs(backend: &Backend, args: &Value) -> Result<Value, KipError> {
@@ -510,9 +512,14 @@ pub fn logs(backend: &Backend, args: &Value) -> Result<Value, KipError> {
     let text = s("text").map(|t| t.to_lowercase());
     let writes = matches!(args.get("writes"), Some(Value::Bool(true)))
         || s("writes").is_some_and(|w| w == "1" || w == "true");
+    // Timestamps are RFC 3339 UTC with a fixed shape, so a date or a timestamp
+    // compares as text: `since` inclusive, `until` exclusive.
+    let since = s("since");
+    let until = s("until");
     let mut cursor = s("cursor");
     let mut out = Vec::new();
     let mut scanned = 0usize;
+    let mut before_since = false;
     loop {
         let page = backend.list_logs(cursor.clone(), kip_engine::audit::MAX_PAGE)?;
         let records = page
@@ -528,9 +535,16 @@ pub fn logs(backend: &Backend, args: &Value) -> Result<Value, KipError> {
         for r in records {
             scanned += 1;
             last_id = r.get("id").and_then(Value::as_str).map(str::to_string);
-            let keep = interface
-                .as_deref()
-                .is_none_or(|i| r.get("interface").and_then(Value::as_str) == Some(i))
+            let ts = r.get("timestamp").and_then(Value::as_str).unwrap_or("");
+            if since.as_deref().is_some_and(|s| ts < s) {
+                // Newest first: everything further is older still.
+                before_since = true;
+                break;
+            }
+            let keep = until.as_deref().is_none_or(|u| ts < u)
+                && interface
+                    .as_deref()
+                    .is_none_or(|i| r.get("interface").and_then(Value::as_str) == Some(i))
                 && outcome
                     .as_deref()
                     .is_none_or(|o| r.get("outcome").and_then(Value::as_str) == Some(o))
@@ -542,6 +556,10 @@ pub fn logs(backend: &Backend, args: &Value) -> Result<Value, KipError> {
                     break;
                 }
             }
+        }
+        if before_since {
+            cursor = None;
+            break;
         }
         if out.len() == limit {
             // Continue after the last record returned.
