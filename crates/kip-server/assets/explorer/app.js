@@ -305,21 +305,30 @@
       el("table", { id: "list" }, el("thead", null, el("tr", null,
         el("th", null, "Name"), el("th", null, "Description"), el("th", null, "Provenance"))), body),
       status, more);
-    let cursor = null;
-    const load = async () => {
+    pager(more, status, async (cursor) => {
       const args = { type, limit: 100 };
       if (cursor) args.cursor = cursor;
+      const r = await get("/explorer/api/list", args);
+      for (const c of r.items || []) {
+        const desc = c.attributes && (c.attributes.description || c.attributes.content);
+        body.appendChild(el("tr", null, el("td", null, conceptLink(c)),
+          el("td", null, desc ? short(desc, 160) : ""), el("td", { class: "muted" }, provenance(c.metadata))));
+      }
+      return { next: r.next_cursor, status: body.children.length + " of " + (r.total ?? "?") + " shown." };
+    });
+  }
+
+  // Loads pages into a view: `fetchPage(cursor)` appends one page and resolves to
+  // {next, status}; the "more" button asks for the next page while there is one.
+  function pager(more, status, fetchPage) {
+    let cursor = null;
+    const load = async () => {
       more.disabled = true;
       try {
-        const r = await get("/explorer/api/list", args);
-        for (const c of r.items || []) {
-          const desc = c.attributes && (c.attributes.description || c.attributes.content);
-          body.appendChild(el("tr", null, el("td", null, conceptLink(c)),
-            el("td", null, desc ? short(desc, 160) : ""), el("td", { class: "muted" }, provenance(c.metadata))));
-        }
-        cursor = r.next_cursor;
+        const r = await fetchPage(cursor);
+        cursor = r.next;
         more.hidden = !cursor;
-        status.textContent = body.children.length + " of " + (r.total ?? "?") + " shown.";
+        status.textContent = r.status;
       } catch (e) {
         status.replaceChildren(errorBox(e));
       } finally {
@@ -752,8 +761,7 @@
         el("th", null, "When (UTC)"), el("th", null, "Interface"), el("th", null, "Method"),
         el("th", null, "Call"), el("th", null, "Outcome"), el("th", { class: "num" }, "ms"))), body),
       status, more);
-    let cursor = null;
-    const load = async () => {
+    pager(more, status, async (cursor) => {
       const args = { limit: 50 };
       if (f.interface) args.interface = f.interface;
       if (f.outcome) args.outcome = f.outcome;
@@ -766,22 +774,16 @@
         args.until = next.toISOString().slice(0, 10);
       }
       if (cursor) args.cursor = cursor;
-      more.disabled = true;
-      try {
-        const r = await get("/explorer/api/logs", args);
-        for (const rec of r.result) body.appendChild(logRow(rec));
-        cursor = r.next_cursor;
-        more.hidden = !cursor;
-        if (body.children.length) status.textContent = body.children.length + " calls shown.";
-        else status.textContent = cursor ? "None of the last " + r.scanned + " calls examined matches: look further with “Older calls”." : "No call matches.";
-      } catch (e) {
-        status.replaceChildren(errorBox(e));
-      } finally {
-        more.disabled = false;
-      }
-    };
-    more.addEventListener("click", load);
-    load();
+      const r = await get("/explorer/api/logs", args);
+      for (const rec of r.result) body.appendChild(logRow(rec));
+      const shown = body.children.length;
+      return {
+        next: r.next_cursor,
+        status: shown ? shown + " calls shown."
+          : r.next_cursor ? "None of the last " + r.scanned + " calls examined matches: look further with “Older calls”."
+            : "No call matches.",
+      };
+    });
   }
 
   function logRow(r) {
