@@ -333,6 +333,9 @@ pub fn out(text: &str) {
 }
 
 fn main() -> ExitCode {
+    // Before any thread starts (see the function): the local embedder's arithmetic
+    // otherwise re-counts the CPU cores from /proc at every operation.
+    kip_embed::pin_thread_count();
     let cli = Cli::parse();
     // The command runs on a thread with the engine's worker stack, whatever the main
     // thread's stack limit (`ulimit -s`) is: the engine's bounds are sized for it.

@@ -17,7 +17,7 @@ mod bert;
 mod local;
 mod openai;
 
-pub use local::LocalEmbedder;
+pub use local::{pin_thread_count, LocalEmbedder};
 pub use openai::OpenAiEmbedder;
 
 use std::fmt;
