@@ -4,7 +4,8 @@
 //! waits for the HNSW graph, then reports the build time, recall@10 of the graph
 //! against the exact search over 200 queries, and the median latency of both. With a
 //! model directory it also reports the local embedder's throughput (texts/s) on
-//! memory-like sentences.
+//! memory-like sentences. `VECTOR_BENCH_ANN_MIN=N` builds the graph from N vectors
+//! instead of the engine's threshold (to measure the graph below it).
 
 use kip_embed::{EmbedError, Embedder};
 use kip_engine::Nexus;
@@ -57,6 +58,12 @@ fn main() {
     let mut nexus = Nexus::in_memory().expect("nexus");
     nexus.set_embedder(Arc::new(Fixed)).expect("embedder");
     let sem = nexus.semantic().expect("semantic").clone();
+    if let Some(min) = std::env::var("VECTOR_BENCH_ANN_MIN")
+        .ok()
+        .and_then(|v| v.parse().ok())
+    {
+        sem.set_ann_min(min);
+    }
     let mut rng = Rng(0x2545_f491_4f6c_dd1d);
     let centres: Vec<Vec<f32>> = (0..2000)
         .map(|_| (0..384).map(|_| rng.unit()).collect())

@@ -41,7 +41,7 @@ fn inverse_norm(row: &[i8]) -> f32 {
 impl hnsw_rs::prelude::Distance<i8> for Cosine {
     fn eval(&self, a: &[i8], b: &[i8]) -> f32 {
         let n = a.len().min(b.len()).saturating_sub(4);
-        let dot = kip_embed::dot_i8i8(&a[..n], &b[..n]) as f32;
+        let dot = kip_embed::dot_i8i8_wide(&a[..n], &b[..n]) as f32;
         (1.0 - dot * inverse_norm(a) * inverse_norm(b)).clamp(0.0, 2.0)
     }
 }
@@ -49,7 +49,7 @@ impl hnsw_rs::prelude::Distance<i8> for Cosine {
 /// A quantized vector's graph row: its bytes, then the f32 inverse of their norm (0 for
 /// an all-zero vector) as 4 bytes.
 fn graph_row(q: &[i8]) -> Vec<i8> {
-    let n = (kip_embed::dot_i8i8(q, q) as f32).sqrt();
+    let n = (kip_embed::dot_i8i8_wide(q, q) as f32).sqrt();
     let inv = if n > 0.0 { 1.0 / n } else { 0.0 };
     let mut row = Vec::with_capacity(q.len() + 4);
     row.extend_from_slice(q);
@@ -117,7 +117,7 @@ impl Vectors {
 
     /// The cosine of slot `s`'s vector with the unit query `q`.
     pub(super) fn score(&self, s: usize, q: &[f32]) -> f32 {
-        kip_embed::dot_i8(q, self.row(s)) * self.scales[s]
+        kip_embed::dot_i8_wide(q, self.row(s)) * self.scales[s]
     }
 
     pub(super) fn live(&self) -> usize {
@@ -252,7 +252,7 @@ impl Vectors {
             if !keep(s) {
                 continue;
             }
-            let c = kip_embed::dot_i8(q, row) * self.scales[s];
+            let c = kip_embed::dot_i8_wide(q, row) * self.scales[s];
             if heap.len() < k {
                 heap.push(std::cmp::Reverse((OrdF32(c), self.ids[s])));
             } else if heap.peek().is_some_and(|w| c > w.0 .0 .0) {
