@@ -173,7 +173,8 @@ pub fn quantize(v: &[f32]) -> (Vec<i8>, f32) {
 
 /// `dot(a, b)` of an f32 vector with a quantized one's bytes (multiply by its scale to
 /// get the dot with the vector it stands for). Eight running sums, as in [`dot`].
-#[inline]
+/// Always inlined, so that [`dot_i8_wide`] compiles it with its instruction set.
+#[inline(always)]
 pub fn dot_i8(a: &[f32], b: &[i8]) -> f32 {
     let n = a.len().min(b.len());
     let (a, b) = (&a[..n], &b[..n]);
@@ -222,8 +223,9 @@ pub fn dot_i8i8_wide(a: &[i8], b: &[i8]) -> i32 {
     pulp::Arch::new().dispatch(Op(a, b))
 }
 
-/// The dot product of two quantized vectors' bytes, exact in integers.
-#[inline]
+/// The dot product of two quantized vectors' bytes, exact in integers. Always inlined,
+/// as [`dot_i8`].
+#[inline(always)]
 pub fn dot_i8i8(a: &[i8], b: &[i8]) -> i32 {
     let n = a.len().min(b.len());
     let (a, b) = (&a[..n], &b[..n]);
