@@ -151,6 +151,72 @@ fn numbers_only_take_the_ordered_walk_and_ties_stay_exact() {
     assert_eq!(top[1], json!([4, 4, 4]));
 }
 
+/// Names of the first column of every page of `cmd`, in order.
+fn paged_names(n: &Nexus, cmd: &str) -> Vec<String> {
+    pages(n, cmd)
+        .iter()
+        .flat_map(|p| p[0].as_array().cloned().unwrap_or_default())
+        .filter_map(|v| v.as_str().map(String::from))
+        .collect()
+}
+
+#[test]
+fn ties_go_by_concept_number_and_a_page_stops_after_its_last_row() {
+    let mut n = nexus();
+    medical_schema(&n);
+    // 300 drugs: d0..d299 created in order (ascending concept numbers); ranks 7 for
+    // all but the first three, which are ranked 1, 2, 3.
+    let values: Vec<Value> = (0..300)
+        .map(|i| json!(if i < 3 { i + 1 } else { 7 }))
+        .collect();
+    docs(&n, &values);
+    let desc = "FIND(?d.name, ?d.attributes.rank) WHERE { ?d {type: \"Drug\"} } ORDER BY ?d.attributes.rank DESC LIMIT 3";
+    let asc = "FIND(?d.name, ?d.attributes.rank) WHERE { ?d {type: \"Drug\"} } ORDER BY ?d.attributes.rank ASC LIMIT 3";
+    // The name determines the row: ties follow the concept number, descending under
+    // DESC (the order the index walk meets them) and ascending under ASC.
+    assert_eq!(ok(&n, desc)[0], json!(["d299", "d298", "d297"]));
+    assert_eq!(ok(&n, asc)[0], json!(["d0", "d1", "d2"]));
+    let (on, off) = both(&mut n, desc);
+    assert_eq!(on, off);
+    // Paging through the whole tie: every drug exactly once, in that order, the same
+    // with and without the index.
+    let all_desc = paged_names(&n, desc);
+    let mut expected: Vec<String> = (3..300).rev().map(|i| format!("d{i}")).collect();
+    expected.extend(["d2", "d1", "d0"].map(String::from));
+    assert_eq!(all_desc, expected);
+    let (on, off) = pages_both(&mut n, desc);
+    assert_eq!(on, off);
+    let (on, off) = pages_both(&mut n, asc);
+    assert_eq!(on, off);
+    // The walk reads the page and stops: with a work budget far below the tie's 297
+    // drugs the first page and a page from the middle of the tie still answer (a page
+    // that read the whole tie would exhaust it).
+    let mut limits = n.limits().clone();
+    limits.max_work = 60;
+    n.set_limits(limits.clone());
+    let first = run(&n, desc);
+    assert_eq!(
+        first["result"][0],
+        json!(["d299", "d298", "d297"]),
+        "{first}"
+    );
+    let cursor = first["next_cursor"]
+        .as_str()
+        .expect("more pages")
+        .to_string();
+    let second = run(&n, &format!("{desc} CURSOR \"{cursor}\""));
+    assert_eq!(
+        second["result"][0],
+        json!(["d296", "d295", "d294"]),
+        "{second}"
+    );
+    // Without the index the same query reads every drug and runs out of budget.
+    limits.attr_index = false;
+    n.set_limits(limits);
+    let scanned = run(&n, desc);
+    assert_eq!(scanned["error"]["code"], json!("KIP_4002"), "{scanned}");
+}
+
 #[test]
 fn explain_names_the_index_and_its_entries() {
     let n = nexus();

@@ -149,13 +149,28 @@ pub enum Anchor {
         /// The hash of its projected values.
         hash: u64,
     },
-    /// Pages sorted by the ORDER BY keys, then by the rows' hash: after this row.
+    /// Pages sorted by the ORDER BY keys, then by the number of the row's determining
+    /// concept (0 when the query has none, see [`tie_concept`]), then by the rows'
+    /// hash: after this row.
     Sorted {
         /// The ORDER BY values of the last row (a DESCRIBE list: its name).
         keys: Vec<Value>,
+        /// The number of its determining concept (0: none).
+        id: u64,
         /// The hash of its projected values.
         hash: u64,
     },
+}
+
+/// How rows with equal ORDER BY keys are ordered: by `rank` (the determining
+/// concept's number, reversed under a descending first key; one value for every row
+/// when there is none), then by the row hash.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Tie {
+    /// The determining concept's number in tie order.
+    pub rank: u64,
+    /// The row hash.
+    pub hash: u64,
 }
 
 /// The hash that orders rows with equal keys (and rows of one concept): FNV-1a of the
@@ -169,7 +184,8 @@ pub fn row_hash(proj: &[Value]) -> u64 {
 pub fn encode_cursor(anchor: &Anchor, fingerprint: u64) -> String {
     let v = match anchor {
         Anchor::Root { id, hash } => json!(["r", id, hash]),
-        Anchor::Sorted { keys, hash } => json!(["s", keys, hash]),
+        Anchor::Sorted { keys, id: 0, hash } => json!(["s", keys, hash]),
+        Anchor::Sorted { keys, id, hash } => json!(["s", keys, hash, id]),
     };
     let text = v.to_string();
     let mut hex = String::with_capacity(text.len() * 2);
@@ -207,6 +223,10 @@ pub fn decode_cursor(token: &str, fingerprint: u64) -> Result<Anchor, KipError> 
         }),
         (Some("s"), Some(Value::Array(keys))) => Ok(Anchor::Sorted {
             keys: keys.clone(),
+            id: match v.get(3) {
+                None => 0,
+                Some(id) => id.as_u64().ok_or_else(bad)?,
+            },
             hash,
         }),
         _ => Err(bad()),
@@ -671,20 +691,23 @@ pub fn run_find(
         return Ok(Outcome::ok(result));
     }
     let dirs: Vec<Direction> = q.order_by.iter().map(|k| k.direction).collect();
-    let mut keyed: Vec<(Vec<Value>, u64, Vec<Value>)> = rows
+    let mut keyed: Vec<(Vec<Value>, Tie, Vec<Value>)> = rows
         .into_iter()
-        .map(|(proj, keys)| (keys, row_hash(&proj), proj))
+        .map(|(proj, keys)| {
+            let hash = row_hash(&proj);
+            (keys, Tie { rank: 0, hash }, proj)
+        })
         .collect();
     keyed.sort_by(|a, b| cmp_keys(&a.0, &b.0, &dirs).then(a.1.cmp(&b.1)));
     let (mut keep, after) = match anchor {
         None => (keyed, None),
-        Some(Anchor::Sorted { keys, hash }) => (keyed, Some((keys, hash))),
+        Some(Anchor::Sorted { keys, id, hash }) => (keyed, Some((keys, Tie { rank: id, hash }))),
         Some(Anchor::Root { .. }) => return Err(stale_cursor()),
     };
     if let Some((k, h)) = &after {
         keep.retain(|r| cmp_keys(&r.0, k, &dirs).then(r.1.cmp(h)) == Ordering::Greater);
     }
-    Ok(sorted_page(q, keep, page, fingerprint))
+    Ok(sorted_page(q, keep, page, |rank| rank, fingerprint))
 }
 
 /// The slots of the variables the group keys and the ORDER BY paths read (all of a
@@ -720,7 +743,29 @@ fn has_only_link_counts(aggs: &[&Aggregate]) -> bool {
 /// of different concepts then always differ, so pages can follow the concepts in
 /// ascending number and resume at the last one: linear paging with early stop.
 fn root_concept<'p>(plan: &'p Plan, q: &FindQuery) -> Option<&'p super::plan::ConceptStep> {
-    if !plan.root.unions.is_empty() || !q.order_by.is_empty() {
+    if !q.order_by.is_empty() {
+        return None;
+    }
+    determining_concept(plan, q)
+}
+
+/// The slot of the concept that orders rows with equal ORDER BY keys: the plan's first
+/// matched concept when it determines the rows (as for [`root_concept`]). Ties are then
+/// ordered by that concept's number before the row hash, which an index walk in value
+/// order yields for free (each value's concepts come in ascending number), so a page
+/// ends after its last row instead of after every row tied with it. `None` without
+/// ORDER BY or without such a concept: ties go by row hash alone.
+fn tie_concept(plan: &Plan, q: &FindQuery) -> Option<usize> {
+    if q.order_by.is_empty() {
+        return None;
+    }
+    determining_concept(plan, q).map(|c| c.var)
+}
+
+/// The plan's first matched concept when its rows are determined by it (see
+/// [`root_concept`]).
+fn determining_concept<'p>(plan: &'p Plan, q: &FindQuery) -> Option<&'p super::plan::ConceptStep> {
+    if !plan.root.unions.is_empty() {
         return None;
     }
     let Some(super::plan::Step::Concept(c)) = plan.root.steps.first() else {
@@ -808,10 +853,31 @@ fn plain(
         };
         return Ok(columns(q, out, next));
     }
+    // Ties of the ORDER BY keys go by the determining concept when there is one (in
+    // the direction of the first key, so an index walk meets them in order), then by
+    // row hash.
+    let tie_var = tie_concept(plan, q);
+    let desc = q
+        .order_by
+        .first()
+        .is_some_and(|k| k.direction == Direction::Desc);
+    let tie_rank = |id: u64| if desc { !id } else { id };
     let after = match anchor {
         None => None,
-        Some(Anchor::Sorted { keys, hash }) => Some((keys, hash)),
+        Some(Anchor::Sorted { keys, id, hash }) => Some((
+            keys,
+            Tie {
+                rank: tie_rank(id),
+                hash,
+            },
+        )),
         Some(Anchor::Root { .. }) => return Err(stale_cursor()),
+    };
+    let rank_of = |r: &Row| -> u64 {
+        tie_rank(match tie_var.and_then(|v| r.get(v)) {
+            Some(Some(Val::Elem(crate::store::ElemRef::Concept(n)))) => *n,
+            _ => 0,
+        })
     };
     let order_paths: Vec<&DotPath> = q
         .order_by
@@ -829,24 +895,25 @@ fn plain(
     } else {
         q.order_by.iter().map(|k| k.direction).collect()
     };
-    let cmp = |a: &(Vec<Value>, u64, Vec<Value>), b: &(Vec<Value>, u64, Vec<Value>)| {
+    let cmp = |a: &(Vec<Value>, Tie, Vec<Value>), b: &(Vec<Value>, Tie, Vec<Value>)| {
         cmp_keys(&a.0, &b.0, &dirs).then(a.1.cmp(&b.1))
     };
     // Top-k: the best `page + 1` distinct rows after the anchor seen so far. The buffer
     // is cut back whenever it doubles, so memory and sorting stay proportional to the
     // page, whatever the position.
     let keep = page.saturating_add(1);
-    let mut rows: Vec<(Vec<Value>, u64, Vec<Value>)> = Vec::new();
+    let mut rows: Vec<(Vec<Value>, Tie, Vec<Value>)> = Vec::new();
     let mut solutions = 0usize;
-    // The sort keys of the worst row of a full page after the last cut: a solution with
-    // worse keys can never make the page, so it is dropped before it is projected.
-    let threshold: RefCell<Option<Vec<Value>>> = RefCell::new(None);
+    // The sort keys and tie of the worst row of a full page after the last cut: a
+    // solution that sorts after it can never make the page, so it is dropped before it
+    // is projected.
+    let threshold: RefCell<Option<(Vec<Value>, Tie)>> = RefCell::new(None);
     // Sorted, each distinct row at its first place in the order (set semantics), cut
     // to `keep` rows.
     // A page whose rows alone pass the response limit fails at the cut, before more of
     // them are gathered.
-    let cut = |rows: &mut Vec<(Vec<Value>, u64, Vec<Value>)>,
-               threshold: &RefCell<Option<Vec<Value>>>|
+    let cut = |rows: &mut Vec<(Vec<Value>, Tie, Vec<Value>)>,
+               threshold: &RefCell<Option<(Vec<Value>, Tie)>>|
      -> Result<(), KipError> {
         rows.sort_by(cmp);
         // The first `keep` distinct projections in order; equal projections have equal
@@ -858,7 +925,7 @@ fn plain(
             if rows.len() >= keep {
                 break;
             }
-            let seen = by_hash.entry(r.1).or_default();
+            let seen = by_hash.entry(r.1.hash).or_default();
             if seen
                 .iter()
                 .any(|&i| rows.get(i).is_some_and(|k| k.2 == r.2))
@@ -873,7 +940,7 @@ fn plain(
             return Err(page_too_large(limits));
         }
         if rows.len() == keep {
-            *threshold.borrow_mut() = rows.last().map(|r| r.0.clone());
+            *threshold.borrow_mut() = rows.last().map(|r| (r.0.clone(), r.1));
         }
         Ok(())
     };
@@ -891,30 +958,32 @@ fn plain(
         } else {
             (project_all(ctx, &order_paths, r)?, None)
         };
-        if threshold
-            .borrow()
-            .as_ref()
-            .is_some_and(|t| cmp_keys(&keys, t, &dirs) == Ordering::Greater)
-        {
-            return Ok(true);
+        let rank = rank_of(r);
+        if let Some((t, tt)) = threshold.borrow().as_ref() {
+            match cmp_keys(&keys, t, &dirs) {
+                Ordering::Greater => return Ok(true),
+                Ordering::Equal if rank > tt.rank => return Ok(true),
+                _ => {}
+            }
         }
         let mut hash = None;
-        if let Some((k, h)) = &after {
+        if let Some((k, at)) = &after {
             match cmp_keys(&keys, k, &dirs) {
                 Ordering::Less => return Ok(true),
-                Ordering::Equal => {
+                Ordering::Equal if rank < at.rank => return Ok(true),
+                Ordering::Equal if rank == at.rank => {
                     let p = match proj.take() {
                         Some(p) => p,
                         None => project_all(ctx, &paths, r)?,
                     };
                     let rh = row_hash(&p);
-                    if rh <= *h {
+                    if rh <= at.hash {
                         return Ok(true);
                     }
                     hash = Some(rh);
                     proj = Some(p);
                 }
-                Ordering::Greater => {}
+                _ => {}
             }
         }
         let proj = match proj {
@@ -922,7 +991,7 @@ fn plain(
             None => project_all(ctx, &paths, r)?,
         };
         let hash = hash.unwrap_or_else(|| row_hash(&proj));
-        rows.push((keys, hash, proj));
+        rows.push((keys, Tie { rank, hash }, proj));
         // In an ordered walk the page is cut as soon as it is full (then whenever the
         // buffer doubles), so the threshold that stops the walk is known early.
         let due = if eager {
@@ -941,15 +1010,34 @@ fn plain(
             let root = &plan.root.steps;
             let mut row = empty.clone();
             let mut group: Option<String> = None;
+            // Within one value the walk meets the concepts in tie order: once the page
+            // is full, a concept after its worst row's (same value) cannot make it, nor
+            // can any later one, when that value is the only sort key.
+            let ties_in_walk_order = tie_var == Some(w.var) && q.order_by.len() == 1;
+            // The cursor's value and tie: the concepts of that value before the
+            // cursor's own were on earlier pages, and are passed over unread.
+            let resume = after
+                .as_ref()
+                .filter(|_| ties_in_walk_order)
+                .and_then(|(k, at)| {
+                    let v = k.first().filter(|v| exact_key(v))?;
+                    Some((crate::store::attrs::value_key(v)?, at.rank))
+                });
             w.scan(ctx.g, &mut |vk, n| {
                 ctx.tick()?;
+                if resume
+                    .as_ref()
+                    .is_some_and(|(rk, rank)| tie_rank(n) < *rank && rk.as_str() == vk)
+                {
+                    return Ok(true);
+                }
                 if group.as_deref() != Some(vk) {
                     // A new value: when the page is full and this value sorts strictly
                     // after its worst row's, no later concept can make the page.
                     let past = threshold
                         .borrow()
                         .as_ref()
-                        .and_then(|t| t.first())
+                        .and_then(|t| t.0.first())
                         .and_then(crate::store::attrs::value_key)
                         .is_some_and(|tk| {
                             if w.rev {
@@ -962,6 +1050,17 @@ fn plain(
                         return Ok(false);
                     }
                     group = Some(vk.to_string());
+                } else if ties_in_walk_order {
+                    let done = threshold.borrow().as_ref().is_some_and(|(t, tt)| {
+                        tie_rank(n) > tt.rank
+                            && t.first().is_some_and(|v| {
+                                exact_key(v)
+                                    && crate::store::attrs::value_key(v).as_deref() == Some(vk)
+                            })
+                    });
+                    if done {
+                        return Ok(false);
+                    }
                 }
                 row[w.var] = Some(Val::Elem(crate::store::ElemRef::Concept(n)));
                 Ok(super::exec::run_steps(ctx, root, 1, &row, &mut on_row)?)
@@ -972,7 +1071,19 @@ fn plain(
         }
     }
     cut(&mut rows, &threshold)?;
-    Ok(sorted_page(q, rows, page, fingerprint))
+    Ok(sorted_page(q, rows, page, tie_rank, fingerprint))
+}
+
+/// Whether every value filed under the same index key as `v` equals it in the query
+/// engine's order (numbers share a key by their `f64` value, so integers from 2^53 on
+/// may share one without being equal).
+fn exact_key(v: &Value) -> bool {
+    match v {
+        Value::Number(n) => n
+            .as_f64()
+            .is_some_and(|f| f.abs() < 9_007_199_254_740_992.0),
+        _ => true,
+    }
 }
 
 fn page_too_large(limits: &QueryLimits) -> KipError {
@@ -1000,18 +1111,20 @@ fn value_key(v: &Value) -> Value {
 /// than the page): the page and, when more rows follow, the cursor after its last row.
 fn sorted_page(
     q: &FindQuery,
-    mut rows: Vec<(Vec<Value>, u64, Vec<Value>)>,
+    mut rows: Vec<(Vec<Value>, Tie, Vec<Value>)>,
     page: usize,
+    id_of_rank: impl Fn(u64) -> u64,
     fingerprint: u64,
 ) -> Outcome {
     let more = rows.len() > page;
     rows.truncate(page);
     let next = if more {
-        rows.last().map(|(keys, hash, _)| {
+        rows.last().map(|(keys, tie, _)| {
             encode_cursor(
                 &Anchor::Sorted {
                     keys: keys.clone(),
-                    hash: *hash,
+                    id: id_of_rank(tie.rank),
+                    hash: tie.hash,
                 },
                 fingerprint,
             )

@@ -121,6 +121,7 @@ fn type_list(
             encode_cursor(
                 &Anchor::Sorted {
                     keys: vec![json!(last)],
+                    id: 0,
                     hash: 0,
                 },
                 fingerprint,
