@@ -6,6 +6,8 @@
 //! model directory it also reports the local embedder's throughput (texts/s) on
 //! memory-like sentences. `VECTOR_BENCH_ANN_MIN=N` builds the graph from N vectors
 //! instead of the engine's threshold (to measure the graph below it).
+//! `VECTOR_BENCH_LINKS=R` also loads R proposition vectors per concept vector (3.7 in
+//! the benchmark graph), as a memory holds them: the searches are still for concepts.
 
 use kip_embed::{EmbedError, Embedder};
 use kip_engine::Nexus;
@@ -74,6 +76,24 @@ fn main() {
             .collect();
         sem.insert_raw(&items);
     }
+    let links_per_concept: f64 = std::env::var("VECTOR_BENCH_LINKS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0.0);
+    let links = (n as f64 * links_per_concept) as usize;
+    let tag = "\u{0}knows";
+    for chunk in 0..links.div_ceil(10_000) {
+        let items: Vec<(u64, &str, Vec<f32>)> = (chunk * 10_000..((chunk + 1) * 10_000).min(links))
+            .map(|i| {
+                (
+                    1u64 << 62 | i as u64,
+                    tag,
+                    rng.near(&centres[(i * 7) % 2000]),
+                )
+            })
+            .collect();
+        sem.insert_raw(&items);
+    }
     let t = Instant::now();
     let built = sem.wait_for_ann(Duration::from_secs(7200));
     let build = t.elapsed();
@@ -92,7 +112,7 @@ fn main() {
         recall += a.iter().filter(|x| want.contains(&x.1)).count() as f64 / 10.0;
     }
     println!(
-        "{n} vectors: graph {} in {:.1} s; recall@10 {:.3}; search median {:?} (graph) vs {:?} (exact)",
+        "{n} concept vectors (+{links} link vectors): graph {} in {:.1} s; recall@10 {:.3}; search median {:?} (graph) vs {:?} (exact)",
         if built { "built" } else { "NOT built" },
         build.as_secs_f64(),
         recall / queries.len() as f64,

@@ -115,3 +115,213 @@ fn the_graph_answers_like_the_exact_search() {
     let far = sem.nearest(&items[10].2, 50, None);
     assert!(far.iter().filter(|x| x.1 == moved).all(|x| x.0 < 0.999));
 }
+
+#[test]
+fn links_have_a_space_and_a_graph_of_their_own() {
+    use kip_engine::store::ElemRef;
+    let mut n = Nexus::in_memory().expect("nexus");
+    n.set_embedder(Arc::new(Never)).expect("embedder");
+    let sem = n.semantic().expect("semantic").clone();
+    let mut rng = Rng(0x2545_f491_4f6c_dd1d);
+    let centres: Vec<Vec<f32>> = (0..200)
+        .map(|_| (0..DIM).map(|_| rng.unit()).collect())
+        .collect();
+    sem.set_ann_min(4_000);
+    // 2,000 concepts (below the graph's threshold) and 6,000 propositions (above it),
+    // on the same topics.
+    let concepts: Vec<(u64, &str, Vec<f32>)> = (0..2_000)
+        .map(|i| (10 + i as u64, "A", rng.vector(&centres[i % 200], 0.6)))
+        .collect();
+    let tag = "\u{0}knows";
+    let links: Vec<(u64, &str, Vec<f32>)> = (0..6_000)
+        .map(|i| {
+            (
+                ElemRef::Prop(10 + i as u64).encode(),
+                tag,
+                rng.vector(&centres[(i * 3) % 200], 0.6),
+            )
+        })
+        .collect();
+    sem.insert_raw(&concepts);
+    sem.insert_raw(&links);
+    assert_eq!(sem.len(), 8_000);
+    // The propositions get a graph; the concepts, fewer than the threshold on their
+    // own, are searched exactly (8,000 vectors together would have made one graph).
+    assert!(sem.wait_for_ann(Duration::from_secs(300)), "no link graph");
+    for i in 0..50 {
+        let q = rng.vector(&centres[(i * 11) % 200], 0.6);
+        let found = sem.nearest(&q, 10, None);
+        assert_eq!(
+            found,
+            sem.nearest_exact(&q, 10),
+            "concepts are searched exactly"
+        );
+        assert!(
+            found.iter().all(|x| (10..2_010).contains(&x.1)),
+            "{found:?}"
+        );
+        let by_type = sem.nearest(&q, 10, Some("A"));
+        assert_eq!(by_type, found);
+        let l = sem.nearest_links(&q, 10, None);
+        assert_eq!(l.len(), 10);
+        assert!(l.iter().all(|x| (10..6_010).contains(&x.1)), "{l:?}");
+        assert_eq!(sem.nearest_links(&q, 10, Some("knows")).len(), 10);
+        assert!(sem.nearest_links(&q, 10, Some("likes")).is_empty());
+    }
+    // A proposition's own vector finds it through the graph.
+    let hit = sem.nearest_links(&links[123].2, 1, None);
+    assert_eq!(hit[0].1, 10 + 123);
+}
+
+/// Words hashed into `DIM` dimensions (texts sharing words are close).
+#[derive(Debug)]
+struct Hashed;
+impl Embedder for Hashed {
+    fn model_id(&self) -> &str {
+        "test:hashed-48"
+    }
+    fn dim(&self) -> usize {
+        DIM
+    }
+    fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
+        Ok(texts
+            .iter()
+            .map(|t| {
+                let mut v = vec![0f32; DIM];
+                for w in t
+                    .split(|c: char| !c.is_alphanumeric())
+                    .filter(|w| !w.is_empty())
+                {
+                    let h = w.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+                        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+                    });
+                    v[(h % DIM as u64) as usize] += 1.0;
+                }
+                kip_embed::normalize(&mut v);
+                v
+            })
+            .collect())
+    }
+}
+
+fn exec(n: &Nexus, cmd: &str) -> serde_json::Value {
+    let r = n
+        .execute_json(
+            &serde_json::json!({ "command": cmd }),
+            kip_engine::Access::ReadWrite,
+        )
+        .to_json();
+    assert!(r.get("error").is_none(), "{cmd}\n{r}");
+    r["result"].clone()
+}
+
+fn open_with_model(dir: &std::path::Path) -> (Nexus, Arc<kip_engine::semantic::Semantic>) {
+    let mut n = Nexus::open(dir).expect("open");
+    n.set_embedder(Arc::new(Hashed)).expect("embedder");
+    let sem = n.semantic().expect("semantic").clone();
+    assert!(
+        sem.wait_restored(Duration::from_secs(60)),
+        "restore attempted"
+    );
+    (n, sem)
+}
+
+const QUERY: &str = r#"SEARCH CONCEPT "topic 7 colour 3" WITH TYPE "Note" MODE "semantic" LIMIT 5"#;
+
+#[test]
+fn a_saved_graph_is_restored_at_open_and_checked_against_the_store() {
+    use std::os::unix::fs::PermissionsExt;
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let dir = tmp.path().join("nexus");
+    let graph_dir = dir.join(kip_engine::semantic::GRAPH_DIR).join("concepts");
+    let (n, sem) = open_with_model(&dir);
+    sem.set_ann_min(300);
+    exec(
+        &n,
+        r#"UPSERT { CONCEPT ?t { {type: "$ConceptType", name: "Note"} SET ATTRIBUTES { description: "a note" } } }"#,
+    );
+    for chunk in 0..6 {
+        let mut blocks = String::new();
+        for i in chunk * 200..(chunk + 1) * 200 {
+            blocks.push_str(&format!(
+                "CONCEPT ?n{i} {{ {{type: \"Note\", name: \"n{i}\"}} SET ATTRIBUTES {{ description: \"topic {} colour {} shape {}\" }} }}\n",
+                i % 50,
+                i % 7,
+                i % 11
+            ));
+        }
+        exec(&n, &format!("UPSERT {{ {blocks} }}"));
+    }
+    n.wait_for_embeddings(Duration::from_secs(120), &mut |_| {})
+        .expect("embedded");
+    assert!(sem.wait_for_ann(Duration::from_secs(120)), "graph built");
+    let total = sem.len();
+    assert!(total >= 1_200, "{total}");
+    // The background thread saves a graph once it is built.
+    let manifest = graph_dir.join("manifest.json");
+    for _ in 0..600 {
+        if manifest.exists() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(manifest.exists(), "the graph was not saved");
+    let mode =
+        |p: &std::path::Path| std::fs::metadata(p).expect("meta").permissions().mode() & 0o777;
+    assert_eq!(mode(&dir.join(kip_engine::semantic::GRAPH_DIR)), 0o700);
+    assert_eq!(mode(&manifest), 0o600);
+    let before = exec(&n, QUERY);
+    assert_eq!(before.as_array().map(Vec::len), Some(5), "{before}");
+    drop(sem);
+    drop(n);
+
+    // Reopened: the graph is there once the background thread has restored it (not
+    // rebuilt: the default threshold would not even build one for so few vectors), and
+    // answers the same.
+    let (n, sem) = open_with_model(&dir);
+    assert!(sem.has_ann(), "restored");
+    assert_eq!(sem.len(), total);
+    sem.set_ann_min(300);
+    assert_eq!(exec(&n, QUERY), before);
+    // A concept deleted while no model is configured: its vector leaves the store, and
+    // the next open marks its slot dead instead of trusting the saved graph.
+    let gone = before[0]["name"].as_str().expect("name").to_string();
+    drop(sem);
+    drop(n);
+    let plain = Nexus::open(&dir).expect("open without a model");
+    exec(
+        &plain,
+        &format!(r#"DELETE CONCEPT ?n DETACH WHERE {{ ?n {{type: "Note", name: "{gone}"}} }}"#),
+    );
+    drop(plain);
+    let (n, sem) = open_with_model(&dir);
+    assert!(sem.has_ann(), "restored");
+    assert_eq!(sem.len(), total - 1);
+    sem.set_ann_min(300);
+    let after = exec(&n, QUERY);
+    assert!(
+        after
+            .as_array()
+            .is_some_and(|a| a.iter().all(|x| x["name"] != gone.as_str())),
+        "{after}"
+    );
+    drop(sem);
+    drop(n);
+
+    // A damaged save is not used (no panic, no wrong answer): the vectors are searched
+    // exactly and the graph is rebuilt in the background.
+    let graph_file = std::fs::read_dir(&graph_dir)
+        .expect("dir")
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .find(|p| p.to_string_lossy().ends_with(".hnsw.graph"))
+        .expect("graph file");
+    let mut bytes = std::fs::read(&graph_file).expect("read");
+    let mid = bytes.len() / 2;
+    bytes[mid] ^= 0x5a;
+    std::fs::write(&graph_file, &bytes).expect("write");
+    let (n, sem) = open_with_model(&dir);
+    assert!(!sem.has_ann(), "a damaged graph must not be restored");
+    assert_eq!(sem.len(), total - 1);
+    assert_eq!(exec(&n, QUERY), after);
+}

@@ -2,10 +2,15 @@
 //! exact scan, and the HNSW graph (hnsw_rs) built in the background over them. The
 //! invariants checked together here: a slot is never reused while a graph may name it,
 //! and the graph's rows are the slots' quantized bytes.
+//!
+//! Concepts and propositions live in two spaces ([`Space`]), each with its own slots
+//! and graph: a memory holds several links per concept (3.7 in the benchmark graph),
+//! and a concept search that had to walk past the links' slots (and, in one shared
+//! graph, through their nodes with a filter) would pay for every link it never returns.
 
 use super::text::link_tag;
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::RwLock;
 
 /// Below this many live vectors the search compares the query with every vector; from
@@ -23,13 +28,16 @@ pub const ANN_EF_SEARCH: usize = 128;
 /// Vectors inserted into the graph per step of a background build (the build checks
 /// for shutdown between steps).
 const ANN_BUILD_STEP: usize = 2_048;
+/// Vectors a graph catches up with per step (under the read lock: searches go on, the
+/// embedding worker's next store waits for the step).
+const ANN_CATCH_UP_STEP: usize = 512;
 
 /// Cosine distance of two graph rows (`1 - cos`, never negative). A graph row is a
 /// quantized vector's bytes followed by 4 bytes holding the f32 inverse of their norm
 /// ([`graph_row`]), so one integer dot gives the cosine (the distance sees only the two
 /// rows, not their slots).
 #[derive(Debug, Clone, Copy, Default)]
-struct Cosine;
+pub(super) struct Cosine;
 
 fn inverse_norm(row: &[i8]) -> f32 {
     match row.len().checked_sub(4).and_then(|i| row.get(i..)) {
@@ -57,10 +65,27 @@ fn graph_row(q: &[i8]) -> Vec<i8> {
     row
 }
 
-/// The HNSW graph over slots `0..upto` of [`Vectors`] (slot numbers are its data ids),
-/// on the quantized bytes.
+/// The HNSW graph over slots `0..covered` of a [`Space`] (slot numbers are its data
+/// ids), on the quantized bytes. Slots from `covered` on (added while the graph was
+/// built, or since it was saved) are searched exactly until the background thread has
+/// inserted them ([`extend_ann`]); a new slot goes straight into a graph that has
+/// caught up.
 pub(super) struct Ann {
-    graph: hnsw_rs::prelude::Hnsw<'static, i8, Cosine>,
+    pub(super) graph: hnsw_rs::prelude::Hnsw<'static, i8, Cosine>,
+    pub(super) covered: AtomicUsize,
+}
+
+impl Ann {
+    pub(super) fn new(graph: hnsw_rs::prelude::Hnsw<'static, i8, Cosine>, covered: usize) -> Ann {
+        Ann {
+            graph,
+            covered: AtomicUsize::new(covered),
+        }
+    }
+
+    pub(super) fn covered(&self) -> usize {
+        self.covered.load(Ordering::SeqCst)
+    }
 }
 
 impl std::fmt::Debug for Ann {
@@ -69,13 +94,108 @@ impl std::fmt::Debug for Ann {
     }
 }
 
-/// The vectors in memory, in append-only slots: a changed vector gets a new slot and its
-/// old one is marked dead (an HNSW graph cannot move a node); `compact` drops the dead
-/// slots (and the graph, rebuilt in the background) once they are half of them. Each
-/// vector is held quantized ([`kip_embed::quantize`]: one byte per dimension and a
-/// scale), a quarter of its f32 size; the store keeps the f32 values.
+/// The vectors in memory: concepts and propositions apart (see the module comment).
 #[derive(Debug, Default)]
 pub(super) struct Vectors {
+    pub(super) concepts: Space,
+    pub(super) links: Space,
+}
+
+impl Vectors {
+    /// Empty spaces for vectors of `dim` dimensions, with a graph from `ann_min` live
+    /// vectors of a space on.
+    pub(super) fn new(dim: usize, ann_min: usize) -> Vectors {
+        let space = || Space {
+            dim,
+            ann_min,
+            ..Space::default()
+        };
+        Vectors {
+            concepts: space(),
+            links: space(),
+        }
+    }
+
+    pub(super) fn space(&self, links: bool) -> &Space {
+        if links {
+            &self.links
+        } else {
+            &self.concepts
+        }
+    }
+
+    pub(super) fn space_mut(&mut self, links: bool) -> &mut Space {
+        if links {
+            &mut self.links
+        } else {
+            &mut self.concepts
+        }
+    }
+
+    /// Stores the vector of element `id` (a concept of type `tag`, or a proposition when
+    /// `tag` is a [`link_tag`]).
+    pub(super) fn put(&mut self, id: u64, tag: &str, v: &[f32]) {
+        let (q, scale) = kip_embed::quantize(v);
+        self.put_quantized(id, tag, q, scale);
+    }
+
+    /// [`Vectors::put`] of a vector already quantized.
+    pub(super) fn put_quantized(&mut self, id: u64, tag: &str, q: Vec<i8>, scale: f32) {
+        self.space_mut(tag.starts_with('\u{0}'))
+            .put_quantized(id, tag, q, scale);
+    }
+
+    pub(super) fn remove(&mut self, id: u64) {
+        self.concepts.remove(id);
+        self.links.remove(id);
+    }
+
+    pub(super) fn live(&self) -> usize {
+        self.concepts.live() + self.links.live()
+    }
+
+    pub(super) fn cosine(&self, id: u64, q: &[f32]) -> Option<f32> {
+        self.concepts
+            .cosine(id, q)
+            .or_else(|| self.links.cosine(id, q))
+    }
+
+    /// The `k` most similar elements of a kind: `(cosine, key)`, best first (see
+    /// [`Space::nearest`]).
+    pub(super) fn nearest(&self, q: &[f32], k: usize, kind: Kind<'_>) -> Vec<(f32, u64)> {
+        match kind {
+            Kind::Concepts(t) => self.concepts.nearest(q, k, t.map(str::to_string)),
+            Kind::Links(p) => self.links.nearest(q, k, p.map(link_tag)),
+        }
+    }
+
+    /// Whether a space searches through its graph.
+    pub(super) fn has_ann(&self) -> bool {
+        self.concepts.ann.is_some() || self.links.ann.is_some()
+    }
+
+    /// Whether every space big enough for a graph has it, covering every slot.
+    pub(super) fn ann_settled(&self) -> bool {
+        [&self.concepts, &self.links].iter().all(|s| match &s.ann {
+            Some(a) => a.covered() >= s.ids.len(),
+            None => s.live() < s.ann_min,
+        })
+    }
+
+    pub(super) fn set_ann_min(&mut self, n: usize) {
+        self.concepts.ann_min = n;
+        self.links.ann_min = n;
+    }
+}
+
+/// The vectors of one kind of element, in append-only slots: a changed vector gets a
+/// new slot and its old one is marked dead (an HNSW graph cannot move a node);
+/// `compact` drops the dead slots (and the graph, rebuilt in the background) once they
+/// are half of them. Each vector is held quantized ([`kip_embed::quantize`]: one byte
+/// per dimension and a scale), a quarter of its f32 size; the store keeps the f32
+/// values.
+#[derive(Debug, Default)]
+pub(super) struct Space {
     pub(super) dim: usize,
     /// Element per slot (`DEAD`: the slot's vector was replaced or removed).
     pub(super) ids: Vec<u64>,
@@ -86,8 +206,6 @@ pub(super) struct Vectors {
     pub(super) dead: usize,
     pub(super) type_names: Vec<String>,
     pub(super) type_ids: HashMap<String, u32>,
-    /// Whether a type id is a [`link_tag`] (a predicate) rather than a concept type.
-    pub(super) type_is_link: Vec<bool>,
     /// The graph, when built: it covers every slot (new slots are inserted as they come).
     pub(super) ann: Option<Ann>,
     /// Bumped when slots are renumbered (a background build of the old numbering is
@@ -95,18 +213,19 @@ pub(super) struct Vectors {
     pub(super) generation: u64,
     /// Live vectors from which the graph is built and used ([`ANN_MIN`]; tests lower it).
     pub(super) ann_min: usize,
+    /// Slots of the graph last saved to disk (0: none saved since it was built).
+    pub(super) saved: usize,
 }
 
 pub(super) const DEAD: u64 = u64::MAX;
 
-impl Vectors {
+impl Space {
     pub(super) fn type_id(&mut self, t: &str) -> u32 {
         if let Some(&i) = self.type_ids.get(t) {
             return i;
         }
         let i = self.type_names.len() as u32;
         self.type_names.push(t.to_string());
-        self.type_is_link.push(t.starts_with('\u{0}'));
         self.type_ids.insert(t.to_string(), i);
         i
     }
@@ -124,12 +243,11 @@ impl Vectors {
         self.ids.len() - self.dead
     }
 
-    pub(super) fn put(&mut self, id: u64, concept_type: &str, v: &[f32]) {
-        if v.len() != self.dim {
+    pub(super) fn put_quantized(&mut self, id: u64, concept_type: &str, q: Vec<i8>, scale: f32) {
+        if q.len() != self.dim {
             return;
         }
         let t = self.type_id(concept_type);
-        let (q, scale) = kip_embed::quantize(v);
         if let Some(&old) = self.slot.get(&id) {
             if self.types[old] == t && self.row(old) == q.as_slice() {
                 return;
@@ -144,9 +262,36 @@ impl Vectors {
         self.data.extend_from_slice(&q);
         self.scales.push(scale);
         if let Some(a) = &self.ann {
-            a.graph.insert_slice((&graph_row(&q), s));
+            if a.covered() == s {
+                a.graph.insert_slice((&graph_row(&q), s));
+                a.covered.store(s + 1, Ordering::SeqCst);
+            }
         }
         self.compact_if_sparse();
+    }
+
+    /// Appends a slot restored from a saved graph: element `id` of type `tag` with its
+    /// quantized vector, or a dead slot (`None`: the element is gone or its vector
+    /// changed since the save).
+    pub(super) fn push_restored(&mut self, id: u64, tag: &str, row: Option<(&[i8], f32)>) {
+        let s = self.ids.len();
+        match row {
+            Some((q, scale)) if q.len() == self.dim => {
+                let t = self.type_id(tag);
+                self.slot.insert(id, s);
+                self.ids.push(id);
+                self.types.push(t);
+                self.data.extend_from_slice(q);
+                self.scales.push(scale);
+            }
+            _ => {
+                self.ids.push(DEAD);
+                self.types.push(0);
+                self.data.extend(std::iter::repeat_n(0, self.dim));
+                self.scales.push(0.0);
+                self.dead += 1;
+            }
+        }
     }
 
     pub(super) fn remove(&mut self, id: u64) {
@@ -181,6 +326,7 @@ impl Vectors {
         self.scales = scales;
         self.dead = 0;
         self.ann = None;
+        self.saved = 0;
         self.generation += 1;
     }
 
@@ -189,17 +335,13 @@ impl Vectors {
         Some(self.score(s, q))
     }
 
-    /// The `k` most similar elements of a kind: `(cosine, key)`, best first. Exact below
-    /// [`ANN_MIN`] live vectors or while the graph is being built; approximate (HNSW,
-    /// filtered inside the search) otherwise.
-    pub(super) fn nearest(&self, q: &[f32], k: usize, kind: Kind<'_>) -> Vec<(f32, u64)> {
+    /// The `k` most similar elements (of type or [`link_tag`] `named` when given):
+    /// `(cosine, key)`, best first. Exact below [`ANN_MIN`] live vectors or while the
+    /// graph is being built; approximate (HNSW, filtered inside the search) otherwise.
+    pub(super) fn nearest(&self, q: &[f32], k: usize, named: Option<String>) -> Vec<(f32, u64)> {
         if q.len() != self.dim || k == 0 {
             return Vec::new();
         }
-        let (links, named) = match kind {
-            Kind::Concepts(t) => (false, t.map(str::to_string)),
-            Kind::Links(p) => (true, p.map(link_tag)),
-        };
         let want = match named {
             Some(t) => match self.type_ids.get(&t) {
                 Some(&i) => Some(i),
@@ -207,17 +349,11 @@ impl Vectors {
             },
             None => None,
         };
-        let keep = |s: usize| {
-            self.ids[s] != DEAD
-                && match want {
-                    Some(t) => self.types[s] == t,
-                    None => self.type_is_link[self.types[s] as usize] == links,
-                }
-        };
-        let every_node =
-            want.is_none() && self.dead == 0 && self.type_is_link.iter().all(|&l| l == links);
+        let keep = |s: usize| self.ids[s] != DEAD && want.is_none_or(|t| self.types[s] == t);
+        let every_node = want.is_none() && self.dead == 0;
         if let (Some(a), true) = (&self.ann, self.live() >= self.ann_min) {
-            let filter = |s: &usize| *s < self.ids.len() && keep(*s);
+            let covered = a.covered().min(self.ids.len());
+            let filter = |s: &usize| *s < covered && keep(*s);
             let ef = ANN_EF_SEARCH.max(k);
             let (qq, _) = kip_embed::quantize(q);
             let qq = graph_row(&qq);
@@ -229,9 +365,13 @@ impl Vectors {
             };
             let mut out: Vec<(f32, u64)> = found
                 .into_iter()
-                .filter(|n| n.d_id < self.ids.len() && keep(n.d_id))
+                .filter(|n| n.d_id < covered && keep(n.d_id))
                 .map(|n| (self.score(n.d_id, q), self.ids[n.d_id]))
                 .collect();
+            // The slots the graph has not caught up with yet, exactly.
+            if covered < self.ids.len() {
+                out.extend(self.exact_from(q, k, &keep, covered));
+            }
             out.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
             out.truncate(k);
             return out;
@@ -245,10 +385,22 @@ impl Vectors {
         k: usize,
         keep: &dyn Fn(usize) -> bool,
     ) -> Vec<(f32, u64)> {
+        self.exact_from(q, k, keep, 0)
+    }
+
+    /// [`Space::exact`] over the slots from `from` on.
+    fn exact_from(
+        &self,
+        q: &[f32],
+        k: usize,
+        keep: &dyn Fn(usize) -> bool,
+        from: usize,
+    ) -> Vec<(f32, u64)> {
         // A bounded min-heap of the best k.
         let mut heap: std::collections::BinaryHeap<std::cmp::Reverse<(OrdF32, u64)>> =
             std::collections::BinaryHeap::with_capacity(k + 1);
-        for (s, row) in self.data.chunks_exact(self.dim).enumerate() {
+        let rows = self.data.get(from * self.dim..).unwrap_or_default();
+        for (s, row) in (from..).zip(rows.chunks_exact(self.dim)) {
             if !keep(s) {
                 continue;
             }
@@ -266,13 +418,21 @@ impl Vectors {
     }
 }
 
-/// Builds the HNSW graph of `vectors` when it has none and holds enough vectors: the
-/// slots are copied under the read lock, inserted outside any lock (in steps, so a
-/// shutdown is not kept waiting), then the slots added meanwhile are inserted and the
-/// graph published under the write lock. Returns whether a graph was published.
+/// Builds the HNSW graph of each space of `vectors` that has none and holds enough
+/// vectors; returns whether a graph was published.
 pub(super) fn build_ann(vectors: &RwLock<Vectors>, stop: &AtomicBool) -> bool {
+    let concepts = build_space(vectors, false, stop);
+    let links = build_space(vectors, true, stop);
+    concepts || links
+}
+
+/// Builds the graph of one space: the slots are copied under the read lock, inserted
+/// outside any lock (in steps, so a shutdown is not kept waiting), then the slots added
+/// meanwhile are inserted and the graph published under the write lock.
+fn build_space(vectors: &RwLock<Vectors>, links: bool, stop: &AtomicBool) -> bool {
     let (generation, upto, dim, rows) = {
-        let v = vectors.read().unwrap_or_else(|p| p.into_inner());
+        let all = vectors.read().unwrap_or_else(|p| p.into_inner());
+        let v = all.space(links);
         if v.ann.is_some() || v.live() < v.ann_min {
             return false;
         }
@@ -293,15 +453,49 @@ pub(super) fn build_ann(vectors: &RwLock<Vectors>, stop: &AtomicBool) -> bool {
         }
         graph.parallel_insert_slice(&step.to_vec());
     }
-    let mut v = vectors.write().unwrap_or_else(|p| p.into_inner());
+    let mut all = vectors.write().unwrap_or_else(|p| p.into_inner());
+    let v = all.space_mut(links);
     if v.generation != generation || v.ann.is_some() {
         return false;
     }
-    for s in upto..v.ids.len() {
-        graph.insert_slice((&graph_row(v.row(s)), s));
-    }
-    v.ann = Some(Ann { graph });
+    // The slots added meanwhile are searched exactly until `extend_ann` inserts them.
+    v.ann = Some(Ann::new(graph, upto));
+    v.saved = 0;
     true
+}
+
+/// Inserts into the graph of each space the slots it does not cover yet, a step at a
+/// time under the read lock (searches go on; they scan those slots exactly until
+/// then). Returns whether it inserted anything. Only the background thread calls it,
+/// so steps never overlap; a store of a new vector takes the write lock, so it never
+/// runs during a step.
+pub(super) fn extend_ann(vectors: &RwLock<Vectors>, stop: &AtomicBool) -> bool {
+    let mut any = false;
+    for links in [false, true] {
+        loop {
+            if stop.load(Ordering::SeqCst) {
+                return any;
+            }
+            let all = vectors.read().unwrap_or_else(|p| p.into_inner());
+            let v = all.space(links);
+            let Some(a) = &v.ann else { break };
+            let from = a.covered();
+            let to = v.ids.len().min(from.saturating_add(ANN_CATCH_UP_STEP));
+            if from >= to {
+                break;
+            }
+            let rows: Vec<Vec<i8>> = (from..to).map(|s| graph_row(v.row(s))).collect();
+            let batch: Vec<(&[i8], usize)> = rows
+                .iter()
+                .zip(from..)
+                .map(|(r, s)| (r.as_slice(), s))
+                .collect();
+            a.graph.parallel_insert_slice(&batch);
+            a.covered.store(to, Ordering::SeqCst);
+            any = true;
+        }
+    }
+    any
 }
 
 /// Which vectors a nearest-neighbour search considers.

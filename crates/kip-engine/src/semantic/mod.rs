@@ -23,17 +23,21 @@
 //! - The search runs over an in-memory copy of the vectors loaded at open: exact (every
 //!   vector compared) below [`ANN_MIN`] vectors, else through an HNSW graph (hnsw_rs)
 //!   built in the background after open and kept up to date as vectors come; the type
-//!   filter runs inside the graph search.
+//!   filter runs inside the graph search. Concepts and propositions have a space (and a
+//!   graph) each. A graph is saved under the data directory (`persist.rs`) and restored
+//!   at the next open instead of being rebuilt.
 
 mod index;
+mod persist;
 mod text;
 
 pub use index::{Kind, ANN_EF_SEARCH, ANN_MIN};
+pub use persist::DIR as GRAPH_DIR;
 pub use text::{check_vectors, embedding_text, prop_embedding_text, stale_elements};
 
 use crate::store::backend::Backend;
 use crate::store::{ElemRef, GraphRead, StoreResult};
-use index::{build_ann, Vectors, DEAD};
+use index::{build_ann, extend_ann, Vectors};
 use kip_embed::Embedder;
 use kip_lang::KipError;
 use std::collections::HashMap;
@@ -105,6 +109,10 @@ pub struct Semantic {
     wake: (Mutex<bool>, Condvar),
     progress: (Mutex<Progress>, Condvar),
     threads: Mutex<Vec<std::thread::JoinHandle<()>>>,
+    /// The data directory the graphs are saved under (`None`: not saved).
+    root: Option<std::path::PathBuf>,
+    /// Set once the saved graphs were restored (or found missing or unusable).
+    restored: AtomicBool,
 }
 
 impl std::fmt::Debug for Semantic {
@@ -143,11 +151,7 @@ impl Semantic {
             },
             false,
         )?;
-        let mut vectors = Vectors {
-            dim: embedder.dim(),
-            ann_min: ANN_MIN,
-            ..Vectors::default()
-        };
+        let mut vectors = Vectors::new(embedder.dim(), ANN_MIN);
         store.read(|r| -> Result<(), KipError> {
             let mut loaded = Vec::new();
             r.scan_vectors(&mut |id, b| {
@@ -167,6 +171,7 @@ impl Semantic {
             }
             Ok(())
         })?;
+        let root = store.path().map(std::path::Path::to_path_buf);
         let sem = Arc::new(Semantic {
             embedder,
             queries: Mutex::new(QueryCache::default()),
@@ -175,6 +180,8 @@ impl Semantic {
             wake: (Mutex::new(true), Condvar::new()),
             progress: (Mutex::new(Progress::default()), Condvar::new()),
             threads: Mutex::new(Vec::new()),
+            root,
+            restored: AtomicBool::new(false),
         });
         let handle = {
             let sem = Arc::downgrade(&sem);
@@ -191,16 +198,23 @@ impl Semantic {
             let sem = Arc::downgrade(&sem);
             std::thread::Builder::new()
                 .name("kip-ann".into())
-                .spawn(move || loop {
-                    let Some(s) = sem.upgrade() else { return };
-                    if s.stop.load(Ordering::SeqCst) {
-                        return;
+                .spawn(move || {
+                    if let Some(s) = sem.upgrade() {
+                        s.restore_graphs();
                     }
-                    if build_ann(&s.vectors, &s.stop) {
-                        tracing::info!("the vector index (HNSW) is built: {} vectors", s.len());
+                    loop {
+                        let Some(s) = sem.upgrade() else { return };
+                        if s.stop.load(Ordering::SeqCst) {
+                            return;
+                        }
+                        if build_ann(&s.vectors, &s.stop) {
+                            tracing::info!("the vector index (HNSW) is built: {} vectors", s.len());
+                        }
+                        extend_ann(&s.vectors, &s.stop);
+                        s.save_grown();
+                        drop(s);
+                        std::thread::sleep(Duration::from_millis(500));
                     }
-                    drop(s);
-                    std::thread::sleep(Duration::from_millis(500));
                 })
                 .map_err(|e| {
                     KipError::internal(format!("cannot start the vector index thread: {e}"))
@@ -321,8 +335,7 @@ impl Semantic {
         self.vectors
             .read()
             .unwrap_or_else(|p| p.into_inner())
-            .ann
-            .is_some()
+            .has_ann()
     }
 
     /// Waits until the HNSW graph is built (when there are enough vectors for one) or
@@ -332,8 +345,8 @@ impl Semantic {
         loop {
             {
                 let v = self.vectors.read().unwrap_or_else(|p| p.into_inner());
-                if v.ann.is_some() || v.live() < v.ann_min {
-                    return v.ann.is_some();
+                if v.ann_settled() {
+                    return v.has_ann();
                 }
             }
             if Instant::now() >= end {
@@ -343,13 +356,27 @@ impl Semantic {
         }
     }
 
+    /// Waits until the saved graphs were restored, or found missing or unusable (the
+    /// background thread does it first after open); returns whether that happened
+    /// within `timeout`.
+    pub fn wait_restored(&self, timeout: Duration) -> bool {
+        let end = Instant::now() + timeout;
+        while !self.restored.load(Ordering::SeqCst) {
+            if Instant::now() >= end {
+                return false;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        true
+    }
+
     /// Sets the number of live vectors from which the graph is built and used (tests).
     #[doc(hidden)]
     pub fn set_ann_min(&self, n: usize) {
         self.vectors
             .write()
             .unwrap_or_else(|p| p.into_inner())
-            .ann_min = n.max(1);
+            .set_ann_min(n.max(1));
     }
 
     /// Loads vectors directly (benchmarks and tests of the vector index: no model, no
@@ -362,11 +389,13 @@ impl Semantic {
         }
     }
 
-    /// The exact `k` nearest (every vector compared), for measuring the graph's recall.
+    /// The exact `k` nearest concepts (every vector compared), for measuring the
+    /// graph's recall.
     #[doc(hidden)]
     pub fn nearest_exact(&self, q: &[f32], k: usize) -> Vec<(f32, u64)> {
         let v = self.vectors.read().unwrap_or_else(|p| p.into_inner());
-        v.exact(q, k, &|s| v.ids[s] != DEAD)
+        let c = &v.concepts;
+        c.exact(q, k, &|s| c.ids[s] != index::DEAD)
     }
 
     /// Whether no vector is held.
@@ -374,13 +403,97 @@ impl Semantic {
         self.len() == 0
     }
 
-    /// Stops the worker and waits for it.
+    /// Stops the worker and waits for it; saves a graph that grew since its last save
+    /// (see [`Semantic::save_grown`]).
     pub fn shutdown(&self) {
         self.stop.store(true, Ordering::SeqCst);
         self.nudge();
         let threads = std::mem::take(&mut *lock(&self.threads));
+        let joined = !threads.is_empty();
         for h in threads {
             let _ = h.join();
+        }
+        if joined {
+            self.save_grown();
+        }
+    }
+
+    /// Restores the saved graph of each space (see `persist.rs`): read outside any lock,
+    /// then adopted under the write lock. Runs first on the background thread.
+    fn restore_graphs(&self) {
+        self.restore_saved();
+        self.restored.store(true, Ordering::SeqCst);
+    }
+
+    fn restore_saved(&self) {
+        let Some(root) = &self.root else { return };
+        for links in [false, true] {
+            if self.stop.load(Ordering::SeqCst) {
+                return;
+            }
+            let dir = persist::space_dir(root, links);
+            match persist::load(root, self.embedder.model_id(), links, self.embedder.dim()) {
+                Ok(None) => {}
+                Ok(Some(loaded)) => {
+                    let mut v = self.vectors.write().unwrap_or_else(|p| p.into_inner());
+                    let space = v.space_mut(links);
+                    if space.ann.is_none() {
+                        let kept = persist::adopt(space, loaded);
+                        tracing::info!(
+                            "vector index restored from {}: {kept} vectors",
+                            dir.display()
+                        );
+                    }
+                }
+                Err(why) => tracing::warn!(
+                    "the saved vector index {} is not used ({why}); it is rebuilt in the background",
+                    dir.display()
+                ),
+            }
+        }
+    }
+
+    /// Saves each space's graph when it covers every slot and was never saved or has
+    /// grown by a tenth since (a restored graph takes the few vectors it lacks in the
+    /// background, so small growth is not worth rewriting a large file). A failure is
+    /// logged: the graph is derived data, rebuilt when it cannot be restored.
+    pub fn save_grown(&self) {
+        let Some(root) = &self.root else { return };
+        let v = self.vectors.read().unwrap_or_else(|p| p.into_inner());
+        let mut saved = Vec::new();
+        for links in [false, true] {
+            let space = v.space(links);
+            let Some(a) = &space.ann else { continue };
+            let n = space.ids.len();
+            let due = a.covered() >= n && (space.saved == 0 || n >= space.saved + space.saved / 10);
+            if !due || n == 0 {
+                continue;
+            }
+            match persist::save(root, self.embedder.model_id(), links, space) {
+                Ok(0) => {}
+                Ok(slots) => saved.push((links, slots)),
+                Err(e) => {
+                    static WARN: crate::store::throttle::Throttle =
+                        crate::store::throttle::Throttle::new(Duration::from_secs(600));
+                    if let Some(suppressed) = WARN.allow() {
+                        tracing::warn!(
+                            suppressed,
+                            "cannot save the vector index under {}: {e}",
+                            root.display()
+                        );
+                    }
+                }
+            }
+        }
+        drop(v);
+        if !saved.is_empty() {
+            let mut v = self.vectors.write().unwrap_or_else(|p| p.into_inner());
+            for (links, slots) in saved {
+                let space = if links { &mut v.links } else { &mut v.concepts };
+                if space.ann.is_some() {
+                    space.saved = slots;
+                }
+            }
         }
     }
 }
@@ -530,10 +643,7 @@ mod tests {
 
     #[test]
     fn vectors_put_replace_remove_and_rank() {
-        let mut v = Vectors {
-            dim: 2,
-            ..Vectors::default()
-        };
+        let mut v = Vectors::new(2, ANN_MIN);
         v.put(1, "A", &[1.0, 0.0]);
         v.put(2, "B", &[0.0, 1.0]);
         v.put(3, "A", &[0.6, 0.8]);
