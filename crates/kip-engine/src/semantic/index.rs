@@ -206,7 +206,7 @@ pub(super) struct Space {
     pub(super) dead: usize,
     pub(super) type_names: Vec<String>,
     pub(super) type_ids: HashMap<String, u32>,
-    /// The graph, when built: it covers every slot (new slots are inserted as they come).
+    /// The graph, when built or restored: it covers slots `0..covered` ([`Ann`]).
     pub(super) ann: Option<Ann>,
     /// Bumped when slots are renumbered (a background build of the old numbering is
     /// then thrown away).
@@ -426,9 +426,10 @@ pub(super) fn build_ann(vectors: &RwLock<Vectors>, stop: &AtomicBool) -> bool {
     concepts || links
 }
 
-/// Builds the graph of one space: the slots are copied under the read lock, inserted
-/// outside any lock (in steps, so a shutdown is not kept waiting), then the slots added
-/// meanwhile are inserted and the graph published under the write lock.
+/// Builds the graph of one space: the slots are copied under the read lock and
+/// inserted outside any lock (in steps, so a shutdown is not kept waiting), then the
+/// graph is published under the write lock, covering those slots ([`extend_ann`]
+/// inserts the ones added meanwhile).
 fn build_space(vectors: &RwLock<Vectors>, links: bool, stop: &AtomicBool) -> bool {
     let (generation, upto, dim, rows) = {
         let all = vectors.read().unwrap_or_else(|p| p.into_inner());
