@@ -9,25 +9,14 @@
 //! search time of both, and the median time of a whole semantic lookup of a new text
 //! (embedding it included).
 
-use kip_embed::{EmbedError, Embedder};
+use kip_embed::Embedder;
 use kip_engine::Nexus;
 use std::io::{Read, Write};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-#[derive(Debug)]
-struct Unused;
-impl Embedder for Unused {
-    fn model_id(&self) -> &str {
-        "bench:unused-384"
-    }
-    fn dim(&self) -> usize {
-        384
-    }
-    fn embed(&self, _: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
-        Err(EmbedError::Model("not used".into()))
-    }
-}
+#[path = "../tests/common/embedders.rs"]
+mod embedders;
 
 const PEOPLE: &[&str] = &[
     "Alice",
@@ -259,7 +248,9 @@ fn main() {
     assert!(vectors.len() >= n, "the cache holds fewer vectors than N");
     vectors.truncate(n);
     let mut nexus = Nexus::in_memory().expect("nexus");
-    nexus.set_embedder(Arc::new(Unused)).expect("embedder");
+    nexus
+        .set_embedder(Arc::new(embedders::Never(384)))
+        .expect("embedder");
     let sem = nexus.semantic().expect("semantic").clone();
     sem.set_ann_min(n / 2);
     for (chunk, vs) in vectors.chunks(10_000).enumerate() {

@@ -9,30 +9,13 @@
 //! `VECTOR_BENCH_LINKS=R` also loads R proposition vectors per concept vector (3.7 in
 //! the benchmark graph), as a memory holds them: the searches are still for concepts.
 
-use kip_embed::{EmbedError, Embedder};
+use kip_embed::Embedder;
 use kip_engine::Nexus;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-#[derive(Debug)]
-struct Fixed;
-impl Embedder for Fixed {
-    fn model_id(&self) -> &str {
-        "bench:fixed-384"
-    }
-    fn dim(&self) -> usize {
-        384
-    }
-    fn embed(&self, t: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
-        Ok(t.iter()
-            .map(|_| {
-                let mut v = vec![0.0; 384];
-                v[0] = 1.0;
-                v
-            })
-            .collect())
-    }
-}
+#[path = "../tests/common/embedders.rs"]
+mod embedders;
 
 struct Rng(u64);
 impl Rng {
@@ -58,7 +41,9 @@ fn main() {
     let args: Vec<String> = std::env::args().collect();
     let n: usize = args.get(1).and_then(|a| a.parse().ok()).unwrap_or(100_000);
     let mut nexus = Nexus::in_memory().expect("nexus");
-    nexus.set_embedder(Arc::new(Fixed)).expect("embedder");
+    nexus
+        .set_embedder(Arc::new(embedders::Words::new(384)))
+        .expect("embedder");
     let sem = nexus.semantic().expect("semantic").clone();
     if let Some(min) = std::env::var("VECTOR_BENCH_ANN_MIN")
         .ok()

@@ -4,24 +4,13 @@
 //! with a type filter, which runs inside the graph search), and vectors replaced or
 //! removed afterwards must never come back.
 
-use kip_embed::{EmbedError, Embedder};
 use kip_engine::Nexus;
 use std::sync::Arc;
 use std::time::Duration;
 
-#[derive(Debug)]
-struct Never;
-impl Embedder for Never {
-    fn model_id(&self) -> &str {
-        "test:never"
-    }
-    fn dim(&self) -> usize {
-        DIM
-    }
-    fn embed(&self, _: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
-        Err(EmbedError::Model("not used".into()))
-    }
-}
+#[path = "common/embedders.rs"]
+mod embedders;
+use embedders::{Never, Words};
 
 const DIM: usize = 48;
 
@@ -50,7 +39,7 @@ fn recall(found: &[(f32, u64)], exact: &[(f32, u64)]) -> f64 {
 #[test]
 fn the_graph_answers_like_the_exact_search() {
     let mut n = Nexus::in_memory().expect("nexus");
-    n.set_embedder(Arc::new(Never)).expect("embedder");
+    n.set_embedder(Arc::new(Never(DIM))).expect("embedder");
     let sem = n.semantic().expect("semantic").clone();
     let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
     let centres: Vec<Vec<f32>> = (0..200)
@@ -120,7 +109,7 @@ fn the_graph_answers_like_the_exact_search() {
 fn links_have_a_space_and_a_graph_of_their_own() {
     use kip_engine::store::ElemRef;
     let mut n = Nexus::in_memory().expect("nexus");
-    n.set_embedder(Arc::new(Never)).expect("embedder");
+    n.set_embedder(Arc::new(Never(DIM))).expect("embedder");
     let sem = n.semantic().expect("semantic").clone();
     let mut rng = Rng(0x2545_f491_4f6c_dd1d);
     let centres: Vec<Vec<f32>> = (0..200)
@@ -173,37 +162,6 @@ fn links_have_a_space_and_a_graph_of_their_own() {
     assert_eq!(hit[0].1, 10 + 123);
 }
 
-/// Words hashed into `DIM` dimensions (texts sharing words are close).
-#[derive(Debug)]
-struct Hashed;
-impl Embedder for Hashed {
-    fn model_id(&self) -> &str {
-        "test:hashed-48"
-    }
-    fn dim(&self) -> usize {
-        DIM
-    }
-    fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
-        Ok(texts
-            .iter()
-            .map(|t| {
-                let mut v = vec![0f32; DIM];
-                for w in t
-                    .split(|c: char| !c.is_alphanumeric())
-                    .filter(|w| !w.is_empty())
-                {
-                    let h = w.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
-                        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
-                    });
-                    v[(h % DIM as u64) as usize] += 1.0;
-                }
-                kip_embed::normalize(&mut v);
-                v
-            })
-            .collect())
-    }
-}
-
 fn exec(n: &Nexus, cmd: &str) -> serde_json::Value {
     let r = n
         .execute_json(
@@ -217,7 +175,7 @@ fn exec(n: &Nexus, cmd: &str) -> serde_json::Value {
 
 fn open_with_model(dir: &std::path::Path) -> (Nexus, Arc<kip_engine::semantic::Semantic>) {
     let mut n = Nexus::open(dir).expect("open");
-    n.set_embedder(Arc::new(Hashed)).expect("embedder");
+    n.set_embedder(Arc::new(Words::new(DIM))).expect("embedder");
     let sem = n.semantic().expect("semantic").clone();
     assert!(
         sem.wait_restored(Duration::from_secs(60)),

@@ -11,37 +11,9 @@ use serde_json::{json, Value};
 use std::sync::Arc;
 use std::time::Duration;
 
-/// Bag of words hashed into 1024 dimensions: texts sharing words are close.
-#[derive(Debug)]
-struct Words;
-
-impl Embedder for Words {
-    fn model_id(&self) -> &str {
-        "test:words-1024"
-    }
-    fn dim(&self) -> usize {
-        1024
-    }
-    fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
-        Ok(texts
-            .iter()
-            .map(|t| {
-                let mut v = vec![0f32; 1024];
-                for w in t.to_lowercase().split(|c: char| !c.is_alphanumeric()) {
-                    if w.is_empty() {
-                        continue;
-                    }
-                    let h = w.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
-                        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
-                    });
-                    v[(h % 1024) as usize] += 1.0;
-                }
-                kip_embed::normalize(&mut v);
-                v
-            })
-            .collect())
-    }
-}
+#[path = "common/embedders.rs"]
+mod embedders;
+use embedders::Words;
 
 const NOTE: &str = r#"UPSERT { CONCEPT ?t { {type: "$ConceptType", name: "Note"} SET ATTRIBUTES { description: "a note", display_hint: "N" } } }"#;
 
@@ -94,7 +66,8 @@ fn writes_are_embedded_in_the_background_and_searched_by_vector() {
     let primer = run(&n, "DESCRIBE PRIMER");
     assert_eq!(primer["identity"]["search_modes"], json!(["keyword"]));
 
-    n.set_embedder(Arc::new(Words)).expect("embedder");
+    n.set_embedder(Arc::new(Words::new(1024)))
+        .expect("embedder");
     let primer = run(&n, "DESCRIBE PRIMER");
     assert_eq!(
         primer["identity"]["search_modes"],
@@ -161,7 +134,8 @@ fn propositions_have_their_own_vectors() {
             CONCEPT ?l { {type: "$PropositionType", name: "likes"} SET ATTRIBUTES { description: "a taste", subject_types: ["*"], object_types: ["*"] } }
         }"#,
     );
-    n.set_embedder(Arc::new(Words)).expect("embedder");
+    n.set_embedder(Arc::new(Words::new(1024)))
+        .expect("embedder");
     for (name, d) in [
         ("alice", "a person"),
         ("acme", "a firm"),
@@ -319,7 +293,8 @@ fn a_power_loss_during_background_embedding_loses_nothing() {
     {
         let mut n = Nexus::open_simulated(db, log).expect("create");
         run(&n, NOTE);
-        n.set_embedder(Arc::new(Words)).expect("embedder");
+        n.set_embedder(Arc::new(Words::new(1024)))
+            .expect("embedder");
         settle(&n);
     }
     let base = disk.power_loss(0);
@@ -327,7 +302,8 @@ fn a_power_loss_during_background_embedding_loses_nothing() {
         let disk = base.power_loss(0);
         let (db, log) = files(&disk);
         let mut n = Nexus::open_simulated(db, log).expect("open");
-        n.set_embedder(Arc::new(Words)).expect("embedder");
+        n.set_embedder(Arc::new(Words::new(1024)))
+            .expect("embedder");
         let mut written = Vec::new();
         for i in 0..12u64 {
             let name = format!("n{seed}_{i}");
@@ -345,7 +321,8 @@ fn a_power_loss_during_background_embedding_loses_nothing() {
         drop(n);
         let (db, log) = files(&crashed);
         let mut n = Nexus::open_simulated(db, log).expect("reopen after the power loss");
-        n.set_embedder(Arc::new(Words)).expect("embedder");
+        n.set_embedder(Arc::new(Words::new(1024)))
+            .expect("embedder");
         settle(&n);
         // Every acknowledged write is there and embedded from its current text.
         assert_eq!(n.mark_stale_embeddings().expect("stale"), 0, "seed {seed}");
