@@ -109,6 +109,8 @@ pub struct Semantic {
     wake: (Mutex<bool>, Condvar),
     progress: (Mutex<Progress>, Condvar),
     threads: Mutex<Vec<std::thread::JoinHandle<()>>>,
+    /// The graph thread (restore, build, catch-up, saves).
+    ann_thread: Mutex<Option<std::thread::JoinHandle<()>>>,
     /// The data directory the graphs are saved under (`None`: not saved).
     root: Option<std::path::PathBuf>,
     /// Set once the saved graphs were restored (or found missing or unusable).
@@ -180,6 +182,7 @@ impl Semantic {
             wake: (Mutex::new(true), Condvar::new()),
             progress: (Mutex::new(Progress::default()), Condvar::new()),
             threads: Mutex::new(Vec::new()),
+            ann_thread: Mutex::new(None),
             root,
             restored: AtomicBool::new(false),
         });
@@ -220,7 +223,7 @@ impl Semantic {
                     KipError::internal(format!("cannot start the vector index thread: {e}"))
                 })?
         };
-        lock(&sem.threads).push(ann);
+        *lock(&sem.ann_thread) = Some(ann);
         Ok(sem)
     }
 
@@ -403,15 +406,24 @@ impl Semantic {
         self.len() == 0
     }
 
-    /// Stops the worker and waits for it; saves a graph that grew since its last save
-    /// (see [`Semantic::save_grown`]).
+    /// Stops the worker and the graph thread and waits for them, then saves a graph
+    /// that grew since its last save (see [`Semantic::save_grown`]). A graph thread
+    /// still reading a saved graph is not waited for (a one-shot `kip exec` would wait
+    /// seconds for a graph it never uses): it only reads files, and ends with the
+    /// process or once the read is done.
     pub fn shutdown(&self) {
         self.stop.store(true, Ordering::SeqCst);
         self.nudge();
         let threads = std::mem::take(&mut *lock(&self.threads));
-        let joined = !threads.is_empty();
+        let ann = lock(&self.ann_thread).take();
+        let joined = !threads.is_empty() || ann.is_some();
         for h in threads {
             let _ = h.join();
+        }
+        if let Some(h) = ann {
+            if self.restored.load(Ordering::SeqCst) {
+                let _ = h.join();
+            }
         }
         if joined {
             self.save_grown();
