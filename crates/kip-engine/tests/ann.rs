@@ -300,3 +300,36 @@ fn a_saved_graph_is_restored_at_open_and_checked_against_the_store() {
     assert_eq!(sem.len(), total);
     assert_eq!(exec(&n, QUERY), after);
 }
+
+/// A graph that cannot be saved (here the save's directory name is taken by a file)
+/// costs nothing but the warning: searches go on through the graph, nothing panics.
+#[test]
+fn a_graph_that_cannot_be_saved_is_still_used() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let dir = tmp.path().join("nexus");
+    let (n, sem) = open_with_model(&dir);
+    std::fs::write(dir.join(kip_engine::semantic::GRAPH_DIR), b"in the way").expect("file");
+    sem.set_ann_min(300);
+    exec(
+        &n,
+        r#"UPSERT { CONCEPT ?t { {type: "$ConceptType", name: "Note"} SET ATTRIBUTES { description: "a note" } } }"#,
+    );
+    let mut blocks = String::new();
+    for i in 0..400 {
+        blocks.push_str(&format!(
+            "CONCEPT ?n{i} {{ {{type: \"Note\", name: \"n{i}\"}} SET ATTRIBUTES {{ description: \"topic {} colour {}\" }} }}\n",
+            i % 50,
+            i % 7
+        ));
+    }
+    exec(&n, &format!("UPSERT {{ {blocks} }}"));
+    n.wait_for_embeddings(Duration::from_secs(60), &mut |_| {})
+        .expect("embedded");
+    assert!(sem.wait_for_ann(Duration::from_secs(60)), "graph built");
+    std::thread::sleep(Duration::from_millis(700));
+    let found = exec(&n, QUERY);
+    assert_eq!(found.as_array().map(Vec::len), Some(5), "{found}");
+    assert!(dir.join(kip_engine::semantic::GRAPH_DIR).is_file());
+    drop(sem);
+    drop(n);
+}

@@ -468,7 +468,9 @@ impl Semantic {
     /// Saves each space's graph when it covers every slot and was never saved or has
     /// grown by a tenth since (a restored graph takes the few vectors it lacks in the
     /// background, so small growth is not worth rewriting a large file). A failure is
-    /// logged: the graph is derived data, rebuilt when it cannot be restored.
+    /// logged and retried only after the same growth: the graph is derived data,
+    /// rebuilt when it cannot be restored. Holds the read lock while it writes (searches
+    /// go on; the worker's next store waits).
     pub fn save_grown(&self) {
         let Some(root) = &self.root else { return };
         let v = self.vectors.read().unwrap_or_else(|p| p.into_inner());
@@ -485,6 +487,9 @@ impl Semantic {
                 Ok(0) => {}
                 Ok(slots) => saved.push((links, slots)),
                 Err(e) => {
+                    // Counted as saved, so the next try waits for the same growth
+                    // instead of rewriting the whole graph every half second.
+                    saved.push((links, n));
                     static WARN: crate::store::throttle::Throttle =
                         crate::store::throttle::Throttle::new(Duration::from_secs(600));
                     if let Some(suppressed) = WARN.allow() {
