@@ -32,7 +32,7 @@
 use super::index::{Ann, Cosine, Space, DEAD};
 use serde::{Deserialize, Serialize};
 use std::io::Write;
-use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 /// Directory of the saved graphs, under the data directory.
@@ -161,7 +161,7 @@ pub fn save(root: &Path, model: &str, links: bool, space: &Space) -> std::io::Re
     let mut f = std::fs::OpenOptions::new()
         .write(true)
         .create_new(true)
-        .mode_private()
+        .mode(0o600)
         .open(tmp.join(MANIFEST))?;
     f.write_all(&serde_json::to_vec(&manifest).map_err(other)?)?;
     f.sync_all()?;
@@ -173,15 +173,6 @@ pub fn save(root: &Path, model: &str, links: bool, space: &Space) -> std::io::Re
     std::fs::rename(&tmp, &fin)?;
     sync_dir(&base)?;
     Ok(covered)
-}
-
-trait ModePrivate {
-    fn mode_private(&mut self) -> &mut Self;
-}
-impl ModePrivate for std::fs::OpenOptions {
-    fn mode_private(&mut self) -> &mut Self {
-        std::os::unix::fs::OpenOptionsExt::mode(self, 0o600)
-    }
 }
 
 /// A saved graph read back: the graph and, per node (= slot), the element key and the
