@@ -210,6 +210,26 @@ fn ties_go_by_concept_number_and_a_page_stops_after_its_last_row() {
         json!(["d296", "d295", "d294"]),
         "{second}"
     );
+    // A cursor without the tie's concept number (as made before ties went by it) is
+    // refused as stale rather than resumed at a place that could skip rows.
+    let (hex, fp) = cursor
+        .strip_prefix("kc2_")
+        .and_then(|c| c.rsplit_once('_'))
+        .expect("cursor shape");
+    let bytes: Vec<u8> = (0..hex.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(&hex[i..i + 2], 16).expect("hex"))
+        .collect();
+    let mut anchor: Value = serde_json::from_slice(&bytes).expect("anchor");
+    assert_eq!(anchor.as_array().map(Vec::len), Some(4), "{anchor}");
+    anchor.as_array_mut().expect("array").truncate(3);
+    let legacy: String = anchor
+        .to_string()
+        .bytes()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    let stale = run(&n, &format!("{desc} CURSOR \"kc2_{legacy}_{fp}\""));
+    assert_eq!(stale["error"]["code"], json!("KIP_1001"), "{stale}");
     // Without the index the same query reads every drug and runs out of budget.
     limits.attr_index = false;
     n.set_limits(limits);

@@ -701,6 +701,7 @@ pub fn run_find(
     keyed.sort_by(|a, b| cmp_keys(&a.0, &b.0, &dirs).then(a.1.cmp(&b.1)));
     let (mut keep, after) = match anchor {
         None => (keyed, None),
+        Some(Anchor::Sorted { id: 1.., .. }) => return Err(stale_cursor()),
         Some(Anchor::Sorted { keys, id, hash }) => (keyed, Some((keys, Tie { rank: id, hash }))),
         Some(Anchor::Root { .. }) => return Err(stale_cursor()),
     };
@@ -864,6 +865,11 @@ fn plain(
     let tie_rank = |id: u64| if desc { !id } else { id };
     let after = match anchor {
         None => None,
+        // A cursor made when ties went another way (the plan changed between pages, or
+        // a cursor from before ties went by concept number): resuming it could skip rows.
+        Some(Anchor::Sorted { id, .. }) if (id != 0) != tie_var.is_some() => {
+            return Err(stale_cursor())
+        }
         Some(Anchor::Sorted { keys, id, hash }) => Some((
             keys,
             Tie {
