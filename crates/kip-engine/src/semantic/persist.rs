@@ -264,11 +264,10 @@ pub fn adopt(space: &mut Space, loaded: Loaded) -> usize {
     let mut taken = vec![false; old.ids.len()];
     let mut kept = 0usize;
     for &(key, hash) in &loaded.slots {
-        let same = old
-            .slot
-            .get(&key)
-            .copied()
-            .filter(|&s| key != DEAD && row_hash(old.row(s), old.scales[s]) == hash);
+        let same = old.slot.get(&key).copied().filter(|&s| {
+            // A key listed twice takes its vector once (a save never does that).
+            !taken[s] && key != DEAD && row_hash(old.row(s), old.scales[s]) == hash
+        });
         match same {
             Some(s) => {
                 let tag = old.type_names[old.types[s] as usize].as_str();
