@@ -8,10 +8,12 @@
 //!   `LIMIT` without `ORDER BY` stops early.
 //! - [`eval`] evaluates dot paths and FILTER expressions.
 //! - [`result`] projects, groups and aggregates, deduplicates, orders and pages.
+//! - [`cursor`] the keyset cursor tokens pages resume from, and the order of ties.
 //!
 //! Resource limits ([`QueryLimits`]) turn runaway queries into `KIP_4001` (time) or
 //! `KIP_4002` (rows, hops) errors instead of hangs.
 
+pub mod cursor;
 pub mod eval;
 pub mod exec;
 pub mod index;
