@@ -35,8 +35,18 @@ export KIP_TEST_PYTHON
 KIP_TEST_MODEL="$PWD/target/models/all-MiniLM-L6-v2"
 export KIP_TEST_MODEL
 
-echo "== cargo test (the tests that need Python/Node are #[ignore]d in a plain cargo test; included here)"
+echo "== PostgreSQL: a throwaway cluster under target/pg (scripts/pg-test-cluster.sh; installs Debian's postgresql when missing)"
+KIP_TEST_PG_URL="$(scripts/pg-test-cluster.sh start --fresh | tail -n 1)"
+export KIP_TEST_PG_URL
+trap 'scripts/pg-test-cluster.sh stop' EXIT
+
+echo "== cargo test (the tests that need Python/Node/PostgreSQL are #[ignore]d in a plain cargo test; included here)"
 cargo test --workspace --locked -- --include-ignored
+
+echo "== the test matrix's PostgreSQL leg: the engine's statement suites again, each test on a nexus in a schema of its own"
+KIP_TEST_BACKEND=postgres cargo test -p kip-engine --locked \
+  --test kql --test kml --test meta --test rc11 --test memory --test hardening \
+  --test robustness --test scans --test attr_index --test export
 
 echo "== wheel: build it, pip install it into a fresh venv, MCP smoke test through the installed kip"
 scripts/wheel-smoke.sh

@@ -179,7 +179,7 @@ pub fn reindex_vectors(data: &Path, quiet: bool) -> Result<ExitCode> {
     if crate::embedder()?.is_none() {
         anyhow::bail!("reindex --vectors needs an embedder: --embedder local:DIR or openai:URL#MODEL (or KIP_EMBEDDER)");
     }
-    if !data.join(kip_engine::nexus::DB_FILE).exists() {
+    if !crate::store_exists(data) {
         anyhow::bail!(
             "no kip-nexus data directory at {}: nothing to reindex",
             data.display()
@@ -254,7 +254,7 @@ pub fn reindex(data: &Path, quiet: bool) -> Result<ExitCode> {
 /// opening it would create an empty store and a mistyped path would look like an empty
 /// but healthy memory.
 fn open_existing(data: &Path, what: &str) -> Result<kip_engine::Nexus> {
-    if !data.join(kip_engine::nexus::DB_FILE).exists() {
+    if !crate::store_exists(data) {
         anyhow::bail!(
             "no kip-nexus data directory at {} (no {}): nothing to {what}; pass the directory the nexus lives in with --data or KIP_DATA",
             data.display(),
@@ -266,7 +266,7 @@ fn open_existing(data: &Path, what: &str) -> Result<kip_engine::Nexus> {
 
 /// `kip check`: the integrity checker.
 pub fn check(data: &Path) -> Result<ExitCode> {
-    if data.join(kip_engine::nexus::DB_FILE).exists() {
+    if crate::store_exists(data) {
         // A store that does not open (a corrupt log, a newer format) is a finding of
         // the check, reported like the others.
         if let Err(e) = kip_engine::Nexus::open(data) {
@@ -397,7 +397,7 @@ pub fn export_memory(data: &Path, file: &str) -> Result<ExitCode> {
 /// `kip recover --salvage-wal`: opens a nexus whose write-ahead log is corrupt as of
 /// the last good record, after keeping a copy of the log.
 pub fn salvage_wal(data: &Path) -> Result<ExitCode> {
-    if !data.join(kip_engine::nexus::DB_FILE).exists() {
+    if !crate::store_exists(data) {
         anyhow::bail!(
             "no kip-nexus database at {}: there is nothing to salvage into (restore nexus.redb from a backup first)",
             data.display()

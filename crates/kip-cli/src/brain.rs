@@ -11,7 +11,7 @@ use std::process::ExitCode;
 /// Opens the directory shared with any process that has it open (no embedder: the
 /// cycle's writes are marked for embedding and the next process with one embeds them).
 fn backend(data: &Path, what: &str) -> Result<std::sync::Arc<kip_server::SharedNexus>> {
-    if !data.join(kip_engine::nexus::DB_FILE).exists() {
+    if !crate::store_exists(data) {
         anyhow::bail!(
             "no kip-nexus data directory at {} (no {}): nothing to {what}; pass the directory the nexus lives in with --data or KIP_DATA",
             data.display(),

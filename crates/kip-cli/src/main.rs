@@ -247,6 +247,14 @@ fn data_dir(cli: &Cli) -> PathBuf {
     })
 }
 
+/// Whether `data` holds a nexus: a directory with a database file, or a PostgreSQL URL
+/// (a database is opened, and initialized if it has no kip tables yet).
+pub fn store_exists(data: &Path) -> bool {
+    data.to_str()
+        .is_some_and(kip_engine::nexus::is_database_url)
+        || data.join(kip_engine::nexus::DB_FILE).exists()
+}
+
 /// Opens the nexus, as a usage-level error when it cannot be opened (with its hint:
 /// what to do about a damaged or incomplete data directory).
 pub fn open_nexus(data: &Path) -> Result<Nexus> {

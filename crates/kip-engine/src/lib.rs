@@ -25,6 +25,7 @@ pub mod schema;
 pub mod semantic;
 pub use kip_store as store;
 pub use kip_store::throttle;
+pub use kip_store_pg as store_pg;
 
 /// Stack size of every thread that runs engine calls (the server's async workers and
 /// blocking pool, the CLI's command thread). The engine's recursive walks are bounded

@@ -84,6 +84,45 @@ pub fn entries(rec: &ConceptRecord) -> Vec<(&str, String)> {
     e
 }
 
+/// One entry of the index: `(type, attribute, value key)` of a concept.
+pub type Entry<'a> = (&'a str, &'a str, String);
+
+/// What changes in the index when a concept's record goes from `old` to `new` (`None`:
+/// absent): `(removed, added)`. Entries that both records file under the same type are
+/// in neither list, so an update that leaves the indexed values alone changes nothing.
+/// Every backend files attributes through this, so they index the same entries.
+pub fn diff<'a>(
+    old: Option<&'a ConceptRecord>,
+    new: Option<&'a ConceptRecord>,
+) -> (Vec<Entry<'a>>, Vec<Entry<'a>>) {
+    let before = old.map(entries).unwrap_or_default();
+    let after = new.map(entries).unwrap_or_default();
+    let same_type = matches!((old, new), (Some(o), Some(n)) if o.concept_type == n.concept_type);
+    let kept = |list: &[(&str, String)], e: &(&str, String)| {
+        same_type
+            && list
+                .binary_search_by(|x| (x.0, &x.1).cmp(&(e.0, &e.1)))
+                .is_ok()
+    };
+    let removed: Vec<Entry<'a>> = match old {
+        Some(o) => before
+            .iter()
+            .filter(|e| !kept(&after, e))
+            .map(|(a, v)| (o.concept_type.as_str(), *a, v.clone()))
+            .collect(),
+        None => Vec::new(),
+    };
+    let added: Vec<Entry<'a>> = match new {
+        Some(n) => after
+            .iter()
+            .filter(|e| !kept(&before, e))
+            .map(|(a, v)| (n.concept_type.as_str(), *a, v.clone()))
+            .collect(),
+        None => Vec::new(),
+    };
+    (removed, added)
+}
+
 /// The `stats` key counting the indexed values of one `(type, attribute)`.
 pub fn stat_key(concept_type: &str, attr: &str) -> String {
     format!("a:{concept_type}\u{0}{attr}")

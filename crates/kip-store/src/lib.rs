@@ -66,9 +66,9 @@ use serde_json::{Map, Value};
 pub const FORMAT_VERSION: u64 = 2;
 
 /// Statistics key: number of documents in the text index.
-const TEXT_DOCS: &str = "ft:docs";
+pub const TEXT_DOCS: &str = "ft:docs";
 /// Statistics key: total weighted length of the indexed documents.
-const TEXT_LEN: &str = "ft:len";
+pub const TEXT_LEN: &str = "ft:len";
 
 /// A counter of the `stats` table, by what it counts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -407,6 +407,43 @@ pub trait GraphWrite: GraphRead {
     fn clear_vectors(&mut self) -> StoreResult<()> {
         Err(StoreError::Other("this backend keeps no vectors".into()))
     }
+}
+
+/// The links whose embedded text names concept `id` (see the engine's
+/// `semantic::prop_embedding_text`), to be marked for embedding after its record changed
+/// from `old` to `rec`: its own links when it was renamed, and every link of the
+/// predicate when `rec` is a `$PropositionType` whose name or description changed. Every
+/// backend marks through this.
+pub fn dependent_links(
+    g: &dyn GraphRead,
+    id: u64,
+    old: &ConceptRecord,
+    rec: &ConceptRecord,
+) -> StoreResult<Vec<u64>> {
+    let mut links = Vec::new();
+    if old.name != rec.name {
+        let at = ElemRef::Concept(id);
+        g.scan_out(at, None, &mut |_, _, p| {
+            links.push(p);
+            Ok(true)
+        })?;
+        g.scan_in(at, None, &mut |_, _, p| {
+            links.push(p);
+            Ok(true)
+        })?;
+    }
+    if rec.concept_type == PROPOSITION_TYPE
+        && (old.name != rec.name
+            || old.attributes.get("description") != rec.attributes.get("description"))
+    {
+        for name in [&old.name, &rec.name] {
+            g.scan_predicate(name, &mut |_, _, p| {
+                links.push(p);
+                Ok(true)
+            })?;
+        }
+    }
+    Ok(links)
 }
 
 /// Reads a `u64` stored in `meta`.

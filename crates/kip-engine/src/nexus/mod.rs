@@ -29,6 +29,12 @@ use std::collections::HashMap;
 use std::path::Path;
 use std::sync::{Arc, Mutex, MutexGuard};
 
+/// Whether a `--data` value names a PostgreSQL database (a `postgres://` or
+/// `postgresql://` URL) rather than a directory.
+pub fn is_database_url(location: &str) -> bool {
+    kip_store_pg::is_url(location)
+}
+
 /// An open Cognitive Nexus.
 pub struct Nexus {
     store: Arc<dyn Backend>,
@@ -190,8 +196,24 @@ impl Nexus {
     /// [`Nexus::open_with`], telling "another process has this directory open" apart
     /// from every other failure, so that a caller can share the directory with that
     /// process instead of failing (what `kip serve` and `kip exec` do).
+    ///
+    /// A `postgres://` or `postgresql://` URL in place of the directory opens the nexus
+    /// in that PostgreSQL database instead ([`Nexus::open_postgres`]); any number of
+    /// processes open the same database at once, so that never fails as "in use".
     pub fn try_open(dir: impl AsRef<Path>, mode: OpenMode) -> Result<Nexus, OpenError> {
+        if let Some(url) = dir.as_ref().to_str().filter(|s| is_database_url(s)) {
+            return Nexus::open_postgres(url).map_err(OpenError::Failed);
+        }
         Store::open(dir, mode, &mut |w| bootstrap(w)).map(Nexus::over)
+    }
+
+    /// Opens the nexus in a PostgreSQL database (a `postgres://` URL or a libpq
+    /// `key=value` string; what the URL leaves out comes from the `PG*` environment
+    /// variables): the schema is created or migrated, then bootstrapped on first use.
+    /// See the `kip-store-pg` crate for the guarantees.
+    pub fn open_postgres(url: &str) -> Result<Nexus, KipError> {
+        let store = kip_store_pg::PgStore::open(url)?;
+        Nexus::with_backend(Arc::new(store))
     }
 
     /// A nexus on simulated disks (the database on `db`, the write-ahead log on `log`):

@@ -281,9 +281,15 @@ impl SharedNexus {
                             );
                         }
                     }
-                    let listener = match Listener::start(nexus.clone(), &self.socket) {
-                        Ok(l) => Some(l),
-                        Err(e) => {
+                    // A nexus in a database is opened by every process itself: no
+                    // socket to forward through.
+                    let listener = match nexus
+                        .path()
+                        .map(|_| Listener::start(nexus.clone(), &self.socket))
+                    {
+                        None => None,
+                        Some(Ok(l)) => Some(l),
+                        Some(Err(e)) => {
                             tracing::warn!(
                                 socket = %self.socket.display(),
                                 "cannot answer other kip processes on this directory: {e}; they will fail to open it while this one runs"

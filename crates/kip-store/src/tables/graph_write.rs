@@ -205,52 +205,16 @@ impl WriteTables<'_> {
         old: Option<&ConceptRecord>,
         new: Option<&ConceptRecord>,
     ) -> StoreResult<()> {
-        let before = old.map(crate::attrs::entries).unwrap_or_default();
-        let after = new.map(crate::attrs::entries).unwrap_or_default();
-        let same_type = match (old, new) {
-            (Some(o), Some(n)) => o.concept_type == n.concept_type,
-            _ => false,
-        };
-        if same_type && before == after {
-            return Ok(());
+        let (removed, added) = crate::attrs::diff(old, new);
+        for (ty, a, v) in removed {
+            let key = (Text::from(ty), Text::from(a), Text::from(v.as_str()), id);
+            self.change(|c| &mut c.attrs, key, None)?;
+            self.bump(crate::Stat::Attr(ty, a), -1)?;
         }
-        if let Some(o) = old {
-            for (a, v) in &before {
-                if same_type
-                    && after
-                        .binary_search_by(|e| (e.0, &e.1).cmp(&(*a, v)))
-                        .is_ok()
-                {
-                    continue;
-                }
-                let key = (
-                    Text::from(o.concept_type.as_str()),
-                    Text::from(*a),
-                    Text::from(v.as_str()),
-                    id,
-                );
-                self.change(|c| &mut c.attrs, key, None)?;
-                self.bump(crate::Stat::Attr(&o.concept_type, a), -1)?;
-            }
-        }
-        if let Some(n) = new {
-            for (a, v) in &after {
-                if same_type
-                    && before
-                        .binary_search_by(|e| (e.0, &e.1).cmp(&(*a, v)))
-                        .is_ok()
-                {
-                    continue;
-                }
-                let key = (
-                    Text::from(n.concept_type.as_str()),
-                    Text::from(*a),
-                    Text::from(v.as_str()),
-                    id,
-                );
-                self.change(|c| &mut c.attrs, key, Some(()))?;
-                self.bump(crate::Stat::Attr(&n.concept_type, a), 1)?;
-            }
+        for (ty, a, v) in added {
+            let key = (Text::from(ty), Text::from(a), Text::from(v.as_str()), id);
+            self.change(|c| &mut c.attrs, key, Some(()))?;
+            self.bump(crate::Stat::Attr(ty, a), 1)?;
         }
         Ok(())
     }
@@ -376,29 +340,7 @@ impl WriteTables<'_> {
         old: &ConceptRecord,
         rec: &ConceptRecord,
     ) -> StoreResult<()> {
-        let mut links = Vec::new();
-        if old.name != rec.name {
-            let at = ElemRef::Concept(id);
-            self.scan_out(at, None, &mut |_, _, p| {
-                links.push(p);
-                Ok(true)
-            })?;
-            self.scan_in(at, None, &mut |_, _, p| {
-                links.push(p);
-                Ok(true)
-            })?;
-        }
-        if rec.concept_type == crate::PROPOSITION_TYPE
-            && (old.name != rec.name
-                || old.attributes.get("description") != rec.attributes.get("description"))
-        {
-            for name in [&old.name, &rec.name] {
-                self.scan_predicate(name, &mut |_, _, p| {
-                    links.push(p);
-                    Ok(true)
-                })?;
-            }
-        }
+        let links = crate::dependent_links(self, id, old, rec)?;
         for p in links {
             let key = ElemRef::Prop(p).encode();
             self.embed_pending.insert(key, ()).map_err(storage_error)?;

@@ -1,0 +1,484 @@
+//! # kip-store-pg
+//!
+//! The Cognitive Nexus in a PostgreSQL database: a [`Backend`] that any number of kip
+//! processes, on any number of machines, open at once.
+//!
+//! - **Tables** mirror the embedded store's ([`schema`]): records by id, with the
+//!   `{type, name}` and `(subject, predicate, object)` keys as unique constraints, the
+//!   link indexes (`pos`, `osp`), statistics, text postings, the attribute value index,
+//!   embedding marks and vectors, and the audit log. Records are the same MessagePack
+//!   bytes as in the embedded store, so `kip export`/`import` and every executor work
+//!   unchanged.
+//! - **Transactions**: a read runs in one `REPEATABLE READ, READ ONLY` transaction (a
+//!   consistent snapshot). A write runs in one transaction that first takes a
+//!   transaction-level advisory lock (one per schema): writers are serialized across
+//!   every process, so the engine's read-then-write steps (does `{type, name}` exist?
+//!   allocate an id, insert) behave exactly as on the embedded store, with no
+//!   serialization failure to retry; the unique constraints (checked at commit) are the
+//!   last line of defence. `COMMIT` returns once PostgreSQL has made the transaction
+//!   durable (`synchronous_commit`, on by default). Reads never wait for writers.
+//! - **Connections** come from an r2d2 pool (`KIP_PG_POOL` connections, 16 by default);
+//!   each keeps its prepared statements, so a query is one round trip. Opening a
+//!   transaction is retried on a fresh connection when the pooled one was lost (a
+//!   server restart), before any of the caller's work runs.
+//!
+//! What it does not do yet (see docs/deployment.md): TLS (`sslmode=require` is refused
+//! with a clear error), statements batched across round trips (every index lookup of a
+//! query is one round trip), `COPY` for bulk loads.
+
+mod conn;
+mod schema;
+mod tx;
+
+use conn::{Conn, Manager};
+use kip_store::backend::Backend;
+use kip_store::{GraphRead, GraphWrite, StoreError, StoreResult};
+use std::path::Path;
+use std::str::FromStr;
+use std::time::Duration;
+use tx::PgTx;
+
+/// Whether `location` (a `--data` value) names a PostgreSQL database rather than a
+/// directory: a `postgres://` or `postgresql://` URL.
+pub fn is_url(location: &str) -> bool {
+    location.starts_with("postgres://") || location.starts_with("postgresql://")
+}
+
+/// The nexus in a PostgreSQL database.
+pub struct PgStore {
+    pool: r2d2::Pool<Manager>,
+    /// The advisory lock every write transaction takes (per schema).
+    write_lock: i64,
+    /// The schema holding the tables.
+    schema: String,
+    /// Where, for messages (no password).
+    shown: String,
+}
+
+impl std::fmt::Debug for PgStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PgStore")
+            .field("database", &self.shown)
+            .field("schema", &self.schema)
+            .finish()
+    }
+}
+
+/// A pooled connection inside a transaction; rolled back if dropped before
+/// [`Txn::finish`] (an error or a panic on the way).
+struct Txn {
+    conn: r2d2::PooledConnection<Manager>,
+    open: bool,
+}
+
+impl Txn {
+    fn finish(mut self, commit: bool) -> StoreResult<()> {
+        self.open = false;
+        self.conn.batch(if commit { "COMMIT" } else { "ROLLBACK" })
+    }
+}
+
+impl Drop for Txn {
+    fn drop(&mut self) {
+        if self.open {
+            let _ = self.conn.batch("ROLLBACK");
+        }
+    }
+}
+
+/// A stable 64-bit hash (FNV-1a) naming an advisory lock.
+fn lock_key(what: &str, schema: &str) -> i64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in what.bytes().chain([0]).chain(schema.bytes()) {
+        h ^= u64::from(b);
+        h = h.wrapping_mul(0x0100_0000_01b3);
+    }
+    h as i64
+}
+
+/// Fills what the URL leaves out from the standard libpq environment variables
+/// (`PGHOST`, `PGPORT`, `PGUSER`, `PGPASSWORD`, `PGDATABASE`, `PGAPPNAME`,
+/// `PGCONNECT_TIMEOUT`, `PGOPTIONS`).
+fn apply_env(c: &mut postgres::Config) -> StoreResult<()> {
+    let var = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
+    if c.get_hosts().is_empty() {
+        match var("PGHOST") {
+            Some(h) => {
+                for h in h.split(',') {
+                    c.host(h);
+                }
+            }
+            None => {
+                c.host("localhost");
+            }
+        }
+    }
+    if c.get_ports().is_empty() {
+        if let Some(p) = var("PGPORT") {
+            let p = p
+                .parse::<u16>()
+                .map_err(|_| StoreError::Other(format!("PGPORT={p} is not a port number")))?;
+            c.port(p);
+        }
+    }
+    if c.get_user().is_none() {
+        if let Some(u) = var("PGUSER").or_else(|| var("USER")) {
+            c.user(&u);
+        }
+    }
+    if c.get_password().is_none() {
+        if let Some(p) = var("PGPASSWORD") {
+            c.password(p);
+        }
+    }
+    if c.get_dbname().is_none() {
+        if let Some(d) = var("PGDATABASE") {
+            c.dbname(&d);
+        }
+    }
+    if c.get_application_name().is_none() {
+        c.application_name(&var("PGAPPNAME").unwrap_or_else(|| "kip".into()));
+    }
+    if c.get_connect_timeout().is_none() {
+        let secs = var("PGCONNECT_TIMEOUT")
+            .and_then(|s| s.parse::<u64>().ok())
+            .unwrap_or(10);
+        c.connect_timeout(Duration::from_secs(secs.max(1)));
+    }
+    if c.get_options().is_none() {
+        if let Some(o) = var("PGOPTIONS") {
+            c.options(&o);
+        }
+    }
+    if c.get_ssl_mode() == postgres::config::SslMode::Require {
+        return Err(StoreError::Other(
+            "sslmode=require: this kip build connects to PostgreSQL without TLS; use a local socket, a private network or an SSH tunnel, or sslmode=disable/prefer".into(),
+        ));
+    }
+    Ok(())
+}
+
+/// The database named by a config, for messages: `user@host:port/dbname`.
+fn shown(c: &postgres::Config) -> String {
+    let host = match c.get_hosts().first() {
+        Some(postgres::config::Host::Tcp(h)) => h.clone(),
+        Some(postgres::config::Host::Unix(p)) => p.display().to_string(),
+        None => "localhost".into(),
+    };
+    let port = c.get_ports().first().copied().unwrap_or(5432);
+    format!(
+        "{}@{host}:{port}/{}",
+        c.get_user().unwrap_or(""),
+        c.get_dbname().unwrap_or(c.get_user().unwrap_or(""))
+    )
+}
+
+impl PgStore {
+    /// Connects to the database at `url` (a `postgres://` URL or a libpq
+    /// `key=value` string), applies the schema migrations this build knows (once, under
+    /// an advisory lock), and rebuilds the text and attribute indexes when they were
+    /// made by another version of their analysis. The engine bootstraps the standard
+    /// capsules on top (`Nexus::with_backend`).
+    pub fn open(url: &str) -> StoreResult<PgStore> {
+        let mut config = postgres::Config::from_str(url)
+            .map_err(|e| StoreError::Other(format!("not a PostgreSQL URL ({e}): {url:?}")))?;
+        apply_env(&mut config)?;
+        let shown = shown(&config);
+        let manager = Manager { config };
+        // One connection first, for a prompt and precise error (the pool would retry
+        // for its whole timeout).
+        let mut first = r2d2::ManageConnection::connect(&manager).map_err(|e| {
+            StoreError::Other(format!("cannot connect to PostgreSQL at {shown}: {e}"))
+        })?;
+        let schema = migrate(&mut first)?;
+        let size = std::env::var("KIP_PG_POOL")
+            .ok()
+            .and_then(|s| s.parse::<u32>().ok())
+            .filter(|n| *n > 0)
+            .unwrap_or(16);
+        let pool = r2d2::Pool::builder()
+            .max_size(size)
+            .min_idle(Some(0))
+            .test_on_check_out(false)
+            .connection_timeout(Duration::from_secs(30))
+            .build_unchecked(manager);
+        let store = PgStore {
+            pool,
+            write_lock: lock_key("kip-write", &schema),
+            schema,
+            shown,
+        };
+        let current = store.read_meta_u64(kip_store::db::TEXT_INDEX_KEY)?
+            == Some(kip_store::text::TEXT_INDEX_VERSION)
+            && store.read_meta_u64(kip_store::attrs::ATTR_INDEX_KEY)?
+                == Some(kip_store::attrs::ATTR_INDEX_VERSION);
+        if !current {
+            store.reindex(&mut |_, _| {})?;
+        }
+        Ok(store)
+    }
+
+    /// The database (`user@host:port/dbname`) and schema, without the password.
+    pub fn describe(&self) -> String {
+        format!("{} (schema {})", self.shown, self.schema)
+    }
+
+    fn read_meta_u64(&self, key: &str) -> StoreResult<Option<u64>> {
+        let mut out = None;
+        self.read_with(&mut |r| {
+            out = kip_store::meta_u64(r, key)?;
+            Ok(())
+        })?;
+        Ok(out)
+    }
+
+    /// A pooled connection with a transaction begun by `begin`; retried on a new
+    /// connection when the pooled one turns out to be lost.
+    fn begin(&self, begin: &str) -> StoreResult<Txn> {
+        let mut last = None;
+        for _ in 0..3 {
+            let mut conn = self.pool.get().map_err(|e| {
+                StoreError::Other(format!("no PostgreSQL connection to {}: {e}", self.shown))
+            })?;
+            match conn.batch(begin) {
+                Ok(()) => return Ok(Txn { conn, open: true }),
+                Err(e) if conn.client.is_closed() => last = Some(e),
+                Err(e) => {
+                    // Whatever state the session is in, it is not reused.
+                    let _ = conn.batch("ROLLBACK");
+                    return Err(e);
+                }
+            }
+        }
+        Err(last.unwrap_or_else(|| StoreError::Other("no PostgreSQL connection".into())))
+    }
+
+    fn begin_write(&self) -> StoreResult<Txn> {
+        self.begin(&format!(
+            "BEGIN ISOLATION LEVEL READ COMMITTED; SELECT pg_advisory_xact_lock({})",
+            self.write_lock
+        ))
+    }
+
+    /// Runs `f` on a write transaction's [`PgTx`] and commits when it returns true.
+    fn write_tx(&self, f: &mut dyn FnMut(&mut PgTx<'_>) -> StoreResult<bool>) -> StoreResult<()> {
+        let mut t = self.begin_write()?;
+        let keep = {
+            let mut tx = PgTx::new(&mut t.conn);
+            tx.load_flags()?;
+            let keep = f(&mut tx)?;
+            if keep {
+                tx.flush()?;
+            }
+            keep
+        };
+        t.finish(keep)
+    }
+}
+
+/// Creates or upgrades the tables in the connection's current schema; returns the
+/// schema's name.
+fn migrate(conn: &mut Conn) -> StoreResult<String> {
+    let row = conn.query_opt("SELECT current_schema()", &[])?;
+    let schema: Option<String> = match row {
+        Some(r) => conn::get(&r, 0)?,
+        None => None,
+    };
+    let Some(schema) = schema else {
+        return Err(StoreError::Other(
+            "the connection's search_path names no existing schema: create it, or set options=-csearch_path=<schema> in the URL".into(),
+        ));
+    };
+    conn.batch(&format!(
+        "BEGIN; SELECT pg_advisory_xact_lock({}); \
+         CREATE TABLE IF NOT EXISTS kip_migrations (version integer PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())",
+        lock_key("kip-migrate", &schema)
+    ))?;
+    let result = (|| {
+        let row = conn.query_opt("SELECT coalesce(max(version), 0) FROM kip_migrations", &[])?;
+        let have: i32 = match row {
+            Some(r) => conn::get(&r, 0)?,
+            None => 0,
+        };
+        if have > schema::latest() {
+            return Err(StoreError::Other(format!(
+                "the database's kip schema is at version {have}, newer than this kip knows ({}): upgrade kip",
+                schema::latest()
+            )));
+        }
+        for (version, sql) in schema::MIGRATIONS.iter().filter(|m| m.0 > have) {
+            conn.batch(sql)?;
+            conn.execute(
+                "INSERT INTO kip_migrations (version) VALUES ($1)",
+                &[version],
+            )?;
+            tracing::info!(version, schema = %schema, "applied kip schema migration");
+        }
+        Ok(())
+    })();
+    match result {
+        Ok(()) => conn.batch("COMMIT")?,
+        Err(e) => {
+            let _ = conn.batch("ROLLBACK");
+            return Err(e);
+        }
+    }
+    Ok(schema)
+}
+
+impl Backend for PgStore {
+    fn read_with(&self, f: &mut dyn FnMut(&dyn GraphRead) -> StoreResult<()>) -> StoreResult<()> {
+        let mut t = self.begin("BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY")?;
+        let r = {
+            let tx = PgTx::new(&mut t.conn);
+            f(&tx)
+        };
+        let end = t.finish(r.is_ok());
+        r.and(end)
+    }
+
+    fn write_with(
+        &self,
+        f: &mut dyn FnMut(&mut dyn GraphWrite) -> StoreResult<bool>,
+    ) -> StoreResult<()> {
+        self.write_tx(&mut |tx| f(tx))
+    }
+
+    fn checkpoint(&self) -> StoreResult<()> {
+        Ok(())
+    }
+
+    fn checkpoint_if_due(&self) -> StoreResult<bool> {
+        Ok(false)
+    }
+
+    fn checkpoint_interval(&self) -> Option<Duration> {
+        None
+    }
+
+    fn reindex(&self, progress: &mut dyn FnMut(u64, u64)) -> StoreResult<()> {
+        self.write_tx(&mut |tx| {
+            tx.rebuild_indexes(progress)?;
+            Ok(true)
+        })
+    }
+
+    fn check_storage(&self) -> StoreResult<Vec<String>> {
+        let mut problems = Vec::new();
+        let mut t = self.begin("BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY")?;
+        let row = t
+            .conn
+            .query_opt("SELECT coalesce(max(version), 0) FROM kip_migrations", &[])?;
+        let have: i32 = match row {
+            Some(r) => conn::get(&r, 0)?,
+            None => 0,
+        };
+        if have != schema::latest() {
+            problems.push(format!(
+                "the kip schema is at version {have}, this kip expects {}",
+                schema::latest()
+            ));
+        }
+        for (table, key) in [("kip_concepts", tx::CONCEPTS), ("kip_props", tx::PROPS)] {
+            let row = t.conn.query_opt(
+                &format!(
+                    "SELECT (SELECT count(*) FROM {table}), \
+                     coalesce((SELECT n FROM kip_stats WHERE key = $1), 0)"
+                ),
+                &[&key.as_bytes()],
+            )?;
+            if let Some(r) = row {
+                let (rows, counted): (i64, i64) = (conn::get(&r, 0)?, conn::get(&r, 1)?);
+                if rows != counted {
+                    problems.push(format!(
+                        "{table} holds {rows} rows but its count says {counted}"
+                    ));
+                }
+            }
+        }
+        t.finish(true)?;
+        Ok(problems)
+    }
+
+    fn path(&self) -> Option<&Path> {
+        None
+    }
+
+    fn log_len(&self) -> u64 {
+        0
+    }
+
+    fn prewarm(&self, _max_bytes: u64) -> std::io::Result<u64> {
+        Ok(0)
+    }
+
+    fn audit_append(
+        &self,
+        records: &[(u64, Vec<u8>)],
+        drop_below: u64,
+        _durable: bool,
+    ) -> StoreResult<()> {
+        let mut t = self.begin("BEGIN")?;
+        {
+            let mut tx = PgTx::new(&mut t.conn);
+            tx.audit_append(records, drop_below)?;
+        }
+        t.finish(true)
+    }
+
+    fn audit_range(
+        &self,
+        lo: u64,
+        hi: u64,
+        rev: bool,
+        f: &mut dyn FnMut(u64, &[u8]) -> StoreResult<bool>,
+    ) -> StoreResult<()> {
+        let mut t = self.begin("BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY")?;
+        let r = {
+            let tx = PgTx::new(&mut t.conn);
+            tx.audit_range(lo, hi, rev, f)
+        };
+        let end = t.finish(r.is_ok());
+        r.and(end)
+    }
+}
+
+/// `url` with its connections' `search_path` set to `schema` (the URL's own
+/// `options`, if any, are replaced).
+pub fn url_with_schema(url: &str, schema: &str) -> String {
+    let (base, query) = match url.split_once('?') {
+        Some((b, q)) => (b, q),
+        None => (url, ""),
+    };
+    let mut parts: Vec<String> = query
+        .split('&')
+        .filter(|p| !p.is_empty() && !p.starts_with("options="))
+        .map(str::to_owned)
+        .collect();
+    parts.push(format!("options=-csearch_path%3D{schema}"));
+    format!("{base}?{}", parts.join("&"))
+}
+
+/// Creates a new, empty schema named `<prefix>_<process>_<n>` in the database at `url`
+/// and returns the URL of a nexus in it: for tests (each gets a memory of its own in
+/// one database) and benchmarks.
+#[doc(hidden)]
+pub fn scratch_schema(url: &str, prefix: &str) -> StoreResult<String> {
+    static N: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let name = format!("{prefix}_{}_{n}", std::process::id());
+    if !name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_') {
+        return Err(StoreError::Other(format!(
+            "not a plain schema name: {name}"
+        )));
+    }
+    let mut config = postgres::Config::from_str(url)
+        .map_err(|e| StoreError::Other(format!("not a PostgreSQL URL ({e}): {url:?}")))?;
+    apply_env(&mut config)?;
+    let mut conn = r2d2::ManageConnection::connect(&Manager { config })
+        .map_err(|e| StoreError::Other(format!("cannot connect to PostgreSQL: {e}")))?;
+    conn.batch(&format!(
+        "DROP SCHEMA IF EXISTS {name} CASCADE; CREATE SCHEMA {name}"
+    ))?;
+    Ok(url_with_schema(url, &name))
+}

@@ -1,0 +1,83 @@
+//! The database schema and its versioned migrations.
+//!
+//! Every table is named `kip_*` and created in the connection's current schema (the
+//! first of its `search_path`, `public` by default; `options=-csearch_path=NAME` in the
+//! URL puts a memory in a schema of its own). Migrations are numbered; `kip_migrations`
+//! records which ran. They run at open, in one transaction under an advisory lock, so
+//! several processes starting at once apply each migration exactly once.
+//!
+//! Why `bytea` for names and keys rather than `text`: KIP strings may hold U+0000,
+//! which `text` cannot store, and `bytea` compares byte by byte, the order the engine
+//! relies on for ranges (the same order as the embedded store's keys), whatever the
+//! database's collation.
+//!
+//! Element references (a link's subject or object, a text-index document, an
+//! embedding's element) are the embedded store's `u64` keys ([`kip_store::ElemRef`],
+//! bit 63 set for propositions) with that bit flipped, stored as `bigint`: the flip
+//! keeps their order in a signed column (concepts first, then propositions).
+
+/// `(version, SQL)` of every migration, in order.
+pub(crate) const MIGRATIONS: &[(i32, &str)] = &[(
+    1,
+    r#"
+CREATE TABLE kip_meta (
+    key bytea PRIMARY KEY,
+    value bytea NOT NULL
+);
+CREATE TABLE kip_concepts (
+    id bigint PRIMARY KEY,
+    type bytea NOT NULL,
+    name bytea NOT NULL,
+    rec bytea NOT NULL,
+    CONSTRAINT kip_concepts_key UNIQUE (type, name) DEFERRABLE INITIALLY DEFERRED
+);
+CREATE INDEX kip_concepts_type ON kip_concepts (type, id);
+CREATE INDEX kip_concepts_name ON kip_concepts (name, id);
+CREATE TABLE kip_props (
+    id bigint PRIMARY KEY,
+    s bigint NOT NULL,
+    p bytea NOT NULL,
+    o bigint NOT NULL,
+    rec bytea NOT NULL,
+    CONSTRAINT kip_props_spo UNIQUE (s, p, o) DEFERRABLE INITIALLY DEFERRED
+);
+CREATE INDEX kip_props_pos ON kip_props (p, o, s);
+CREATE INDEX kip_props_osp ON kip_props (o, p, s);
+CREATE TABLE kip_stats (
+    key bytea PRIMARY KEY,
+    n bigint NOT NULL
+);
+CREATE TABLE kip_postings (
+    term bytea NOT NULL,
+    elem bigint NOT NULL,
+    tf bigint NOT NULL,
+    len bigint NOT NULL,
+    PRIMARY KEY (term, elem)
+);
+CREATE INDEX kip_postings_elem ON kip_postings (elem);
+CREATE TABLE kip_attrs (
+    type bytea NOT NULL,
+    attr bytea NOT NULL,
+    vkey bytea NOT NULL,
+    id bigint NOT NULL,
+    PRIMARY KEY (type, attr, vkey, id)
+);
+CREATE INDEX kip_attrs_id ON kip_attrs (id);
+CREATE TABLE kip_embed_marks (
+    elem bigint PRIMARY KEY
+);
+CREATE TABLE kip_vectors (
+    elem bigint PRIMARY KEY,
+    v bytea NOT NULL
+);
+CREATE TABLE kip_audit (
+    seq bigint PRIMARY KEY,
+    rec bytea NOT NULL
+);
+"#,
+)];
+
+/// The newest schema version this build knows.
+pub(crate) fn latest() -> i32 {
+    MIGRATIONS.last().map_or(0, |m| m.0)
+}

@@ -1,0 +1,934 @@
+//! [`GraphRead`] and [`GraphWrite`] over one database transaction.
+//!
+//! Reads are queries on the transaction (a write transaction sees its own writes: they
+//! are executed as they come). Scans are read in pages (keyset pagination: each page
+//! starts after the last row of the previous one), so a scan that stops early reads
+//! little, a scan of a million rows holds one page in memory, and the visitor may query
+//! the transaction again between pages. Statistics deltas and id counters are kept in
+//! memory and written once, at commit ([`PgTx::flush`]).
+
+use crate::conn::{get, Conn, Params};
+use kip_store::text::{self, Doc};
+use kip_store::{
+    decode, encode, ConceptRecord, Continue, ElemRef, GraphRead, GraphWrite, PropRecord, Stat,
+    StoreError, StoreResult,
+};
+use postgres::types::ToSql;
+use postgres::Row;
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::ops::Bound;
+
+/// Rows read by the first page of a scan (most scans stop early: LIMIT, EXISTS).
+const FIRST_PAGE: i64 = 64;
+/// The largest page, reached by growing each page fourfold.
+const MAX_PAGE: i64 = 8192;
+/// `meta` keys of the id counters (as in the embedded store).
+const NEXT_CONCEPT: &str = "next_concept_id";
+const NEXT_PROP: &str = "next_prop_id";
+/// `kip_stats` keys of the element counts ([`GraphRead::totals`]); the engine's keys
+/// never start with `#`.
+pub(crate) const CONCEPTS: &str = "#concepts";
+pub(crate) const PROPS: &str = "#props";
+
+/// An element key ([`ElemRef::encode`]) as stored: bit 63 flipped, so that the order of
+/// the keys is the order of the signed column.
+pub(crate) fn ek(key: u64) -> i64 {
+    (key ^ (1 << 63)) as i64
+}
+
+/// The element key of a stored value ([`ek`] reversed).
+pub(crate) fn uk(v: i64) -> u64 {
+    (v as u64) ^ (1 << 63)
+}
+
+/// A concept or proposition number as stored (numbers stay below 2^63).
+fn num(id: u64) -> StoreResult<i64> {
+    i64::try_from(id).map_err(|_| StoreError::Other(format!("element number {id} is too large")))
+}
+
+/// A stored number read back.
+fn unum(v: i64) -> StoreResult<u64> {
+    u64::try_from(v).map_err(|_| StoreError::Corruption(format!("negative element number {v}")))
+}
+
+fn utf8(b: Vec<u8>) -> StoreResult<String> {
+    String::from_utf8(b).map_err(|_| StoreError::Corruption("a stored name is not UTF-8".into()))
+}
+
+/// Where a page of a scan ends: the query parameters the next page starts after.
+type Cursor = Vec<Box<dyn ToSql + Sync>>;
+
+/// A transaction of a pooled connection, read-only or writing.
+pub(crate) struct PgTx<'c> {
+    conn: RefCell<&'c mut Conn>,
+    /// Statistics deltas not yet written (a write transaction's).
+    stats: HashMap<String, i64>,
+    /// Next ids, once read in this transaction.
+    counters: Vec<(&'static str, u64)>,
+    /// Whether embedding marks are kept ([`kip_store::VECTORS_ON`]).
+    vectors_on: bool,
+}
+
+impl<'c> PgTx<'c> {
+    pub(crate) fn new(conn: &'c mut Conn) -> PgTx<'c> {
+        PgTx {
+            conn: RefCell::new(conn),
+            stats: HashMap::new(),
+            counters: Vec::new(),
+            vectors_on: false,
+        }
+    }
+
+    /// Reads whether embedding marks are on (a write transaction does, first).
+    pub(crate) fn load_flags(&mut self) -> StoreResult<()> {
+        self.vectors_on = self.meta(kip_store::VECTORS_ON)?.is_some();
+        Ok(())
+    }
+
+    fn query(&self, sql: &str, params: &Params<'_>) -> StoreResult<Vec<Row>> {
+        self.conn.borrow_mut().query(sql, params)
+    }
+
+    fn query_opt(&self, sql: &str, params: &Params<'_>) -> StoreResult<Option<Row>> {
+        self.conn.borrow_mut().query_opt(sql, params)
+    }
+
+    fn execute(&self, sql: &str, params: &Params<'_>) -> StoreResult<u64> {
+        self.conn.borrow_mut().execute(sql, params)
+    }
+
+    /// Runs `first` (parameters `fixed`, then the page size), then `next` (parameters
+    /// `fixed`, the cursor `after` made from the last row of the previous page, then the
+    /// page size) until a page comes back short or `f` returns false.
+    fn paged(
+        &self,
+        first: &str,
+        next: &str,
+        fixed: &Params<'_>,
+        after: &dyn Fn(&Row) -> StoreResult<Cursor>,
+        f: &mut dyn FnMut(&Row) -> StoreResult<Continue>,
+    ) -> StoreResult<()> {
+        let mut limit = FIRST_PAGE;
+        let mut cursor: Option<Cursor> = None;
+        loop {
+            let rows = {
+                let mut params: Vec<&(dyn ToSql + Sync)> = fixed.to_vec();
+                let sql = match &cursor {
+                    None => first,
+                    Some(c) => {
+                        params.extend(c.iter().map(|b| b.as_ref()));
+                        next
+                    }
+                };
+                params.push(&limit);
+                self.query(sql, &params)?
+            };
+            for r in &rows {
+                if !f(r)? {
+                    return Ok(());
+                }
+            }
+            match rows.last() {
+                Some(last) if rows.len() as i64 >= limit => cursor = Some(after(last)?),
+                _ => return Ok(()),
+            }
+            limit = (limit * 4).min(MAX_PAGE);
+        }
+    }
+
+    /// Ids in ascending order from an id-ordered query (`first`: `$1..` = `fixed`,
+    /// then the limit; `next` adds `id > $n` before the limit).
+    fn scan_ids(
+        &self,
+        first: &str,
+        next: &str,
+        fixed: &Params<'_>,
+        f: &mut dyn FnMut(u64) -> StoreResult<Continue>,
+    ) -> StoreResult<()> {
+        self.paged(
+            first,
+            next,
+            fixed,
+            &|r| Ok(vec![Box::new(get::<i64>(r, 0)?)]),
+            &mut |r| f(unum(get(r, 0)?)?),
+        )
+    }
+
+    fn stat_key(key: Stat<'_>) -> String {
+        key.key().into_owned()
+    }
+
+    fn stored_stat(&self, key: &str) -> StoreResult<i64> {
+        let row = self.query_opt("SELECT n FROM kip_stats WHERE key = $1", &[&key.as_bytes()])?;
+        Ok(match row {
+            Some(r) => get::<i64>(&r, 0)?,
+            None => 0,
+        })
+    }
+
+    fn count(&self, key: &str) -> StoreResult<u64> {
+        let n = self.stored_stat(key)? + self.stats.get(key).copied().unwrap_or(0);
+        Ok(u64::try_from(n).unwrap_or(0))
+    }
+
+    fn bump(&mut self, key: &str, delta: i64) {
+        match self.stats.get_mut(key) {
+            Some(d) => *d += delta,
+            None => {
+                self.stats.insert(key.to_owned(), delta);
+            }
+        }
+    }
+
+    fn alloc(&mut self, key: &'static str) -> StoreResult<u64> {
+        let cur = match self.counters.iter().find(|(k, _)| *k == key) {
+            Some((_, next)) => *next,
+            None => kip_store::meta_u64(self, key)?.unwrap_or(1),
+        };
+        let next = cur
+            .checked_add(1)
+            .ok_or_else(|| StoreError::Other("element numbers exhausted".into()))?;
+        match self.counters.iter_mut().find(|(k, _)| *k == key) {
+            Some(c) => c.1 = next,
+            None => self.counters.push((key, next)),
+        }
+        Ok(cur)
+    }
+
+    /// Writes the id counters and statistics deltas: before commit.
+    pub(crate) fn flush(&mut self) -> StoreResult<()> {
+        for (key, next) in std::mem::take(&mut self.counters) {
+            self.set_meta(key, &next.to_le_bytes())?;
+        }
+        let (keys, deltas): (Vec<Vec<u8>>, Vec<i64>) = std::mem::take(&mut self.stats)
+            .into_iter()
+            .filter(|(_, d)| *d != 0)
+            .map(|(k, d)| (k.into_bytes(), d))
+            .unzip();
+        if !keys.is_empty() {
+            self.execute(
+                "INSERT INTO kip_stats (key, n) SELECT * FROM unnest($1::bytea[], $2::bigint[]) \
+                 ON CONFLICT (key) DO UPDATE SET n = kip_stats.n + excluded.n",
+                &[&keys, &deltas],
+            )?;
+            self.execute(
+                "DELETE FROM kip_stats WHERE key = ANY($1::bytea[]) AND n = 0",
+                &[&keys],
+            )?;
+        }
+        Ok(())
+    }
+
+    /// Adds a document to the text index.
+    fn index(&mut self, key: u64, doc: &Doc) -> StoreResult<()> {
+        if doc.terms.is_empty() {
+            return Ok(());
+        }
+        let (terms, tfs): (Vec<&[u8]>, Vec<i64>) = doc
+            .terms
+            .iter()
+            .map(|(t, tf)| (t.as_bytes(), i64::from(*tf)))
+            .unzip();
+        self.execute(
+            "INSERT INTO kip_postings (term, elem, tf, len) \
+             SELECT t, $2, f, $3 FROM unnest($1::bytea[], $4::bigint[]) AS x(t, f)",
+            &[&terms, &ek(key), &i64::from(doc.len), &tfs],
+        )?;
+        self.bump(kip_store::TEXT_DOCS, 1);
+        self.bump(kip_store::TEXT_LEN, i64::from(doc.len));
+        Ok(())
+    }
+
+    /// Removes a document from the text index (`doc` as it was indexed).
+    fn unindex(&mut self, key: u64, doc: &Doc) -> StoreResult<()> {
+        if doc.terms.is_empty() {
+            return Ok(());
+        }
+        let terms: Vec<&[u8]> = doc.terms.keys().map(|t| t.as_bytes()).collect();
+        self.execute(
+            "DELETE FROM kip_postings WHERE elem = $1 AND term = ANY($2::bytea[])",
+            &[&ek(key), &terms],
+        )?;
+        self.bump(kip_store::TEXT_DOCS, -1);
+        self.bump(kip_store::TEXT_LEN, -i64::from(doc.len));
+        Ok(())
+    }
+
+    /// Moves concept `id` in the attribute value index from `old` to `new`.
+    fn file_attrs(
+        &mut self,
+        id: u64,
+        old: Option<&ConceptRecord>,
+        new: Option<&ConceptRecord>,
+    ) -> StoreResult<()> {
+        let (removed, added) = kip_store::attrs::diff(old, new);
+        for (list, sign) in [(removed, -1i64), (added, 1)] {
+            let Some(ty) = list.first().map(|e| e.0) else {
+                continue;
+            };
+            let attrs: Vec<&[u8]> = list.iter().map(|e| e.1.as_bytes()).collect();
+            let vkeys: Vec<&[u8]> = list.iter().map(|e| e.2.as_bytes()).collect();
+            let sql = if sign > 0 {
+                "INSERT INTO kip_attrs (type, attr, vkey, id) \
+                 SELECT $1, a, v, $2 FROM unnest($3::bytea[], $4::bytea[]) AS x(a, v)"
+            } else {
+                "DELETE FROM kip_attrs WHERE type = $1 AND id = $2 \
+                 AND (attr, vkey) IN (SELECT * FROM unnest($3::bytea[], $4::bytea[]))"
+            };
+            self.execute(sql, &[&ty.as_bytes(), &num(id)?, &attrs, &vkeys])?;
+            for (t, a, _) in &list {
+                let key = Self::stat_key(Stat::Attr(t, a));
+                self.bump(&key, sign);
+            }
+        }
+        Ok(())
+    }
+
+    fn mark(&self, key: u64) -> StoreResult<bool> {
+        Ok(self.execute(
+            "INSERT INTO kip_embed_marks (elem) VALUES ($1) ON CONFLICT DO NOTHING",
+            &[&ek(key)],
+        )? > 0)
+    }
+
+    fn drop_vector(&self, key: u64) -> StoreResult<()> {
+        self.execute("DELETE FROM kip_vectors WHERE elem = $1", &[&ek(key)])?;
+        Ok(())
+    }
+
+    fn prop_index_bumps(&mut self, rec: &PropRecord, sign: i64) {
+        self.bump(&Self::stat_key(Stat::Predicate(&rec.predicate)), sign);
+        if rec.predicate == kip_store::DOMAIN_PREDICATE {
+            self.bump(&Self::stat_key(Stat::Domain(rec.object)), sign);
+        }
+    }
+
+    /// Drops and rebuilds the text and attribute indexes from the concept records.
+    pub(crate) fn rebuild_indexes(
+        &mut self,
+        progress: &mut dyn FnMut(u64, u64),
+    ) -> StoreResult<()> {
+        let conn = self.conn.get_mut();
+        conn.batch("DELETE FROM kip_postings; DELETE FROM kip_attrs")?;
+        conn.execute(
+            "DELETE FROM kip_stats WHERE key = $1 OR key = $2 OR substring(key from 1 for 2) = $3",
+            &[
+                &kip_store::TEXT_DOCS.as_bytes(),
+                &kip_store::TEXT_LEN.as_bytes(),
+                &b"a:".as_slice(),
+            ],
+        )?;
+        self.stats.retain(|k, _| {
+            !k.starts_with("a:") && k != kip_store::TEXT_DOCS && k != kip_store::TEXT_LEN
+        });
+        let total = self.totals()?.0;
+        let mut done = 0u64;
+        let mut after = 0i64;
+        loop {
+            let rows = self.query(
+                "SELECT id, rec FROM kip_concepts WHERE id > $1 ORDER BY id LIMIT 1000",
+                &[&after],
+            )?;
+            for r in &rows {
+                let id = get::<i64>(r, 0)?;
+                after = id;
+                let c: ConceptRecord = decode(&get::<Vec<u8>>(r, 1)?)?;
+                let n = unum(id)?;
+                self.index(ElemRef::Concept(n).encode(), &text::concept_doc(&c))?;
+                self.file_attrs(n, None, Some(&c))?;
+                done += 1;
+            }
+            progress(done, total);
+            if rows.len() < 1000 {
+                break;
+            }
+        }
+        self.set_meta(
+            kip_store::db::TEXT_INDEX_KEY,
+            &text::TEXT_INDEX_VERSION.to_le_bytes(),
+        )?;
+        self.set_meta(
+            kip_store::attrs::ATTR_INDEX_KEY,
+            &kip_store::attrs::ATTR_INDEX_VERSION.to_le_bytes(),
+        )
+    }
+
+    /// Appends audit records and drops those numbered below `drop_below`.
+    pub(crate) fn audit_append(
+        &mut self,
+        records: &[(u64, Vec<u8>)],
+        drop_below: u64,
+    ) -> StoreResult<()> {
+        let mut seqs = Vec::with_capacity(records.len());
+        let mut recs: Vec<&[u8]> = Vec::with_capacity(records.len());
+        for (seq, bytes) in records {
+            seqs.push(num(*seq)?);
+            recs.push(bytes);
+        }
+        if !seqs.is_empty() {
+            self.execute(
+                "INSERT INTO kip_audit (seq, rec) SELECT * FROM unnest($1::bigint[], $2::bytea[]) \
+                 ON CONFLICT (seq) DO UPDATE SET rec = excluded.rec",
+                &[&seqs, &recs],
+            )?;
+        }
+        if drop_below > 0 {
+            let below = i64::try_from(drop_below).unwrap_or(i64::MAX);
+            self.execute("DELETE FROM kip_audit WHERE seq < $1", &[&below])?;
+        }
+        Ok(())
+    }
+
+    /// Audit records with `lo <= seq < hi`.
+    pub(crate) fn audit_range(
+        &self,
+        lo: u64,
+        hi: u64,
+        rev: bool,
+        f: &mut dyn FnMut(u64, &[u8]) -> StoreResult<bool>,
+    ) -> StoreResult<()> {
+        let lo = i64::try_from(lo).unwrap_or(i64::MAX);
+        let hi = i64::try_from(hi).unwrap_or(i64::MAX);
+        let (first, next) = if rev {
+            (
+                "SELECT seq, rec FROM kip_audit WHERE seq >= $1 AND seq < $2 ORDER BY seq DESC LIMIT $3",
+                "SELECT seq, rec FROM kip_audit WHERE seq >= $1 AND seq < LEAST($2, $3) ORDER BY seq DESC LIMIT $4",
+            )
+        } else {
+            (
+                "SELECT seq, rec FROM kip_audit WHERE seq >= $1 AND seq < $2 ORDER BY seq LIMIT $3",
+                "SELECT seq, rec FROM kip_audit WHERE seq > $3 AND seq < $2 AND seq >= $1 ORDER BY seq LIMIT $4",
+            )
+        };
+        self.paged(
+            first,
+            next,
+            &[&lo, &hi],
+            &|r| Ok(vec![Box::new(get::<i64>(r, 0)?)]),
+            &mut |r| {
+                let seq = unum(get(r, 0)?)?;
+                f(seq, get::<&[u8]>(r, 1)?)
+            },
+        )
+    }
+}
+
+impl GraphRead for PgTx<'_> {
+    fn concept(&self, id: u64) -> StoreResult<Option<ConceptRecord>> {
+        let row = self.query_opt("SELECT rec FROM kip_concepts WHERE id = $1", &[&num(id)?])?;
+        row.map(|r| decode(get::<&[u8]>(&r, 0)?)).transpose()
+    }
+
+    fn concept_head(&self, id: u64) -> StoreResult<Option<(String, String)>> {
+        let row = self.query_opt(
+            "SELECT type, name FROM kip_concepts WHERE id = $1",
+            &[&num(id)?],
+        )?;
+        row.map(|r| Ok((utf8(get(&r, 0)?)?, utf8(get(&r, 1)?)?)))
+            .transpose()
+    }
+
+    fn concept_by_key(&self, concept_type: &str, name: &str) -> StoreResult<Option<u64>> {
+        let row = self.query_opt(
+            "SELECT id FROM kip_concepts WHERE type = $1 AND name = $2",
+            &[&concept_type.as_bytes(), &name.as_bytes()],
+        )?;
+        row.map(|r| unum(get(&r, 0)?)).transpose()
+    }
+
+    fn scan_type(
+        &self,
+        concept_type: &str,
+        f: &mut dyn FnMut(u64) -> StoreResult<Continue>,
+    ) -> StoreResult<()> {
+        self.scan_ids(
+            "SELECT id FROM kip_concepts WHERE type = $1 ORDER BY id LIMIT $2",
+            "SELECT id FROM kip_concepts WHERE type = $1 AND id > $2 ORDER BY id LIMIT $3",
+            &[&concept_type.as_bytes()],
+            f,
+        )
+    }
+
+    fn scan_name(
+        &self,
+        name: &str,
+        f: &mut dyn FnMut(u64) -> StoreResult<Continue>,
+    ) -> StoreResult<()> {
+        self.scan_ids(
+            "SELECT id FROM kip_concepts WHERE name = $1 ORDER BY id LIMIT $2",
+            "SELECT id FROM kip_concepts WHERE name = $1 AND id > $2 ORDER BY id LIMIT $3",
+            &[&name.as_bytes()],
+            f,
+        )
+    }
+
+    fn scan_concepts(&self, f: &mut dyn FnMut(u64) -> StoreResult<Continue>) -> StoreResult<()> {
+        self.scan_ids(
+            "SELECT id FROM kip_concepts ORDER BY id LIMIT $1",
+            "SELECT id FROM kip_concepts WHERE id > $1 ORDER BY id LIMIT $2",
+            &[],
+            f,
+        )
+    }
+
+    fn prop(&self, id: u64) -> StoreResult<Option<PropRecord>> {
+        let row = self.query_opt("SELECT rec FROM kip_props WHERE id = $1", &[&num(id)?])?;
+        row.map(|r| decode(get::<&[u8]>(&r, 0)?)).transpose()
+    }
+
+    fn prop_by_spo(&self, s: ElemRef, p: &str, o: ElemRef) -> StoreResult<Option<u64>> {
+        let row = self.query_opt(
+            "SELECT id FROM kip_props WHERE s = $1 AND p = $2 AND o = $3",
+            &[&ek(s.encode()), &p.as_bytes(), &ek(o.encode())],
+        )?;
+        row.map(|r| unum(get(&r, 0)?)).transpose()
+    }
+
+    fn scan_out(
+        &self,
+        s: ElemRef,
+        p: Option<&str>,
+        f: &mut dyn FnMut(&str, ElemRef, u64) -> StoreResult<Continue>,
+    ) -> StoreResult<()> {
+        self.scan_links("s", "o", ek(s.encode()), p, &mut |p, o, id| f(p, o, id))
+    }
+
+    fn scan_in(
+        &self,
+        o: ElemRef,
+        p: Option<&str>,
+        f: &mut dyn FnMut(&str, ElemRef, u64) -> StoreResult<Continue>,
+    ) -> StoreResult<()> {
+        self.scan_links("o", "s", ek(o.encode()), p, &mut |p, s, id| f(p, s, id))
+    }
+
+    fn scan_predicate(
+        &self,
+        p: &str,
+        f: &mut dyn FnMut(ElemRef, ElemRef, u64) -> StoreResult<Continue>,
+    ) -> StoreResult<()> {
+        self.paged(
+            "SELECT s, o, id FROM kip_props WHERE p = $1 ORDER BY o, s LIMIT $2",
+            "SELECT s, o, id FROM kip_props WHERE p = $1 AND (o, s) > ($2, $3) ORDER BY o, s LIMIT $4",
+            &[&p.as_bytes()],
+            &|r| Ok(vec![Box::new(get::<i64>(r, 1)?), Box::new(get::<i64>(r, 0)?)]),
+            &mut |r| {
+                let s = ElemRef::decode(uk(get(r, 0)?));
+                let o = ElemRef::decode(uk(get(r, 1)?));
+                f(s, o, unum(get(r, 2)?)?)
+            },
+        )
+    }
+
+    fn scan_props(&self, f: &mut dyn FnMut(u64) -> StoreResult<Continue>) -> StoreResult<()> {
+        self.scan_ids(
+            "SELECT id FROM kip_props ORDER BY id LIMIT $1",
+            "SELECT id FROM kip_props WHERE id > $1 ORDER BY id LIMIT $2",
+            &[],
+            f,
+        )
+    }
+
+    fn stat(&self, key: Stat<'_>) -> StoreResult<u64> {
+        self.count(&Self::stat_key(key))
+    }
+
+    fn totals(&self) -> StoreResult<(u64, u64)> {
+        Ok((self.count(CONCEPTS)?, self.count(PROPS)?))
+    }
+
+    fn meta(&self, key: &str) -> StoreResult<Option<Vec<u8>>> {
+        let row = self.query_opt(
+            "SELECT value FROM kip_meta WHERE key = $1",
+            &[&key.as_bytes()],
+        )?;
+        row.map(|r| get::<Vec<u8>>(&r, 0)).transpose()
+    }
+
+    fn scan_postings(
+        &self,
+        from: &str,
+        f: &mut dyn FnMut(&str, u64, u32, u32) -> StoreResult<Continue>,
+    ) -> StoreResult<()> {
+        self.paged(
+            "SELECT term, elem, tf, len FROM kip_postings WHERE term >= $1 ORDER BY term, elem LIMIT $2",
+            "SELECT term, elem, tf, len FROM kip_postings WHERE term >= $1 AND (term, elem) > ($2, $3) ORDER BY term, elem LIMIT $4",
+            &[&from.as_bytes()],
+            &|r| Ok(vec![Box::new(get::<Vec<u8>>(r, 0)?), Box::new(get::<i64>(r, 1)?)]),
+            &mut |r| {
+                let term = std::str::from_utf8(get::<&[u8]>(r, 0)?)
+                    .map_err(|_| StoreError::Corruption("a stored term is not UTF-8".into()))?;
+                let tf = u32::try_from(get::<i64>(r, 2)?).unwrap_or(u32::MAX);
+                let len = u32::try_from(get::<i64>(r, 3)?).unwrap_or(u32::MAX);
+                f(term, uk(get(r, 1)?), tf, len)
+            },
+        )
+    }
+
+    fn posting(&self, term: &str, key: u64) -> StoreResult<Option<(u32, u32)>> {
+        let row = self.query_opt(
+            "SELECT tf, len FROM kip_postings WHERE term = $1 AND elem = $2",
+            &[&term.as_bytes(), &ek(key)],
+        )?;
+        row.map(|r| {
+            Ok((
+                u32::try_from(get::<i64>(&r, 0)?).unwrap_or(u32::MAX),
+                u32::try_from(get::<i64>(&r, 1)?).unwrap_or(u32::MAX),
+            ))
+        })
+        .transpose()
+    }
+
+    fn scan_attr(
+        &self,
+        concept_type: &str,
+        attr: &str,
+        lo: Bound<&str>,
+        hi: Bound<&str>,
+        rev: bool,
+        f: &mut dyn FnMut(&str, u64) -> StoreResult<Continue>,
+    ) -> StoreResult<()> {
+        let mut cond = String::from("type = $1 AND attr = $2");
+        let mut fixed: Vec<&(dyn ToSql + Sync)> = Vec::with_capacity(4);
+        let (ty, at) = (concept_type.as_bytes(), attr.as_bytes());
+        fixed.push(&ty);
+        fixed.push(&at);
+        let lo_b;
+        let hi_b;
+        match lo {
+            Bound::Included(v) | Bound::Excluded(v) => {
+                lo_b = v.as_bytes();
+                fixed.push(&lo_b);
+                let op = if matches!(lo, Bound::Included(_)) {
+                    ">="
+                } else {
+                    ">"
+                };
+                cond.push_str(&format!(" AND vkey {op} ${}", fixed.len()));
+            }
+            Bound::Unbounded => {}
+        }
+        match hi {
+            Bound::Included(v) | Bound::Excluded(v) => {
+                hi_b = v.as_bytes();
+                fixed.push(&hi_b);
+                let op = if matches!(hi, Bound::Included(_)) {
+                    "<="
+                } else {
+                    "<"
+                };
+                cond.push_str(&format!(" AND vkey {op} ${}", fixed.len()));
+            }
+            Bound::Unbounded => {}
+        }
+        let n = fixed.len();
+        let (dir, cmp) = if rev { ("DESC", "<") } else { ("ASC", ">") };
+        let first = format!(
+            "SELECT vkey, id FROM kip_attrs WHERE {cond} ORDER BY vkey {dir}, id {dir} LIMIT ${}",
+            n + 1
+        );
+        let next = format!(
+            "SELECT vkey, id FROM kip_attrs WHERE {cond} AND (vkey, id) {cmp} (${}, ${}) \
+             ORDER BY vkey {dir}, id {dir} LIMIT ${}",
+            n + 1,
+            n + 2,
+            n + 3
+        );
+        self.paged(
+            &first,
+            &next,
+            &fixed,
+            &|r| {
+                Ok(vec![
+                    Box::new(get::<Vec<u8>>(r, 0)?),
+                    Box::new(get::<i64>(r, 1)?),
+                ])
+            },
+            &mut |r| {
+                let v = std::str::from_utf8(get::<&[u8]>(r, 0)?).map_err(|_| {
+                    StoreError::Corruption("a stored value key is not UTF-8".into())
+                })?;
+                f(v, unum(get(r, 1)?)?)
+            },
+        )
+    }
+
+    fn scan_embedding_marks(
+        &self,
+        from: u64,
+        f: &mut dyn FnMut(u64) -> StoreResult<Continue>,
+    ) -> StoreResult<()> {
+        self.paged(
+            "SELECT elem FROM kip_embed_marks WHERE elem >= $1 ORDER BY elem LIMIT $2",
+            "SELECT elem FROM kip_embed_marks WHERE elem >= $1 AND elem > $2 ORDER BY elem LIMIT $3",
+            &[&ek(from)],
+            &|r| Ok(vec![Box::new(get::<i64>(r, 0)?)]),
+            &mut |r| f(uk(get(r, 0)?)),
+        )
+    }
+
+    fn embedding_marks(&self) -> StoreResult<u64> {
+        let row = self.query_opt("SELECT count(*) FROM kip_embed_marks", &[])?;
+        Ok(match row {
+            Some(r) => u64::try_from(get::<i64>(&r, 0)?).unwrap_or(0),
+            None => 0,
+        })
+    }
+
+    fn vector(&self, id: u64) -> StoreResult<Option<Vec<u8>>> {
+        let row = self.query_opt("SELECT v FROM kip_vectors WHERE elem = $1", &[&ek(id)])?;
+        row.map(|r| get::<Vec<u8>>(&r, 0)).transpose()
+    }
+
+    fn scan_vectors(
+        &self,
+        f: &mut dyn FnMut(u64, &[u8]) -> StoreResult<Continue>,
+    ) -> StoreResult<()> {
+        self.paged(
+            "SELECT elem, v FROM kip_vectors ORDER BY elem LIMIT $1",
+            "SELECT elem, v FROM kip_vectors WHERE elem > $1 ORDER BY elem LIMIT $2",
+            &[],
+            &|r| Ok(vec![Box::new(get::<i64>(r, 0)?)]),
+            &mut |r| f(uk(get(r, 0)?), get::<&[u8]>(r, 1)?),
+        )
+    }
+}
+
+impl PgTx<'_> {
+    /// Links at one end (`at` = `end` column), optionally of one predicate, in
+    /// (predicate, other end) order: `f(predicate, other end, id)`.
+    fn scan_links(
+        &self,
+        end: &str,
+        other: &str,
+        at: i64,
+        p: Option<&str>,
+        f: &mut dyn FnMut(&str, ElemRef, u64) -> StoreResult<Continue>,
+    ) -> StoreResult<()> {
+        let mut visit = |r: &Row| -> StoreResult<Continue> {
+            let p = std::str::from_utf8(get::<&[u8]>(r, 0)?)
+                .map_err(|_| StoreError::Corruption("a stored predicate is not UTF-8".into()))?;
+            f(p, ElemRef::decode(uk(get(r, 1)?)), unum(get(r, 2)?)?)
+        };
+        match p {
+            Some(p) => {
+                let first = format!(
+                    "SELECT p, {other}, id FROM kip_props WHERE {end} = $1 AND p = $2 ORDER BY {other} LIMIT $3"
+                );
+                let next = format!(
+                    "SELECT p, {other}, id FROM kip_props WHERE {end} = $1 AND p = $2 AND {other} > $3 ORDER BY {other} LIMIT $4"
+                );
+                self.paged(
+                    &first,
+                    &next,
+                    &[&at, &p.as_bytes()],
+                    &|r| Ok(vec![Box::new(get::<i64>(r, 1)?)]),
+                    &mut visit,
+                )
+            }
+            None => {
+                let first = format!(
+                    "SELECT p, {other}, id FROM kip_props WHERE {end} = $1 ORDER BY p, {other} LIMIT $2"
+                );
+                let next = format!(
+                    "SELECT p, {other}, id FROM kip_props WHERE {end} = $1 AND (p, {other}) > ($2, $3) ORDER BY p, {other} LIMIT $4"
+                );
+                self.paged(
+                    &first,
+                    &next,
+                    &[&at],
+                    &|r| {
+                        Ok(vec![
+                            Box::new(get::<Vec<u8>>(r, 0)?),
+                            Box::new(get::<i64>(r, 1)?),
+                        ])
+                    },
+                    &mut visit,
+                )
+            }
+        }
+    }
+}
+
+impl GraphWrite for PgTx<'_> {
+    fn alloc_concept_id(&mut self) -> StoreResult<u64> {
+        self.alloc(NEXT_CONCEPT)
+    }
+
+    fn alloc_prop_id(&mut self) -> StoreResult<u64> {
+        self.alloc(NEXT_PROP)
+    }
+
+    fn put_concept(
+        &mut self,
+        id: u64,
+        rec: &ConceptRecord,
+        old: Option<&ConceptRecord>,
+    ) -> StoreResult<()> {
+        let key = ElemRef::Concept(id).encode();
+        if old.is_none_or(|o| text::concept_text_changed(o, rec)) {
+            if let Some(o) = old {
+                self.unindex(key, &text::concept_doc(o))?;
+            }
+            self.index(key, &text::concept_doc(rec))?;
+            if self.vectors_on {
+                self.mark(key)?;
+                if let Some(o) = old {
+                    for p in kip_store::dependent_links(self, id, o, rec)? {
+                        self.mark(ElemRef::Prop(p).encode())?;
+                    }
+                }
+            }
+        }
+        self.file_attrs(id, old, Some(rec))?;
+        let bytes = encode(rec)?;
+        self.execute(
+            "INSERT INTO kip_concepts (id, type, name, rec) VALUES ($1, $2, $3, $4) \
+             ON CONFLICT (id) DO UPDATE SET type = excluded.type, name = excluded.name, rec = excluded.rec",
+            &[
+                &num(id)?,
+                &rec.concept_type.as_bytes(),
+                &rec.name.as_bytes(),
+                &bytes,
+            ],
+        )?;
+        let same_key =
+            old.is_some_and(|o| o.concept_type == rec.concept_type && o.name == rec.name);
+        if !same_key {
+            if let Some(o) = old {
+                self.bump(&Self::stat_key(Stat::Type(&o.concept_type)), -1);
+            }
+            self.bump(&Self::stat_key(Stat::Type(&rec.concept_type)), 1);
+        }
+        if old.is_none() {
+            self.bump(CONCEPTS, 1);
+        }
+        Ok(())
+    }
+
+    fn delete_concept(&mut self, id: u64, rec: &ConceptRecord) -> StoreResult<()> {
+        let key = ElemRef::Concept(id).encode();
+        self.unindex(key, &text::concept_doc(rec))?;
+        if self.vectors_on {
+            // Marked, not unmarked: the embedding worker then drops its copy.
+            self.mark(key)?;
+            self.drop_vector(key)?;
+        }
+        self.file_attrs(id, Some(rec), None)?;
+        let gone = self.execute("DELETE FROM kip_concepts WHERE id = $1", &[&num(id)?])?;
+        if gone > 0 {
+            self.bump(&Self::stat_key(Stat::Type(&rec.concept_type)), -1);
+            self.bump(CONCEPTS, -1);
+        }
+        Ok(())
+    }
+
+    fn put_prop(&mut self, id: u64, rec: &PropRecord, old: Option<&PropRecord>) -> StoreResult<()> {
+        let bytes = encode(rec)?;
+        self.execute(
+            "INSERT INTO kip_props (id, s, p, o, rec) VALUES ($1, $2, $3, $4, $5) \
+             ON CONFLICT (id) DO UPDATE SET s = excluded.s, p = excluded.p, o = excluded.o, rec = excluded.rec",
+            &[
+                &num(id)?,
+                &ek(rec.subject.encode()),
+                &rec.predicate.as_bytes(),
+                &ek(rec.object.encode()),
+                &bytes,
+            ],
+        )?;
+        let same_key = old.is_some_and(|o| {
+            o.subject == rec.subject && o.predicate == rec.predicate && o.object == rec.object
+        });
+        if !same_key {
+            if self.vectors_on {
+                self.mark(ElemRef::Prop(id).encode())?;
+            }
+            if let Some(o) = old {
+                self.prop_index_bumps(o, -1);
+            }
+            self.prop_index_bumps(rec, 1);
+        }
+        if old.is_none() {
+            self.bump(PROPS, 1);
+        }
+        Ok(())
+    }
+
+    fn delete_prop(&mut self, id: u64, rec: &PropRecord) -> StoreResult<()> {
+        if self.vectors_on {
+            let key = ElemRef::Prop(id).encode();
+            self.mark(key)?;
+            self.drop_vector(key)?;
+        }
+        let gone = self.execute("DELETE FROM kip_props WHERE id = $1", &[&num(id)?])?;
+        if gone > 0 {
+            self.prop_index_bumps(rec, -1);
+            self.bump(PROPS, -1);
+        }
+        Ok(())
+    }
+
+    fn set_meta(&mut self, key: &str, value: &[u8]) -> StoreResult<()> {
+        self.execute(
+            "INSERT INTO kip_meta (key, value) VALUES ($1, $2) \
+             ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+            &[&key.as_bytes(), &value],
+        )?;
+        if key == kip_store::VECTORS_ON {
+            self.vectors_on = true;
+        }
+        Ok(())
+    }
+
+    fn enable_vectors(&mut self) -> StoreResult<bool> {
+        if self.vectors_on {
+            return Ok(false);
+        }
+        self.set_meta(kip_store::VECTORS_ON, &[1])?;
+        Ok(true)
+    }
+
+    fn mark_for_embedding(&mut self, ids: Option<&[u64]>) -> StoreResult<u64> {
+        match ids {
+            Some(ids) => {
+                let keys: Vec<i64> = ids.iter().map(|&k| ek(k)).collect();
+                self.execute(
+                    "INSERT INTO kip_embed_marks (elem) SELECT * FROM unnest($1::bigint[]) \
+                     ON CONFLICT DO NOTHING",
+                    &[&keys],
+                )
+            }
+            None => {
+                // Concept n is stored as n + i64::MIN, proposition n as n (see `ek`).
+                let a = self.execute(
+                    "INSERT INTO kip_embed_marks (elem) \
+                     SELECT id + (-9223372036854775807 - 1) FROM kip_concepts ON CONFLICT DO NOTHING",
+                    &[],
+                )?;
+                let b = self.execute(
+                    "INSERT INTO kip_embed_marks (elem) SELECT id FROM kip_props ON CONFLICT DO NOTHING",
+                    &[],
+                )?;
+                Ok(a + b)
+            }
+        }
+    }
+
+    fn put_vector(&mut self, id: u64, bytes: Option<&[u8]>) -> StoreResult<()> {
+        self.execute("DELETE FROM kip_embed_marks WHERE elem = $1", &[&ek(id)])?;
+        if let Some(b) = bytes {
+            self.execute(
+                "INSERT INTO kip_vectors (elem, v) VALUES ($1, $2) \
+                 ON CONFLICT (elem) DO UPDATE SET v = excluded.v",
+                &[&ek(id), &b],
+            )?;
+        }
+        Ok(())
+    }
+
+    fn clear_vectors(&mut self) -> StoreResult<()> {
+        self.execute("DELETE FROM kip_vectors", &[])?;
+        Ok(())
+    }
+}
