@@ -328,8 +328,9 @@ fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
 async fn health(State(state): State<AppState>) -> Response {
     let backend = state.backend.clone();
     match tokio::task::spawn_blocking(move || backend.totals()).await {
-        Ok(Ok((c, p))) => Json(json!({"status": "ok", "concepts": c, "propositions": p, "read_only": state.config.read_only})).into_response(),
-        _ => (StatusCode::SERVICE_UNAVAILABLE, Json(json!({"status": "error"}))).into_response(),
+        Ok(Ok((c, p))) => Json(json!({"status": "ok", "concepts": c, "propositions": p, "read_only": state.config.read_only, "storage": state.backend.storage()})).into_response(),
+        Ok(Err(e)) => (StatusCode::SERVICE_UNAVAILABLE, Json(json!({"status": "error", "message": e.message, "storage": state.backend.storage()}))).into_response(),
+        Err(_) => (StatusCode::SERVICE_UNAVAILABLE, Json(json!({"status": "error"}))).into_response(),
     }
 }
 

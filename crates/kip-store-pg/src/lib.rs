@@ -344,6 +344,14 @@ impl Backend for PgStore {
         self.write_tx(&mut |tx| f(tx))
     }
 
+    fn kind(&self) -> &'static str {
+        "postgresql"
+    }
+
+    fn location(&self) -> String {
+        self.describe()
+    }
+
     fn checkpoint(&self) -> StoreResult<()> {
         Ok(())
     }
@@ -443,6 +451,30 @@ impl Backend for PgStore {
     }
 }
 
+/// A database URL for messages and logs: its password replaced by `***`.
+pub fn redact(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return url.to_owned();
+    };
+    let end = rest.find(['/', '?']).unwrap_or(rest.len());
+    let mut out = match rest[..end].rsplit_once('@') {
+        Some((userinfo, host)) => match userinfo.split_once(':') {
+            Some((user, _)) => format!("{scheme}://{user}:***@{host}{}", &rest[end..]),
+            None => url.to_owned(),
+        },
+        None => url.to_owned(),
+    };
+    // A password may also come as a query parameter.
+    if let Some(i) = out.find("password=") {
+        let tail = &out[i + "password=".len()..];
+        let stop = tail
+            .find('&')
+            .map_or(out.len(), |j| i + "password=".len() + j);
+        out.replace_range(i + "password=".len()..stop, "***");
+    }
+    out
+}
+
 /// `url` with its connections' `search_path` set to `schema` (the URL's own
 /// `options`, if any, are replaced).
 pub fn url_with_schema(url: &str, schema: &str) -> String {
@@ -481,4 +513,61 @@ pub fn scratch_schema(url: &str, prefix: &str) -> StoreResult<String> {
         "DROP SCHEMA IF EXISTS {name} CASCADE; CREATE SCHEMA {name}"
     ))?;
     Ok(url_with_schema(url, &name))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn urls_are_recognized_redacted_and_given_a_schema() {
+        assert!(is_url("postgres://u@h/db") && is_url("postgresql://h/db"));
+        assert!(!is_url("/var/lib/kip") && !is_url("postgres") && !is_url("./postgres://x"));
+        assert_eq!(
+            redact("postgres://ann:s3cret@db:5432/kip"),
+            "postgres://ann:***@db:5432/kip"
+        );
+        assert_eq!(redact("postgres://ann@db/kip"), "postgres://ann@db/kip");
+        assert_eq!(
+            redact("postgres://db/kip?user=ann&password=s3cret&sslmode=disable"),
+            "postgres://db/kip?user=ann&password=***&sslmode=disable"
+        );
+        assert_eq!(
+            url_with_schema("postgres://db/kip", "m1"),
+            "postgres://db/kip?options=-csearch_path%3Dm1"
+        );
+        assert_eq!(
+            url_with_schema("postgres://db/kip?sslmode=disable&options=-cx%3Dy", "m1"),
+            "postgres://db/kip?sslmode=disable&options=-csearch_path%3Dm1"
+        );
+    }
+
+    #[test]
+    fn element_keys_keep_their_order_in_a_signed_column() {
+        use kip_store::ElemRef;
+        let keys = [
+            ElemRef::Concept(1),
+            ElemRef::Concept(2),
+            ElemRef::Concept(u64::MAX >> 1),
+            ElemRef::Prop(1),
+            ElemRef::Prop(7),
+            ElemRef::Prop(u64::MAX >> 1),
+        ];
+        for w in keys.windows(2) {
+            let (a, b) = (w[0].encode(), w[1].encode());
+            assert!(a < b && tx::ek(a) < tx::ek(b), "{:?} {:?}", w[0], w[1]);
+            assert_eq!(tx::uk(tx::ek(a)), a);
+        }
+        // Concept n is stored as n + i64::MIN, proposition n as n (the SQL that marks
+        // every element relies on it).
+        assert_eq!(tx::ek(ElemRef::Concept(5).encode()), i64::MIN + 5);
+        assert_eq!(tx::ek(ElemRef::Prop(5).encode()), 5);
+    }
+
+    #[test]
+    fn advisory_lock_keys_differ_per_schema_and_purpose() {
+        assert_eq!(lock_key("kip-write", "a"), lock_key("kip-write", "a"));
+        assert_ne!(lock_key("kip-write", "a"), lock_key("kip-write", "b"));
+        assert_ne!(lock_key("kip-write", "a"), lock_key("kip-migrate", "a"));
+    }
 }

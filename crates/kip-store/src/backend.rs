@@ -83,6 +83,20 @@ pub trait Backend: Send + Sync + std::fmt::Debug {
         Ok(())
     }
 
+    /// What kind of storage this is, for reports (`"embedded"`, `"postgresql"`).
+    fn kind(&self) -> &'static str {
+        "embedded"
+    }
+
+    /// Where the data lives, for reports and logs (never a password): the data
+    /// directory, or the database.
+    fn location(&self) -> String {
+        match self.path() {
+            Some(p) => p.display().to_string(),
+            None => "in memory".into(),
+        }
+    }
+
     /// Index entries held in memory outside the main storage (0 without such a layer).
     fn overlay_entries(&self) -> usize {
         0

@@ -35,6 +35,17 @@ pub fn is_database_url(location: &str) -> bool {
     kip_store_pg::is_url(location)
 }
 
+/// A `--data` value for messages and logs: a database URL's password replaced by `***`
+/// (a directory as it is).
+pub fn shown_location(location: &Path) -> String {
+    let s = location.display().to_string();
+    if is_database_url(&s) {
+        kip_store_pg::redact(&s)
+    } else {
+        s
+    }
+}
+
 /// An open Cognitive Nexus.
 pub struct Nexus {
     store: Arc<dyn Backend>,

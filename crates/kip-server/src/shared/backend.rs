@@ -127,6 +127,18 @@ impl Backend {
         }
     }
 
+    /// The storage, for `GET /health`: `{"kind", "location"}` of this process's own
+    /// nexus, or `{"kind": "forwarded"}` when another process owns the directory.
+    pub fn storage(&self) -> Value {
+        match self.local() {
+            Some(n) => serde_json::json!({
+                "kind": n.backend().kind(),
+                "location": n.backend().location(),
+            }),
+            None => serde_json::json!({"kind": "forwarded"}),
+        }
+    }
+
     /// One page of the audit log, newest first: `{"result": [record, ...],
     /// "next_cursor": "..." | null}` (see [`kip_engine::audit`]).
     pub fn list_logs(&self, cursor: Option<String>, limit: usize) -> Result<Value, KipError> {

@@ -175,7 +175,7 @@ impl SharedNexus {
                     if resends > MAX_RESENDS {
                         return fail(KipError::internal(format!(
                             "the process that owns {} stopped answering; the request was not acknowledged",
-                            self.dir.display()
+                            kip_engine::nexus::shown_location(&self.dir)
                         ))
                         .with_hint("check with FIND whether it was applied, then re-send it"));
                     }
@@ -237,7 +237,7 @@ impl SharedNexus {
                     if give_up.is_some_and(|g| Instant::now() > g) {
                         return Sent::Answer(fail(KipError::new(ErrorCode::ExecutionTimeout, format!(
                             "the process that owns {} did not answer within the request's time budget",
-                            self.dir.display()
+                            kip_engine::nexus::shown_location(&self.dir)
                         )).with_hint("check with FIND whether a write was applied before re-sending it")));
                     }
                 }
@@ -276,7 +276,7 @@ impl SharedNexus {
                             }
                             tracing::error!(
                                 "after taking over {}: {}",
-                                self.dir.display(),
+                                kip_engine::nexus::shown_location(&self.dir),
                                 e.message
                             );
                         }
@@ -298,7 +298,7 @@ impl SharedNexus {
                         }
                     };
                     if !starting {
-                        tracing::info!(dir = %self.dir.display(), "the previous owner of the data directory exited: this process owns it now");
+                        tracing::info!(dir = %kip_engine::nexus::shown_location(&self.dir), "the previous owner of the data directory exited: this process owns it now");
                     }
                     role.owner = Some(Owner { nexus, listener });
                     role.generation += 1;
@@ -308,7 +308,7 @@ impl SharedNexus {
                 Err(OpenError::InUse(e)) => {
                     if UnixStream::connect(&self.socket).is_ok() {
                         if starting {
-                            tracing::info!(dir = %self.dir.display(), "another kip process owns the data directory: forwarding requests to it");
+                            tracing::info!(dir = %kip_engine::nexus::shown_location(&self.dir), "another kip process owns the data directory: forwarding requests to it");
                         }
                         role.generation += 1;
                         return Ok(());

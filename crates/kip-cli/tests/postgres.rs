@@ -1,0 +1,339 @@
+//! The PostgreSQL backend from the outside: `--data postgres://...` for every command,
+//! a memory moved between a directory and a database both ways, and many `kip serve`
+//! processes on one database, killed with SIGKILL while clients write, without one
+//! acknowledged write lost or one duplicate key.
+//!
+//! These need a PostgreSQL server: `KIP_TEST_PG_URL` (scripts/test.sh starts a
+//! throwaway cluster with scripts/pg-test-cluster.sh and sets it). Each test works in a
+//! schema of its own.
+
+use kip_engine::{Access, Nexus};
+use serde_json::{json, Value};
+use std::collections::{BTreeMap, BTreeSet};
+use std::io::{Read, Write};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+const NEEDS: &str =
+    "needs PostgreSQL: KIP_TEST_PG_URL (scripts/test.sh starts a throwaway cluster)";
+
+/// A URL of a fresh, empty schema in the test database.
+fn fresh_url(prefix: &str) -> String {
+    let url = std::env::var("KIP_TEST_PG_URL").unwrap_or_else(|_| panic!("{NEEDS}"));
+    kip_engine::store_pg::scratch_schema(&url, prefix).expect("a schema of its own")
+}
+
+fn kip(data: &str, args: &[&str], stdin: Option<&str>) -> (bool, String, String) {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_kip"))
+        .args(["--data", data, "-q"])
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run kip");
+    if let Some(mut input) = child.stdin.take() {
+        if let Some(s) = stdin {
+            input.write_all(s.as_bytes()).expect("stdin");
+        }
+    }
+    let out = child.wait_with_output().expect("kip output");
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+fn exec_json(data: &str, cmd: &str) -> Value {
+    let req = json!({ "command": cmd }).to_string();
+    let (_, out, err) = kip(data, &["exec", "--json", "-"], Some(&req));
+    serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}\n{err}"))
+}
+
+#[test]
+#[ignore = "needs PostgreSQL (KIP_TEST_PG_URL)"]
+fn every_command_takes_a_database_url_and_a_memory_moves_both_ways() {
+    let url = fresh_url("cli");
+    let w = exec_json(
+        &url,
+        r#"UPSERT { CONCEPT ?a { {type: "Person", name: "Ada"} SET ATTRIBUTES { role: "engineer", rank: 7 } } }"#,
+    );
+    assert!(w.get("error").is_none(), "{w}");
+    // Another process reads what this one wrote.
+    let r = exec_json(
+        &url,
+        r#"FIND(?p.attributes.rank) WHERE { ?p {type: "Person", name: "Ada"} }"#,
+    );
+    assert_eq!(r["result"], json!([7]), "{r}");
+    let (ok, out, err) = kip(&url, &["check"], None);
+    assert!(ok, "{out}{err}");
+    assert_eq!(
+        serde_json::from_str::<Value>(&out).expect("json")["result"]["ok"],
+        json!(true)
+    );
+
+    // Directory -> database -> directory: the exports are identical.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let data = dir.path().join("n");
+    let data = data.to_str().expect("utf-8 path");
+    let w = exec_json(
+        data,
+        r#"UPSERT {
+            CONCEPT ?t { {type: "$ConceptType", name: "Tool"} SET ATTRIBUTES { description: "A tool" } }
+            CONCEPT ?u { {type: "$PropositionType", name: "uses"} SET ATTRIBUTES { description: "uses", subject_types: ["Person"], object_types: ["Tool"] } }
+        }"#,
+    );
+    assert!(w.get("error").is_none(), "{w}");
+    let w = exec_json(
+        data,
+        r#"UPSERT {
+            CONCEPT ?b { {type: "Person", name: "Bea"} SET ATTRIBUTES { note: "zero\u0000byte", rank: 3 } }
+            CONCEPT ?h { {type: "Tool", name: "Hammer"} }
+            PROPOSITION ?l { (?b, "uses", ?h) } WITH METADATA { confidence: 0.9 }
+            PROPOSITION ?m { (?l, "uses", ?h) }
+        }"#,
+    );
+    assert!(w.get("error").is_none(), "{w}");
+    let a = dir.path().join("a.kip");
+    let b = dir.path().join("b.kip");
+    let c = dir.path().join("c.kip");
+    let (a, b, c) = (
+        a.to_str().expect("path"),
+        b.to_str().expect("path"),
+        c.to_str().expect("path"),
+    );
+    let (ok, _, err) = kip(data, &["export", "-o", a], None);
+    assert!(ok, "{err}");
+    let db = fresh_url("move");
+    let (ok, out, err) = kip(&db, &["import", a], None);
+    assert!(ok, "{out}{err}");
+    let (ok, _, err) = kip(&db, &["export", "-o", b], None);
+    assert!(ok, "{err}");
+    let back = dir.path().join("back");
+    let back = back.to_str().expect("path");
+    let (ok, _, err) = kip(back, &["import", b], None);
+    assert!(ok, "{err}");
+    let (ok, _, err) = kip(back, &["export", "-o", c], None);
+    assert!(ok, "{err}");
+    let text = |p: &str| std::fs::read_to_string(p).expect("export");
+    assert_eq!(text(a), text(b), "directory -> database changed the export");
+    assert_eq!(text(b), text(c), "database -> directory changed the export");
+    assert!(text(a).contains("Hammer"));
+    let (ok, out, _) = kip(&db, &["check"], None);
+    assert!(ok, "{out}");
+}
+
+/// POSTs `{"command": cmd}` to a server's `/kip`; `None` when the server is gone.
+fn post(port: u16, cmd: &str) -> Option<Value> {
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).ok()?;
+    s.set_read_timeout(Some(Duration::from_secs(30))).ok()?;
+    let text = json!({ "command": cmd }).to_string();
+    let req = format!(
+        "POST /kip HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{text}",
+        text.len()
+    );
+    s.write_all(req.as_bytes()).ok()?;
+    let mut out = String::new();
+    s.read_to_string(&mut out).ok()?;
+    serde_json::from_str(out.split("\r\n\r\n").nth(1)?).ok()
+}
+
+/// `GET path` on a server; the JSON body.
+fn get(port: u16, path: &str) -> Value {
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).expect("connect");
+    s.set_read_timeout(Some(Duration::from_secs(30)))
+        .expect("timeout");
+    let req = format!("GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n");
+    s.write_all(req.as_bytes()).expect("send");
+    let mut out = String::new();
+    s.read_to_string(&mut out).expect("read");
+    serde_json::from_str(out.split("\r\n\r\n").nth(1).expect("body")).expect("json body")
+}
+
+fn start_server(url: &str, port: u16) -> Child {
+    let child = Command::new(env!("CARGO_BIN_EXE_kip"))
+        .args(["--data", url, "serve", "--no-prewarm", "--http"])
+        .arg(format!("127.0.0.1:{port}"))
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start kip serve");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(Instant::now() < deadline, "kip serve did not start");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .expect("bind")
+        .local_addr()
+        .expect("addr")
+        .port()
+}
+
+const SERVERS: usize = 4;
+const CLIENTS_PER_SERVER: usize = 16;
+const SHARED_KEYS: usize = 24;
+
+#[test]
+#[ignore = "needs PostgreSQL (KIP_TEST_PG_URL)"]
+fn four_servers_on_one_database_lose_no_acknowledged_write_when_killed() {
+    let url = fresh_url("many");
+    let w = exec_json(
+        &url,
+        r#"UPSERT {
+            CONCEPT ?t { {type: "$ConceptType", name: "Item"} SET ATTRIBUTES { description: "A test item" } }
+            CONCEPT ?n { {type: "$PropositionType", name: "near"} SET ATTRIBUTES { description: "near", subject_types: ["Item"], object_types: ["Item"] } }
+        }"#,
+    );
+    assert!(w.get("error").is_none(), "{w}");
+    let ports: Vec<u16> = (0..SERVERS).map(|_| free_port()).collect();
+    let servers: Arc<Mutex<Vec<Child>>> = Arc::new(Mutex::new(
+        ports.iter().map(|&p| start_server(&url, p)).collect(),
+    ));
+    // Each server reports the database it uses (without a password).
+    let health = get(ports[0], "/health");
+    assert_eq!(health["status"], json!("ok"), "{health}");
+    assert_eq!(health["storage"]["kind"], json!("postgresql"), "{health}");
+    let location = health["storage"]["location"].as_str().unwrap_or("");
+    assert!(location.contains("schema many_"), "{health}");
+    let stop = Arc::new(AtomicBool::new(false));
+    let run_for = Duration::from_secs(8);
+
+    let mut clients = Vec::new();
+    for t in 0..SERVERS * CLIENTS_PER_SERVER {
+        let port = ports[t % SERVERS];
+        let stop = stop.clone();
+        clients.push(std::thread::spawn(move || {
+            // (name, value) of every acknowledged write of a unique key.
+            let mut acked: Vec<(String, i64)> = Vec::new();
+            let mut shared_acked = 0usize;
+            let mut i: usize = 0;
+            while !stop.load(Ordering::Relaxed) {
+                i += 1;
+                let a = (t * 7 + i) % SHARED_KEYS;
+                let b = (t * 3 + i * 5) % SHARED_KEYS;
+                let cmd = match i % 3 {
+                    0 => format!(
+                        r#"UPSERT {{ CONCEPT ?u {{ {{type: "Item", name: "u-{t}-{i}"}} SET ATTRIBUTES {{ n: {i} }} }} }}"#
+                    ),
+                    1 => format!(
+                        r#"UPSERT {{ CONCEPT ?s {{ {{type: "Item", name: "shared-{a}"}} SET ATTRIBUTES {{ last: "{t}-{i}" }} }} }}"#
+                    ),
+                    _ => format!(
+                        r#"UPSERT {{
+                            CONCEPT ?a {{ {{type: "Item", name: "shared-{a}"}} }}
+                            CONCEPT ?b {{ {{type: "Item", name: "shared-{b}"}} }}
+                            PROPOSITION ?l {{ (?a, "near", ?b) }}
+                        }}"#
+                    ),
+                };
+                match post(port, &cmd) {
+                    Some(r) if r.get("error").is_none() && r.get("result").is_some() => {
+                        if i.is_multiple_of(3) {
+                            acked.push((format!("u-{t}-{i}"), i as i64));
+                        } else {
+                            shared_acked += 1;
+                        }
+                    }
+                    // The server is down (killed) or answered an error: not
+                    // acknowledged, so nothing is owed.
+                    _ => std::thread::sleep(Duration::from_millis(30)),
+                }
+            }
+            (acked, shared_acked)
+        }));
+    }
+
+    // Kill a server with SIGKILL every 1.2 s, in turn, and start it again.
+    let started = Instant::now();
+    let mut kills = 0;
+    while started.elapsed() < run_for {
+        std::thread::sleep(Duration::from_millis(1200));
+        let k = kills % SERVERS;
+        {
+            let mut s = servers.lock().expect("servers");
+            let _ = s[k].kill();
+            let _ = s[k].wait();
+            s[k] = start_server(&url, ports[k]);
+        }
+        kills += 1;
+    }
+    stop.store(true, Ordering::Relaxed);
+    let mut acked = Vec::new();
+    let mut shared_acked = 0;
+    for c in clients {
+        let (a, s) = c.join().expect("client");
+        acked.extend(a);
+        shared_acked += s;
+    }
+    for mut s in servers.lock().expect("servers").drain(..) {
+        let _ = s.kill();
+        let _ = s.wait();
+    }
+    assert!(kills >= 5, "only {kills} kills");
+    assert!(
+        acked.len() > 100 && shared_acked > 100,
+        "too few writes acknowledged: {} unique, {shared_acked} shared",
+        acked.len()
+    );
+
+    let n = Nexus::open_postgres(&url).expect("open");
+    let rows = |cmd: &str| -> Vec<Value> {
+        let r = n
+            .execute_json(&json!({ "command": cmd }), Access::ReadOnly)
+            .to_json();
+        assert!(r.get("error").is_none(), "{cmd}: {r}");
+        let rows = r["result"].as_array().cloned().unwrap_or_default();
+        assert!(rows.len() < 10000, "more rows than one page: {cmd}");
+        rows
+    };
+    eprintln!(
+        "{kills} kills; acknowledged: {} unique keys, {shared_acked} shared-key writes",
+        acked.len()
+    );
+    // Every acknowledged write of a unique key is there, with its value.
+    // Two projections answer two columns.
+    let cols = rows(r#"FIND(?x.name, ?x.attributes.n) WHERE { ?x {type: "Item"} } LIMIT 10000"#);
+    let (names_col, values_col) = (
+        cols[0].as_array().cloned().unwrap_or_default(),
+        cols[1].as_array().cloned().unwrap_or_default(),
+    );
+    let items: BTreeMap<String, Value> = names_col
+        .iter()
+        .zip(values_col)
+        .filter_map(|(k, v)| Some((k.as_str()?.to_string(), v)))
+        .collect();
+    for (name, v) in &acked {
+        assert_eq!(items.get(name), Some(&json!(v)), "acknowledged {name} lost");
+    }
+    // One concept per {type, name}; one link per (subject, predicate, object).
+    let names: Vec<Value> = rows(r#"FIND(?x.name) WHERE { ?x {type: "Item"} } LIMIT 10000"#);
+    let distinct: BTreeSet<String> = names.iter().map(|v| v.to_string()).collect();
+    assert_eq!(distinct.len(), names.len(), "a {{type, name}} exists twice");
+    let shared = names
+        .iter()
+        .filter(|v| v.as_str().is_some_and(|s| s.starts_with("shared-")))
+        .count();
+    assert!(shared <= SHARED_KEYS, "{shared} shared keys");
+    let cols = rows(r#"FIND(?a.name, ?b.name) WHERE { ?l (?a, "near", ?b) } LIMIT 10000"#);
+    let links: Vec<(Value, Value)> = cols[0]
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+        .into_iter()
+        .zip(cols[1].as_array().cloned().unwrap_or_default())
+        .collect();
+    assert!(!links.is_empty(), "no link was written");
+    let pairs: BTreeSet<String> = links.iter().map(|(a, b)| format!("{a}>{b}")).collect();
+    assert_eq!(pairs.len(), links.len(), "a link exists twice");
+    drop(n);
+    let (ok, out, err) = kip(&url, &["check"], None);
+    assert!(ok, "kip check: {out}{err}");
+}
