@@ -58,6 +58,11 @@ pub struct BenchArgs {
     /// range: one load is one sample of a machine whose speed drifts.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=20))]
     load_runs: u64,
+    /// Measure the PostgreSQL backend: each scale's graph goes into the schema
+    /// `kip_bench_<scale>` of this database (`postgres://...`; emptied first unless
+    /// `--reuse-data`) instead of a directory in `--work-dir`.
+    #[arg(long, value_name = "URL")]
+    postgres: Option<String>,
     /// Blocks per UPSERT capsule (one transaction each) when loading the graph.
     #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
     capsule_blocks: u64,

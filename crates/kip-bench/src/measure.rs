@@ -253,13 +253,40 @@ pub(crate) struct Loaded {
     pub(crate) links: usize,
 }
 
-pub(crate) fn scale_run(args: &BenchArgs, workload: &Value, n: usize) -> Result<ScaleResult> {
-    let dir = args.work_dir.join(format!("scale-{n}"));
-    let reuse = args.reuse_data && dir.join(kip_engine::nexus::DB_FILE).exists();
-    if !reuse {
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir)?;
+/// Where the graph of one scale lives (`name`: `scale-{n}` or `scale-{n}-load-{run}`):
+/// a directory in `--work-dir`, or a schema of the `--postgres` database (emptied when
+/// `fresh`).
+fn location(args: &BenchArgs, name: &str, fresh: bool) -> Result<std::path::PathBuf> {
+    match &args.postgres {
+        Some(url) => {
+            let schema = format!("kip_bench_{}", name.replace('-', "_"));
+            let url = if fresh {
+                kip_engine::store_pg::fresh_schema(url, &schema)?
+            } else {
+                kip_engine::store_pg::url_with_schema(url, &schema)
+            };
+            Ok(url.into())
+        }
+        None => {
+            let dir = args.work_dir.join(name);
+            if fresh {
+                let _ = std::fs::remove_dir_all(&dir);
+                std::fs::create_dir_all(&dir)?;
+            }
+            Ok(dir)
+        }
     }
+}
+
+pub(crate) fn scale_run(args: &BenchArgs, workload: &Value, n: usize) -> Result<ScaleResult> {
+    let reuse = args.reuse_data
+        && (args.postgres.is_some()
+            || args
+                .work_dir
+                .join(format!("scale-{n}"))
+                .join(kip_engine::nexus::DB_FILE)
+                .exists());
+    let dir = location(args, &format!("scale-{n}"), !reuse)?;
     let nexus = Nexus::open(&dir).map_err(|e| anyhow::anyhow!("{}", e.message))?;
     let loaded = if reuse {
         eprintln!("[{n}] reusing {}", dir.display());
@@ -267,14 +294,14 @@ pub(crate) fn scale_run(args: &BenchArgs, workload: &Value, n: usize) -> Result<
     } else {
         let mut times = Vec::new();
         for run in 1..args.load_runs {
-            let extra = args.work_dir.join(format!("scale-{n}-load-{run}"));
-            let _ = std::fs::remove_dir_all(&extra);
-            std::fs::create_dir_all(&extra)?;
+            let extra = location(args, &format!("scale-{n}-load-{run}"), true)?;
             eprintln!("[{n}] load {run} of {}...", args.load_runs);
             let nx = Nexus::open(&extra).map_err(|e| anyhow::anyhow!("{}", e.message))?;
             let (t, _, _) = load(&nx, n, args.seed, args.capsule_blocks as usize)?;
             drop(nx);
-            std::fs::remove_dir_all(&extra)?;
+            if args.postgres.is_none() {
+                std::fs::remove_dir_all(&extra)?;
+            }
             eprintln!("[{n}] loaded in {:.1}s", t.as_secs_f64());
             times.push(t);
         }
@@ -369,7 +396,14 @@ pub(crate) fn scale_run(args: &BenchArgs, workload: &Value, n: usize) -> Result<
         stats.push(stat(name, samples));
     }
     let query_rss = peak_rss_kib();
-    let fsync = fsync_baseline(&dir)?;
+    let fsync = match &args.postgres {
+        // The database's disk is not ours to probe; this machine's is the reference.
+        Some(_) => {
+            std::fs::create_dir_all(&args.work_dir)?;
+            fsync_baseline(&args.work_dir)?
+        }
+        None => fsync_baseline(&dir)?,
+    };
     let mut writes = Vec::new();
     for wd in workload["writes"].as_array().into_iter().flatten() {
         let name = wd["name"].as_str().unwrap_or("?");

@@ -181,7 +181,7 @@ impl PgStore {
     /// capsules on top (`Nexus::with_backend`).
     pub fn open(url: &str) -> StoreResult<PgStore> {
         let mut config = postgres::Config::from_str(url)
-            .map_err(|e| StoreError::Other(format!("not a PostgreSQL URL ({e}): {url:?}")))?;
+            .map_err(|e| StoreError::Other(format!("not a PostgreSQL URL ({e}): {}", redact(url))))?;
         apply_env(&mut config)?;
         let shown = shown(&config);
         let manager = Manager { config };
@@ -493,26 +493,29 @@ pub fn url_with_schema(url: &str, schema: &str) -> String {
 
 /// Creates a new, empty schema named `<prefix>_<process>_<n>` in the database at `url`
 /// and returns the URL of a nexus in it: for tests (each gets a memory of its own in
-/// one database) and benchmarks.
+/// one database).
 #[doc(hidden)]
 pub fn scratch_schema(url: &str, prefix: &str) -> StoreResult<String> {
     static N: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
     let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let name = format!("{prefix}_{}_{n}", std::process::id());
-    if !name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_') {
-        return Err(StoreError::Other(format!(
-            "not a plain schema name: {name}"
-        )));
+    fresh_schema(url, &format!("{prefix}_{}_{n}", std::process::id()))
+}
+
+/// Drops the schema `name` (with everything in it) if it exists, creates it empty and
+/// returns the URL of a nexus in it: for benchmarks and tests. `name` must be a plain
+/// identifier (letters, digits, `_`).
+#[doc(hidden)]
+pub fn fresh_schema(url: &str, name: &str) -> StoreResult<String> {
+    if name.is_empty() || !name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_') {
+        return Err(StoreError::Other(format!("not a plain schema name: {name}")));
     }
     let mut config = postgres::Config::from_str(url)
-        .map_err(|e| StoreError::Other(format!("not a PostgreSQL URL ({e}): {url:?}")))?;
+        .map_err(|e| StoreError::Other(format!("not a PostgreSQL URL ({e}): {}", redact(url))))?;
     apply_env(&mut config)?;
     let mut conn = r2d2::ManageConnection::connect(&Manager { config })
         .map_err(|e| StoreError::Other(format!("cannot connect to PostgreSQL: {e}")))?;
-    conn.batch(&format!(
-        "DROP SCHEMA IF EXISTS {name} CASCADE; CREATE SCHEMA {name}"
-    ))?;
-    Ok(url_with_schema(url, &name))
+    conn.batch(&format!("DROP SCHEMA IF EXISTS {name} CASCADE; CREATE SCHEMA {name}"))?;
+    Ok(url_with_schema(url, name))
 }
 
 #[cfg(test)]
