@@ -273,6 +273,23 @@ fn four_servers_on_one_database_lose_no_acknowledged_write_when_killed() {
         acked.extend(a);
         shared_acked += s;
     }
+    // A cursor from one server is good on another (behind a load balancer).
+    let find = r#"FIND(?x.name) WHERE { ?x {type: "Item"} }"#;
+    let first = post(ports[0], &format!("{find} LIMIT 100")).expect("page 1");
+    let cursor = first["next_cursor"]
+        .as_str()
+        .expect("a next page")
+        .to_string();
+    let second = post(ports[1], &format!("{find} LIMIT 100 CURSOR \"{cursor}\"")).expect("page 2");
+    assert!(second.get("error").is_none(), "{second}");
+    let both = post(ports[2], &format!("{find} LIMIT 200")).expect("both pages");
+    let mut paged = first["result"].as_array().cloned().unwrap_or_default();
+    paged.extend(second["result"].as_array().cloned().unwrap_or_default());
+    assert_eq!(
+        Value::Array(paged),
+        both["result"],
+        "pages from two servers"
+    );
     for mut s in servers.lock().expect("servers").drain(..) {
         let _ = s.kill();
         let _ = s.wait();

@@ -180,8 +180,9 @@ impl PgStore {
     /// made by another version of their analysis. The engine bootstraps the standard
     /// capsules on top (`Nexus::with_backend`).
     pub fn open(url: &str) -> StoreResult<PgStore> {
-        let mut config = postgres::Config::from_str(url)
-            .map_err(|e| StoreError::Other(format!("not a PostgreSQL URL ({e}): {}", redact(url))))?;
+        let mut config = postgres::Config::from_str(url).map_err(|e| {
+            StoreError::Other(format!("not a PostgreSQL URL ({e}): {}", redact(url)))
+        })?;
         apply_env(&mut config)?;
         let shown = shown(&config);
         let manager = Manager { config };
@@ -507,14 +508,18 @@ pub fn scratch_schema(url: &str, prefix: &str) -> StoreResult<String> {
 #[doc(hidden)]
 pub fn fresh_schema(url: &str, name: &str) -> StoreResult<String> {
     if name.is_empty() || !name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_') {
-        return Err(StoreError::Other(format!("not a plain schema name: {name}")));
+        return Err(StoreError::Other(format!(
+            "not a plain schema name: {name}"
+        )));
     }
     let mut config = postgres::Config::from_str(url)
         .map_err(|e| StoreError::Other(format!("not a PostgreSQL URL ({e}): {}", redact(url))))?;
     apply_env(&mut config)?;
     let mut conn = r2d2::ManageConnection::connect(&Manager { config })
         .map_err(|e| StoreError::Other(format!("cannot connect to PostgreSQL: {e}")))?;
-    conn.batch(&format!("DROP SCHEMA IF EXISTS {name} CASCADE; CREATE SCHEMA {name}"))?;
+    conn.batch(&format!(
+        "DROP SCHEMA IF EXISTS {name} CASCADE; CREATE SCHEMA {name}"
+    ))?;
     Ok(url_with_schema(url, name))
 }
 
