@@ -738,3 +738,81 @@ fn a_capsule_larger_than_the_command_limit_loads_in_one_transaction() {
     assert_eq!(e.line, Some(3), "{e}");
     assert_eq!(n.dump().expect("dump"), before);
 }
+
+/// One capsule that creates concepts, links new and existing ones, names an existing
+/// link again and the same new link twice: every key resolves to the element it names
+/// (on PostgreSQL this runs through the batched key lookups and the write buffer).
+#[test]
+fn a_capsule_mixing_new_and_existing_keys_resolves_each_once() {
+    let n = nexus();
+    ok(
+        &n,
+        r#"UPSERT { CONCEPT ?k { {type: "$PropositionType", name: "knows"} SET ATTRIBUTES { description: "knows", subject_types: ["Person"], object_types: ["Person"] } } }"#,
+    );
+    let first = ok(
+        &n,
+        r#"UPSERT {
+            CONCEPT ?a { {type: "Person", name: "Old1"} }
+            CONCEPT ?b { {type: "Person", name: "Old2"} }
+            PROPOSITION ?l { (?a, "knows", ?b) }
+        }"#,
+    );
+    let old_link = first["upsert_proposition_links"][0].clone();
+    let r = ok(
+        &n,
+        r#"UPSERT {
+            CONCEPT ?n { {type: "Person", name: "New"} }
+            PROPOSITION ?p1 { (?n, "knows", {type: "Person", name: "Old1"}) }
+            PROPOSITION ?p2 { ({type: "Person", name: "Old1"}, "knows", {type: "Person", name: "Old2"}) SET ATTRIBUTES { since: 2020 } }
+            PROPOSITION ?p3 { ({type: "Person", name: "Old2"}, "knows", ?n) }
+            CONCEPT ?o { {type: "Person", name: "Old2"} SET ATTRIBUTES { x: 1 } }
+            PROPOSITION ?p4 { (?n, "knows", {type: "Person", name: "Old1"}) SET ATTRIBUTES { again: true } }
+        }"#,
+    );
+    let links = r["upsert_proposition_links"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(links.len(), 4, "{r}");
+    assert_eq!(links[0], links[3], "the same new link named twice: {r}");
+    assert_eq!(links[1], old_link, "an existing link named again: {r}");
+    assert_eq!(
+        r["upsert_concept_nodes"][1], first["upsert_concept_nodes"][1],
+        "an existing concept: {r}"
+    );
+    let count = |n: &Nexus| ok(n, r#"FIND(COUNT(?l)) WHERE { ?l (?s, "knows", ?o) }"#);
+    assert_eq!(count(&n), json!(3));
+    let p1 = ok(
+        &n,
+        r#"FIND(?l.attributes) WHERE { ?l ({type: "Person", name: "New"}, "knows", {type: "Person", name: "Old1"}) }"#,
+    );
+    assert_eq!(p1, json!([{"again": true}]));
+
+    // Deleted, then created again in one capsule with links: a new concept, new links.
+    ok(
+        &n,
+        r#"DELETE CONCEPT ?c DETACH WHERE { ?c {type: "Person", name: "Old1"} }"#,
+    );
+    assert_eq!(count(&n), json!(1));
+    let r = ok(
+        &n,
+        r#"UPSERT {
+            CONCEPT ?a { {type: "Person", name: "Old1"} }
+            PROPOSITION ?x { (?a, "knows", {type: "Person", name: "New"}) }
+            PROPOSITION ?y { ({type: "Person", name: "New"}, "knows", ?a) }
+            PROPOSITION ?z { ({type: "Person", name: "Old2"}, "knows", {type: "Person", name: "New"}) }
+        }"#,
+    );
+    assert_ne!(
+        r["upsert_concept_nodes"][0], first["upsert_concept_nodes"][0],
+        "{r}"
+    );
+    assert_eq!(count(&n), json!(3), "{r}");
+    assert_eq!(
+        ok(
+            &n,
+            r#"FIND(COUNT(?p)) WHERE { ?p {type: "Person", name: "Old1"} }"#
+        ),
+        json!(1)
+    );
+}

@@ -26,6 +26,7 @@
 //! with a clear error), statements batched across round trips (every index lookup of a
 //! query is one round trip), `COPY` for bulk loads.
 
+mod buffer;
 mod conn;
 mod schema;
 mod tx;

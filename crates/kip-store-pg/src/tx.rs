@@ -7,6 +7,7 @@
 //! the transaction again between pages. Statistics deltas and id counters are kept in
 //! memory and written once, at commit ([`PgTx::flush`]).
 
+use crate::buffer::{Buffer, ConceptRow, PropRow, FLUSH_AT};
 use crate::conn::{get, Conn, Params};
 use kip_store::text::{self, Doc};
 use kip_store::{
@@ -15,7 +16,7 @@ use kip_store::{
 };
 use postgres::types::ToSql;
 use postgres::Row;
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 use std::ops::Bound;
 
@@ -68,7 +69,28 @@ pub(crate) struct PgTx<'c> {
     counters: Vec<(&'static str, u64)>,
     /// Whether embedding marks are kept ([`kip_store::VECTORS_ON`]).
     vectors_on: bool,
+    /// Row changes not yet written.
+    buf: RefCell<Buffer>,
+    /// Concept and proposition numbers from which on nothing is in the tables: numbers
+    /// this transaction allocated and has not flushed (or not yet allocated at all), so
+    /// a point read of one that is not in the buffer needs no query. Set by the first
+    /// allocation, moved up by each flush.
+    floor: Cell<(Option<u64>, Option<u64>)>,
+    /// `{type, name}` -> concept, as this transaction knows it: read from the tables
+    /// (one by one or by [`GraphRead::prefetch`]) or filed/removed by its own writes.
+    /// Valid for the whole transaction: a read is one snapshot, and a write holds the
+    /// writers' lock, so the tables change only through this transaction.
+    known_keys: RefCell<HashMap<(String, String), Option<u64>>>,
+    /// `(subject, predicate, object)` -> link, likewise.
+    known_spo: RefCell<HashMap<(i64, String, i64), Option<u64>>>,
 }
+
+/// Keys a prefetch query asks for at most.
+const PREFETCH_CHUNK: usize = 5_000;
+
+/// Entries of a key map beyond which lookups are no longer remembered (own writes
+/// always are, until a flush has written them).
+const KNOWN_MAX: usize = 1_000_000;
 
 impl<'c> PgTx<'c> {
     pub(crate) fn new(conn: &'c mut Conn) -> PgTx<'c> {
@@ -77,6 +99,10 @@ impl<'c> PgTx<'c> {
             stats: HashMap::new(),
             counters: Vec::new(),
             vectors_on: false,
+            buf: RefCell::new(Buffer::default()),
+            floor: Cell::new((None, None)),
+            known_keys: RefCell::new(HashMap::new()),
+            known_spo: RefCell::new(HashMap::new()),
         }
     }
 
@@ -84,6 +110,56 @@ impl<'c> PgTx<'c> {
     pub(crate) fn load_flags(&mut self) -> StoreResult<()> {
         self.vectors_on = self.meta(kip_store::VECTORS_ON)?.is_some();
         Ok(())
+    }
+
+    /// Writes the buffered row changes, so that a query sees them.
+    fn sync(&self) -> StoreResult<()> {
+        let mut buf = self.buf.borrow_mut();
+        if buf.is_empty() {
+            return Ok(());
+        }
+        buf.flush(&mut self.conn.borrow_mut())?;
+        // Everything allocated so far is in the tables now.
+        let next = |key: &str| self.counters.iter().find(|(k, _)| *k == key).map(|c| c.1);
+        self.floor.set((next(NEXT_CONCEPT), next(NEXT_PROP)));
+        Ok(())
+    }
+
+    /// Flushes when the buffer has grown big; forgets the key maps when they have
+    /// (after a flush, the tables hold this transaction's writes).
+    fn grew(&self) -> StoreResult<()> {
+        if self.buf.borrow().len() >= FLUSH_AT {
+            self.sync()?;
+        }
+        if self.known_keys.borrow().len() + self.known_spo.borrow().len() >= 2 * KNOWN_MAX {
+            self.sync()?;
+            self.known_keys.borrow_mut().clear();
+            self.known_spo.borrow_mut().clear();
+        }
+        Ok(())
+    }
+
+    fn remember_key(&self, t: &str, n: &str, id: Option<u64>) {
+        let mut k = self.known_keys.borrow_mut();
+        if k.len() < KNOWN_MAX {
+            k.insert((t.to_owned(), n.to_owned()), id);
+        }
+    }
+
+    fn remember_spo(&self, key: (i64, String, i64), id: Option<u64>) {
+        let mut k = self.known_spo.borrow_mut();
+        if k.len() < KNOWN_MAX {
+            k.insert(key, id);
+        }
+    }
+
+    /// True when no row of this element can be in the tables (see `floor`).
+    fn unwritten(&self, e: ElemRef) -> bool {
+        let (c, p) = self.floor.get();
+        match e {
+            ElemRef::Concept(n) => c.is_some_and(|f| n >= f),
+            ElemRef::Prop(n) => p.is_some_and(|f| n >= f),
+        }
     }
 
     fn query(&self, sql: &str, params: &Params<'_>) -> StoreResult<Vec<Row>> {
@@ -184,7 +260,16 @@ impl<'c> PgTx<'c> {
     fn alloc(&mut self, key: &'static str) -> StoreResult<u64> {
         let cur = match self.counters.iter().find(|(k, _)| *k == key) {
             Some((_, next)) => *next,
-            None => kip_store::meta_u64(self, key)?.unwrap_or(1),
+            None => {
+                let cur = kip_store::meta_u64(self, key)?.unwrap_or(1);
+                let (c, p) = self.floor.get();
+                self.floor.set(if key == NEXT_CONCEPT {
+                    (Some(cur), p)
+                } else {
+                    (c, Some(cur))
+                });
+                cur
+            }
         };
         let next = cur
             .checked_add(1)
@@ -198,6 +283,7 @@ impl<'c> PgTx<'c> {
 
     /// Writes the id counters and statistics deltas: before commit.
     pub(crate) fn flush(&mut self) -> StoreResult<()> {
+        self.sync()?;
         for (key, next) in std::mem::take(&mut self.counters) {
             self.set_meta(key, &next.to_le_bytes())?;
         }
@@ -225,16 +311,15 @@ impl<'c> PgTx<'c> {
         if doc.terms.is_empty() {
             return Ok(());
         }
-        let (terms, tfs): (Vec<&[u8]>, Vec<i64>) = doc
-            .terms
-            .iter()
-            .map(|(t, tf)| (t.as_bytes(), i64::from(*tf)))
-            .unzip();
-        self.execute(
-            "INSERT INTO kip_postings (term, elem, tf, len) \
-             SELECT t, $2, f, $3 FROM unnest($1::bytea[], $4::bigint[]) AS x(t, f)",
-            &[&terms, &ek(key), &i64::from(doc.len), &tfs],
-        )?;
+        {
+            let mut buf = self.buf.borrow_mut();
+            for (t, tf) in &doc.terms {
+                buf.postings.insert(
+                    (t.clone(), ek(key)),
+                    Some((i64::from(*tf), i64::from(doc.len))),
+                );
+            }
+        }
         self.bump(kip_store::TEXT_DOCS, 1);
         self.bump(kip_store::TEXT_LEN, i64::from(doc.len));
         Ok(())
@@ -245,11 +330,12 @@ impl<'c> PgTx<'c> {
         if doc.terms.is_empty() {
             return Ok(());
         }
-        let terms: Vec<&[u8]> = doc.terms.keys().map(|t| t.as_bytes()).collect();
-        self.execute(
-            "DELETE FROM kip_postings WHERE elem = $1 AND term = ANY($2::bytea[])",
-            &[&ek(key), &terms],
-        )?;
+        {
+            let mut buf = self.buf.borrow_mut();
+            for t in doc.terms.keys() {
+                buf.postings.insert((t.clone(), ek(key)), None);
+            }
+        }
         self.bump(kip_store::TEXT_DOCS, -1);
         self.bump(kip_store::TEXT_LEN, -i64::from(doc.len));
         Ok(())
@@ -263,33 +349,22 @@ impl<'c> PgTx<'c> {
         new: Option<&ConceptRecord>,
     ) -> StoreResult<()> {
         let (removed, added) = kip_store::attrs::diff(old, new);
+        let n = num(id)?;
         for (list, sign) in [(removed, -1i64), (added, 1)] {
-            let Some(ty) = list.first().map(|e| e.0) else {
-                continue;
-            };
-            let attrs: Vec<&[u8]> = list.iter().map(|e| e.1.as_bytes()).collect();
-            let vkeys: Vec<&[u8]> = list.iter().map(|e| e.2.as_bytes()).collect();
-            let sql = if sign > 0 {
-                "INSERT INTO kip_attrs (type, attr, vkey, id) \
-                 SELECT $1, a, v, $2 FROM unnest($3::bytea[], $4::bytea[]) AS x(a, v)"
-            } else {
-                "DELETE FROM kip_attrs WHERE type = $1 AND id = $2 \
-                 AND (attr, vkey) IN (SELECT * FROM unnest($3::bytea[], $4::bytea[]))"
-            };
-            self.execute(sql, &[&ty.as_bytes(), &num(id)?, &attrs, &vkeys])?;
-            for (t, a, _) in &list {
+            for (t, a, v) in list {
                 let key = Self::stat_key(Stat::Attr(t, a));
                 self.bump(&key, sign);
+                self.buf
+                    .get_mut()
+                    .attrs
+                    .insert((t.to_owned(), a.to_owned(), v, n), sign > 0);
             }
         }
         Ok(())
     }
 
-    fn mark(&self, key: u64) -> StoreResult<bool> {
-        Ok(self.execute(
-            "INSERT INTO kip_embed_marks (elem) VALUES ($1) ON CONFLICT DO NOTHING",
-            &[&ek(key)],
-        )? > 0)
+    fn mark(&mut self, key: u64) {
+        self.buf.get_mut().marks.insert(ek(key), true);
     }
 
     fn drop_vector(&self, key: u64) -> StoreResult<()> {
@@ -309,6 +384,7 @@ impl<'c> PgTx<'c> {
         &mut self,
         progress: &mut dyn FnMut(u64, u64),
     ) -> StoreResult<()> {
+        self.sync()?;
         let conn = self.conn.get_mut();
         conn.batch("DELETE FROM kip_postings; DELETE FROM kip_attrs")?;
         conn.execute(
@@ -337,6 +413,7 @@ impl<'c> PgTx<'c> {
                 let n = unum(id)?;
                 self.index(ElemRef::Concept(n).encode(), &text::concept_doc(&c))?;
                 self.file_attrs(n, None, Some(&c))?;
+                self.grew()?;
                 done += 1;
             }
             progress(done, total);
@@ -416,11 +493,23 @@ impl<'c> PgTx<'c> {
 
 impl GraphRead for PgTx<'_> {
     fn concept(&self, id: u64) -> StoreResult<Option<ConceptRecord>> {
+        if let Some(r) = self.buf.borrow().concepts.get(&num(id)?) {
+            return r.as_ref().map(|r| decode(&r.rec)).transpose();
+        }
+        if self.unwritten(ElemRef::Concept(id)) {
+            return Ok(None);
+        }
         let row = self.query_opt("SELECT rec FROM kip_concepts WHERE id = $1", &[&num(id)?])?;
         row.map(|r| decode(get::<&[u8]>(&r, 0)?)).transpose()
     }
 
     fn concept_head(&self, id: u64) -> StoreResult<Option<(String, String)>> {
+        if let Some(r) = self.buf.borrow().concepts.get(&num(id)?) {
+            return Ok(r.as_ref().map(|r| (r.ty.clone(), r.name.clone())));
+        }
+        if self.unwritten(ElemRef::Concept(id)) {
+            return Ok(None);
+        }
         let row = self.query_opt(
             "SELECT type, name FROM kip_concepts WHERE id = $1",
             &[&num(id)?],
@@ -430,11 +519,21 @@ impl GraphRead for PgTx<'_> {
     }
 
     fn concept_by_key(&self, concept_type: &str, name: &str) -> StoreResult<Option<u64>> {
+        {
+            let known = self.known_keys.borrow();
+            if !known.is_empty() {
+                if let Some(id) = known.get(&(concept_type.to_owned(), name.to_owned())) {
+                    return Ok(*id);
+                }
+            }
+        }
         let row = self.query_opt(
             "SELECT id FROM kip_concepts WHERE type = $1 AND name = $2",
             &[&concept_type.as_bytes(), &name.as_bytes()],
         )?;
-        row.map(|r| unum(get(&r, 0)?)).transpose()
+        let id = row.map(|r| unum(get(&r, 0)?)).transpose()?;
+        self.remember_key(concept_type, name, id);
+        Ok(id)
     }
 
     fn scan_type(
@@ -442,6 +541,7 @@ impl GraphRead for PgTx<'_> {
         concept_type: &str,
         f: &mut dyn FnMut(u64) -> StoreResult<Continue>,
     ) -> StoreResult<()> {
+        self.sync()?;
         self.scan_ids(
             "SELECT id FROM kip_concepts WHERE type = $1 ORDER BY id LIMIT $2",
             "SELECT id FROM kip_concepts WHERE type = $1 AND id > $2 ORDER BY id LIMIT $3",
@@ -455,6 +555,7 @@ impl GraphRead for PgTx<'_> {
         name: &str,
         f: &mut dyn FnMut(u64) -> StoreResult<Continue>,
     ) -> StoreResult<()> {
+        self.sync()?;
         self.scan_ids(
             "SELECT id FROM kip_concepts WHERE name = $1 ORDER BY id LIMIT $2",
             "SELECT id FROM kip_concepts WHERE name = $1 AND id > $2 ORDER BY id LIMIT $3",
@@ -464,6 +565,7 @@ impl GraphRead for PgTx<'_> {
     }
 
     fn scan_concepts(&self, f: &mut dyn FnMut(u64) -> StoreResult<Continue>) -> StoreResult<()> {
+        self.sync()?;
         self.scan_ids(
             "SELECT id FROM kip_concepts ORDER BY id LIMIT $1",
             "SELECT id FROM kip_concepts WHERE id > $1 ORDER BY id LIMIT $2",
@@ -473,16 +575,36 @@ impl GraphRead for PgTx<'_> {
     }
 
     fn prop(&self, id: u64) -> StoreResult<Option<PropRecord>> {
+        if let Some(r) = self.buf.borrow().props.get(&num(id)?) {
+            return r.as_ref().map(|r| decode(&r.rec)).transpose();
+        }
+        if self.unwritten(ElemRef::Prop(id)) {
+            return Ok(None);
+        }
         let row = self.query_opt("SELECT rec FROM kip_props WHERE id = $1", &[&num(id)?])?;
         row.map(|r| decode(get::<&[u8]>(&r, 0)?)).transpose()
     }
 
     fn prop_by_spo(&self, s: ElemRef, p: &str, o: ElemRef) -> StoreResult<Option<u64>> {
+        let key = (ek(s.encode()), p.to_owned(), ek(o.encode()));
+        {
+            let known = self.known_spo.borrow();
+            if !known.is_empty() {
+                if let Some(id) = known.get(&key) {
+                    return Ok(*id);
+                }
+            }
+        }
+        if self.unwritten(s) || self.unwritten(o) {
+            return Ok(None);
+        }
         let row = self.query_opt(
             "SELECT id FROM kip_props WHERE s = $1 AND p = $2 AND o = $3",
-            &[&ek(s.encode()), &p.as_bytes(), &ek(o.encode())],
+            &[&key.0, &p.as_bytes(), &key.2],
         )?;
-        row.map(|r| unum(get(&r, 0)?)).transpose()
+        let id = row.map(|r| unum(get(&r, 0)?)).transpose()?;
+        self.remember_spo(key, id);
+        Ok(id)
     }
 
     fn scan_out(
@@ -508,6 +630,7 @@ impl GraphRead for PgTx<'_> {
         p: &str,
         f: &mut dyn FnMut(ElemRef, ElemRef, u64) -> StoreResult<Continue>,
     ) -> StoreResult<()> {
+        self.sync()?;
         self.paged(
             "SELECT s, o, id FROM kip_props WHERE p = $1 ORDER BY o, s LIMIT $2",
             "SELECT s, o, id FROM kip_props WHERE p = $1 AND (o, s) > ($2, $3) ORDER BY o, s LIMIT $4",
@@ -522,6 +645,7 @@ impl GraphRead for PgTx<'_> {
     }
 
     fn scan_props(&self, f: &mut dyn FnMut(u64) -> StoreResult<Continue>) -> StoreResult<()> {
+        self.sync()?;
         self.scan_ids(
             "SELECT id FROM kip_props ORDER BY id LIMIT $1",
             "SELECT id FROM kip_props WHERE id > $1 ORDER BY id LIMIT $2",
@@ -551,6 +675,7 @@ impl GraphRead for PgTx<'_> {
         from: &str,
         f: &mut dyn FnMut(&str, u64, u32, u32) -> StoreResult<Continue>,
     ) -> StoreResult<()> {
+        self.sync()?;
         self.paged(
             "SELECT term, elem, tf, len FROM kip_postings WHERE term >= $1 ORDER BY term, elem LIMIT $2",
             "SELECT term, elem, tf, len FROM kip_postings WHERE term >= $1 AND (term, elem) > ($2, $3) ORDER BY term, elem LIMIT $4",
@@ -567,6 +692,7 @@ impl GraphRead for PgTx<'_> {
     }
 
     fn posting(&self, term: &str, key: u64) -> StoreResult<Option<(u32, u32)>> {
+        self.sync()?;
         let row = self.query_opt(
             "SELECT tf, len FROM kip_postings WHERE term = $1 AND elem = $2",
             &[&term.as_bytes(), &ek(key)],
@@ -589,6 +715,7 @@ impl GraphRead for PgTx<'_> {
         rev: bool,
         f: &mut dyn FnMut(&str, u64) -> StoreResult<Continue>,
     ) -> StoreResult<()> {
+        self.sync()?;
         let mut cond = String::from("type = $1 AND attr = $2");
         let mut fixed: Vec<&(dyn ToSql + Sync)> = Vec::with_capacity(4);
         let (ty, at) = (concept_type.as_bytes(), attr.as_bytes());
@@ -654,11 +781,86 @@ impl GraphRead for PgTx<'_> {
         )
     }
 
+    fn wants_prefetch(&self) -> bool {
+        true
+    }
+
+    fn prefetch(
+        &self,
+        concepts: &[(&str, &str)],
+        links: &[(ElemRef, &str, ElemRef)],
+    ) -> StoreResult<()> {
+        let wanted: Vec<(&str, &str)> = {
+            let known = self.known_keys.borrow();
+            let mut seen = std::collections::HashSet::new();
+            concepts
+                .iter()
+                .filter(|(t, n)| {
+                    !known.contains_key(&((*t).to_owned(), (*n).to_owned()))
+                        && seen.insert((*t, *n))
+                })
+                .copied()
+                .collect()
+        };
+        for chunk in wanted.chunks(PREFETCH_CHUNK) {
+            let types: Vec<&[u8]> = chunk.iter().map(|k| k.0.as_bytes()).collect();
+            let names: Vec<&[u8]> = chunk.iter().map(|k| k.1.as_bytes()).collect();
+            let rows = self.query(
+                "SELECT c.type, c.name, c.id FROM kip_concepts c \
+                 JOIN unnest($1::bytea[], $2::bytea[]) AS k(t, n) ON c.type = k.t AND c.name = k.n",
+                &[&types, &names],
+            )?;
+            let mut found = HashMap::with_capacity(rows.len());
+            for r in &rows {
+                found.insert((utf8(get(r, 0)?)?, utf8(get(r, 1)?)?), unum(get(r, 2)?)?);
+            }
+            for (t, n) in chunk {
+                let id = found.get(&((*t).to_owned(), (*n).to_owned())).copied();
+                self.remember_key(t, n, id);
+            }
+        }
+        let wanted: Vec<(i64, &str, i64)> = {
+            let known = self.known_spo.borrow();
+            let mut seen = std::collections::HashSet::new();
+            links
+                .iter()
+                .filter(|(s, _, o)| !self.unwritten(*s) && !self.unwritten(*o))
+                .map(|(s, p, o)| (ek(s.encode()), *p, ek(o.encode())))
+                .filter(|k| !known.contains_key(&(k.0, k.1.to_owned(), k.2)) && seen.insert(*k))
+                .collect()
+        };
+        for chunk in wanted.chunks(PREFETCH_CHUNK) {
+            let s: Vec<i64> = chunk.iter().map(|k| k.0).collect();
+            let p: Vec<&[u8]> = chunk.iter().map(|k| k.1.as_bytes()).collect();
+            let o: Vec<i64> = chunk.iter().map(|k| k.2).collect();
+            let rows = self.query(
+                "SELECT l.s, l.p, l.o, l.id FROM kip_props l \
+                 JOIN unnest($1::bigint[], $2::bytea[], $3::bigint[]) AS k(s, p, o) \
+                 ON l.s = k.s AND l.p = k.p AND l.o = k.o",
+                &[&s, &p, &o],
+            )?;
+            let mut found = HashMap::with_capacity(rows.len());
+            for r in &rows {
+                found.insert(
+                    (get::<i64>(r, 0)?, utf8(get(r, 1)?)?, get::<i64>(r, 2)?),
+                    unum(get(r, 3)?)?,
+                );
+            }
+            for (s, p, o) in chunk {
+                let key = (*s, (*p).to_owned(), *o);
+                let id = found.get(&key).copied();
+                self.remember_spo(key, id);
+            }
+        }
+        Ok(())
+    }
+
     fn scan_embedding_marks(
         &self,
         from: u64,
         f: &mut dyn FnMut(u64) -> StoreResult<Continue>,
     ) -> StoreResult<()> {
+        self.sync()?;
         self.paged(
             "SELECT elem FROM kip_embed_marks WHERE elem >= $1 ORDER BY elem LIMIT $2",
             "SELECT elem FROM kip_embed_marks WHERE elem >= $1 AND elem > $2 ORDER BY elem LIMIT $3",
@@ -669,6 +871,7 @@ impl GraphRead for PgTx<'_> {
     }
 
     fn embedding_marks(&self) -> StoreResult<u64> {
+        self.sync()?;
         let row = self.query_opt("SELECT count(*) FROM kip_embed_marks", &[])?;
         Ok(match row {
             Some(r) => u64::try_from(get::<i64>(&r, 0)?).unwrap_or(0),
@@ -677,6 +880,7 @@ impl GraphRead for PgTx<'_> {
     }
 
     fn vector(&self, id: u64) -> StoreResult<Option<Vec<u8>>> {
+        self.sync()?;
         let row = self.query_opt("SELECT v FROM kip_vectors WHERE elem = $1", &[&ek(id)])?;
         row.map(|r| get::<Vec<u8>>(&r, 0)).transpose()
     }
@@ -685,6 +889,7 @@ impl GraphRead for PgTx<'_> {
         &self,
         f: &mut dyn FnMut(u64, &[u8]) -> StoreResult<Continue>,
     ) -> StoreResult<()> {
+        self.sync()?;
         self.paged(
             "SELECT elem, v FROM kip_vectors ORDER BY elem LIMIT $1",
             "SELECT elem, v FROM kip_vectors WHERE elem > $1 ORDER BY elem LIMIT $2",
@@ -706,6 +911,7 @@ impl PgTx<'_> {
         p: Option<&str>,
         f: &mut dyn FnMut(&str, ElemRef, u64) -> StoreResult<Continue>,
     ) -> StoreResult<()> {
+        self.sync()?;
         let mut visit = |r: &Row| -> StoreResult<Continue> {
             let p = std::str::from_utf8(get::<&[u8]>(r, 0)?)
                 .map_err(|_| StoreError::Corruption("a stored predicate is not UTF-8".into()))?;
@@ -773,29 +979,29 @@ impl GraphWrite for PgTx<'_> {
             }
             self.index(key, &text::concept_doc(rec))?;
             if self.vectors_on {
-                self.mark(key)?;
+                self.mark(key);
                 if let Some(o) = old {
                     for p in kip_store::dependent_links(self, id, o, rec)? {
-                        self.mark(ElemRef::Prop(p).encode())?;
+                        self.mark(ElemRef::Prop(p).encode());
                     }
                 }
             }
         }
         self.file_attrs(id, old, Some(rec))?;
-        let bytes = encode(rec)?;
-        self.execute(
-            "INSERT INTO kip_concepts (id, type, name, rec) VALUES ($1, $2, $3, $4) \
-             ON CONFLICT (id) DO UPDATE SET type = excluded.type, name = excluded.name, rec = excluded.rec",
-            &[
-                &num(id)?,
-                &rec.concept_type.as_bytes(),
-                &rec.name.as_bytes(),
-                &bytes,
-            ],
-        )?;
+        let row = ConceptRow {
+            ty: rec.concept_type.clone(),
+            name: rec.name.clone(),
+            rec: encode(rec)?,
+        };
+        self.buf.get_mut().concepts.insert(num(id)?, Some(row));
         let same_key =
             old.is_some_and(|o| o.concept_type == rec.concept_type && o.name == rec.name);
         if !same_key {
+            let known = self.known_keys.get_mut();
+            if let Some(o) = old {
+                known.insert((o.concept_type.clone(), o.name.clone()), None);
+            }
+            known.insert((rec.concept_type.clone(), rec.name.clone()), Some(id));
             if let Some(o) = old {
                 self.bump(&Self::stat_key(Stat::Type(&o.concept_type)), -1);
             }
@@ -804,7 +1010,7 @@ impl GraphWrite for PgTx<'_> {
         if old.is_none() {
             self.bump(CONCEPTS, 1);
         }
-        Ok(())
+        self.grew()
     }
 
     fn delete_concept(&mut self, id: u64, rec: &ConceptRecord) -> StoreResult<()> {
@@ -812,37 +1018,44 @@ impl GraphWrite for PgTx<'_> {
         self.unindex(key, &text::concept_doc(rec))?;
         if self.vectors_on {
             // Marked, not unmarked: the embedding worker then drops its copy.
-            self.mark(key)?;
+            self.mark(key);
             self.drop_vector(key)?;
         }
         self.file_attrs(id, Some(rec), None)?;
-        let gone = self.execute("DELETE FROM kip_concepts WHERE id = $1", &[&num(id)?])?;
-        if gone > 0 {
-            self.bump(&Self::stat_key(Stat::Type(&rec.concept_type)), -1);
-            self.bump(CONCEPTS, -1);
-        }
-        Ok(())
+        self.buf.get_mut().concepts.insert(num(id)?, None);
+        self.known_keys
+            .get_mut()
+            .insert((rec.concept_type.clone(), rec.name.clone()), None);
+        self.bump(&Self::stat_key(Stat::Type(&rec.concept_type)), -1);
+        self.bump(CONCEPTS, -1);
+        self.grew()
     }
 
     fn put_prop(&mut self, id: u64, rec: &PropRecord, old: Option<&PropRecord>) -> StoreResult<()> {
-        let bytes = encode(rec)?;
-        self.execute(
-            "INSERT INTO kip_props (id, s, p, o, rec) VALUES ($1, $2, $3, $4, $5) \
-             ON CONFLICT (id) DO UPDATE SET s = excluded.s, p = excluded.p, o = excluded.o, rec = excluded.rec",
-            &[
-                &num(id)?,
-                &ek(rec.subject.encode()),
-                &rec.predicate.as_bytes(),
-                &ek(rec.object.encode()),
-                &bytes,
-            ],
-        )?;
+        let (s, o) = (ek(rec.subject.encode()), ek(rec.object.encode()));
+        let row = PropRow {
+            s,
+            p: rec.predicate.clone(),
+            o,
+            rec: encode(rec)?,
+        };
         let same_key = old.is_some_and(|o| {
             o.subject == rec.subject && o.predicate == rec.predicate && o.object == rec.object
         });
+        self.buf.get_mut().props.insert(num(id)?, Some(row));
         if !same_key {
+            let known = self.known_spo.get_mut();
+            if let Some(old) = old {
+                let k = (
+                    ek(old.subject.encode()),
+                    old.predicate.clone(),
+                    ek(old.object.encode()),
+                );
+                known.insert(k, None);
+            }
+            known.insert((s, rec.predicate.clone(), o), Some(id));
             if self.vectors_on {
-                self.mark(ElemRef::Prop(id).encode())?;
+                self.mark(ElemRef::Prop(id).encode());
             }
             if let Some(o) = old {
                 self.prop_index_bumps(o, -1);
@@ -852,21 +1065,25 @@ impl GraphWrite for PgTx<'_> {
         if old.is_none() {
             self.bump(PROPS, 1);
         }
-        Ok(())
+        self.grew()
     }
 
     fn delete_prop(&mut self, id: u64, rec: &PropRecord) -> StoreResult<()> {
         if self.vectors_on {
             let key = ElemRef::Prop(id).encode();
-            self.mark(key)?;
+            self.mark(key);
             self.drop_vector(key)?;
         }
-        let gone = self.execute("DELETE FROM kip_props WHERE id = $1", &[&num(id)?])?;
-        if gone > 0 {
-            self.prop_index_bumps(rec, -1);
-            self.bump(PROPS, -1);
-        }
-        Ok(())
+        self.buf.get_mut().props.insert(num(id)?, None);
+        let k = (
+            ek(rec.subject.encode()),
+            rec.predicate.clone(),
+            ek(rec.object.encode()),
+        );
+        self.known_spo.get_mut().insert(k, None);
+        self.prop_index_bumps(rec, -1);
+        self.bump(PROPS, -1);
+        self.grew()
     }
 
     fn set_meta(&mut self, key: &str, value: &[u8]) -> StoreResult<()> {
@@ -890,6 +1107,8 @@ impl GraphWrite for PgTx<'_> {
     }
 
     fn mark_for_embedding(&mut self, ids: Option<&[u64]>) -> StoreResult<u64> {
+        // Counted by the database (marks already there are not added): written first.
+        self.sync()?;
         match ids {
             Some(ids) => {
                 let keys: Vec<i64> = ids.iter().map(|&k| ek(k)).collect();
@@ -916,7 +1135,7 @@ impl GraphWrite for PgTx<'_> {
     }
 
     fn put_vector(&mut self, id: u64, bytes: Option<&[u8]>) -> StoreResult<()> {
-        self.execute("DELETE FROM kip_embed_marks WHERE elem = $1", &[&ek(id)])?;
+        self.buf.get_mut().marks.insert(ek(id), false);
         if let Some(b) = bytes {
             self.execute(
                 "INSERT INTO kip_vectors (elem, v) VALUES ($1, $2) \

@@ -330,6 +330,22 @@ pub trait GraphRead {
         rev: bool,
         f: &mut dyn FnMut(&str, u64) -> StoreResult<Continue>,
     ) -> StoreResult<()>;
+    /// Whether [`GraphRead::prefetch`] is worth the caller's effort (false: the default
+    /// does nothing, so a caller need not gather keys for it).
+    fn wants_prefetch(&self) -> bool {
+        false
+    }
+    /// A hint before a statement that will look up many concept keys (`{type, name}`)
+    /// and link keys (`(subject, predicate, object)`): a backend whose lookups are
+    /// round trips to a server reads them all at once and answers the lookups that
+    /// follow from memory. Never needed for correctness; the default does nothing.
+    fn prefetch(
+        &self,
+        _concepts: &[(&str, &str)],
+        _links: &[(ElemRef, &str, ElemRef)],
+    ) -> StoreResult<()> {
+        Ok(())
+    }
     /// Elements marked as needing an embedding (new, deleted, or their embedded text
     /// changed since their vector was made), as [`ElemRef::encode`] keys in key order from
     /// `from` (concepts first). Empty in a store that never enabled vectors

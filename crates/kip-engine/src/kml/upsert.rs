@@ -58,13 +58,25 @@ fn run(
     };
     let mut concept_ids = Vec::new();
     let mut prop_ids = Vec::new();
-    for block in &u.blocks {
+    // For a store whose lookups are round trips (PostgreSQL): the keys of the
+    // statement at once, instead of one round trip per block.
+    let prefetch = u.blocks.len() > 1 && ctx.w.graph().wants_prefetch();
+    if prefetch {
+        ctx.prefetch_concepts(u)?;
+    }
+    let mut links_prefetched = !prefetch;
+    for (i, block) in u.blocks.iter().enumerate() {
         match block {
             UpsertBlock::Concept(c) => {
                 let id = ctx.concept_block(c)?;
                 concept_ids.push(ElemRef::Concept(id).id_string());
             }
             UpsertBlock::Proposition(p) => {
+                if !links_prefetched {
+                    // The handles of the blocks before this one are bound now.
+                    ctx.prefetch_links(&u.blocks[i..])?;
+                    links_prefetched = true;
+                }
                 let id = ctx.proposition_block(p)?;
                 prop_ids.push(ElemRef::Prop(id).id_string());
             }
@@ -130,6 +142,96 @@ impl Ctx<'_> {
     /// capsule naming the same endpoints again does not go back to the store).
     fn lookup_key(&mut self, t: &str, n: &str) -> Result<Option<u64>, KipError> {
         Ok(self.w.graph().concept_by_key(t, n)?)
+    }
+
+    /// Tells the store every `{type, name}` the statement names (blocks, link
+    /// endpoints, `SET PROPOSITIONS` targets), so that a store with costly lookups
+    /// reads them at once ([`GraphRead::prefetch`]).
+    fn prefetch_concepts(&mut self, u: &Upsert) -> Result<(), KipError> {
+        fn add<'a>(keys: &mut Vec<(&'a str, &'a str)>, m: &'a ConceptMatcher) {
+            if let (Some(t), Some(n)) = (&m.concept_type, &m.name) {
+                if let (Ok(t), Ok(n)) = (text(t), text(n)) {
+                    keys.push((t, n));
+                }
+            }
+        }
+        let mut keys: Vec<(&str, &str)> = Vec::new();
+        for b in &u.blocks {
+            match b {
+                UpsertBlock::Concept(c) => {
+                    add(&mut keys, &c.identity);
+                    for e in c.set_propositions.iter().flatten() {
+                        if let Endpoint::Concept { matcher, .. } = &e.target {
+                            add(&mut keys, matcher);
+                        }
+                    }
+                }
+                UpsertBlock::Proposition(p) => {
+                    if let PropositionMatcher::Triple(t) = &p.identity.matcher {
+                        for e in [&t.subject, &t.object] {
+                            if let Endpoint::Concept { matcher, .. } = e {
+                                add(&mut keys, matcher);
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        Ok(self.w.graph().prefetch(&keys, &[])?)
+    }
+
+    /// Tells the store the `(subject, predicate, object)` of the link blocks in
+    /// `blocks` whose endpoints are known already (bound handles, `{type, name}` of
+    /// existing concepts); the others are looked up one by one as they run.
+    fn prefetch_links(&mut self, blocks: &[UpsertBlock]) -> Result<(), KipError> {
+        let mut triples: Vec<(ElemRef, &str, ElemRef)> = Vec::new();
+        for b in blocks {
+            let UpsertBlock::Proposition(p) = b else {
+                continue;
+            };
+            let PropositionMatcher::Triple(t) = &p.identity.matcher else {
+                continue;
+            };
+            let PredicatePattern::Literal {
+                alternatives,
+                hops: None,
+                ..
+            } = &t.predicate
+            else {
+                continue;
+            };
+            let [pred] = alternatives.as_slice() else {
+                continue;
+            };
+            let (Some(s), Some(o), Ok(pred)) = (
+                self.known_endpoint(&t.subject)?,
+                self.known_endpoint(&t.object)?,
+                text(pred),
+            ) else {
+                continue;
+            };
+            triples.push((s, pred, o));
+        }
+        if triples.len() > 1 {
+            self.w.graph().prefetch(&[], &triples)?;
+        }
+        Ok(())
+    }
+
+    /// An endpoint's element if it can be known without creating anything: a bound
+    /// handle, or an existing concept's `{type, name}`.
+    fn known_endpoint(&mut self, e: &Endpoint) -> Result<Option<ElemRef>, KipError> {
+        Ok(match e {
+            Endpoint::Var(v) => self.handles.get(&v.name).copied(),
+            Endpoint::Concept { matcher, .. } => match (&matcher.concept_type, &matcher.name) {
+                (Some(t), Some(n)) => match (text(t), text(n)) {
+                    (Ok(t), Ok(n)) => self.lookup_key(t, n)?.map(ElemRef::Concept),
+                    _ => None,
+                },
+                _ => None,
+            },
+            Endpoint::Proposition(_) => None,
+        })
     }
 
     fn handle(&self, v: &Variable) -> Result<ElemRef, KipError> {
