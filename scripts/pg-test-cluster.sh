@@ -9,7 +9,8 @@
 # cluster under target/pg (initdb; trust authentication on a Unix socket in
 # target/pg/run and on 127.0.0.1 at a free port), starts it and creates the database
 # `kip_test`. Idempotent: a running cluster is reused. As root, the server runs as the
-# `postgres` user (PostgreSQL refuses to run as root). `stop` stops it (fast shutdown);
+# `postgres` user (PostgreSQL refuses to run as root). TLS is on, with a certificate
+# signed by a throwaway CA whose certificate is target/pg/ca.crt. `stop` stops it (fast shutdown);
 # the data stays until `rm -rf target/pg`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -83,13 +84,30 @@ if [ ! -f "$DATA/PG_VERSION" ]; then
   }
 fi
 as_owner mkdir -p "$RUN"
-
+# TLS: a throwaway CA (target/pg/ca.crt, its key discarded) and a server certificate
+# it signed for 127.0.0.1 and localhost. The TLS test connects with sslmode=verify-full
+# and ca.crt as sslrootcert.
+if [ ! -f "$DATA/server.key" ]; then
+  tmp="$(mktemp -d)"
+  openssl req -new -x509 -days 3650 -nodes -subj "/CN=kip test CA" \
+    -keyout "$tmp/ca.key" -out "$ROOT/ca.crt" >/dev/null 2>&1
+  openssl req -new -nodes -subj "/CN=localhost" -keyout "$tmp/server.key" \
+    -out "$tmp/server.csr" >/dev/null 2>&1
+  printf 'subjectAltName=IP:127.0.0.1,DNS:localhost\nbasicConstraints=CA:FALSE\nkeyUsage=digitalSignature,keyEncipherment\nextendedKeyUsage=serverAuth\n' >"$tmp/ext"
+  openssl x509 -req -days 3650 -in "$tmp/server.csr" -CA "$ROOT/ca.crt" -CAkey "$tmp/ca.key" \
+    -CAcreateserial -CAserial "$tmp/ca.srl" -extfile "$tmp/ext" -out "$tmp/server.crt" >/dev/null 2>&1
+  chmod 0600 "$tmp/server.key"
+  if [ "$(id -u)" = 0 ]; then chown postgres "$tmp/server.key" "$tmp/server.crt"; chmod 0755 "$tmp"; fi
+  as_owner cp -p "$tmp/server.key" "$tmp/server.crt" "$DATA/"
+  rm -rf "$tmp"
+  chmod 0644 "$ROOT/ca.crt"
+fi
 port_file="$ROOT/port"
 if ! as_owner "$PG_CTL" -D "$DATA" status >/dev/null 2>&1; then
   port="$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"
   echo "$port" >"$port_file"
   as_owner "$PG_CTL" -D "$DATA" -l "$LOG" -w -t 60 \
-    -o "-p $port -k $RUN -c listen_addresses=127.0.0.1 -c max_connections=200 -c fsync=on" start >&2
+    -o "-p $port -k $RUN -c listen_addresses=127.0.0.1 -c max_connections=200 -c fsync=on -c ssl=on" start >&2
 fi
 port="$(cat "$port_file")"
 if [ "${2:-}" = --fresh ]; then

@@ -38,6 +38,8 @@ export KIP_TEST_MODEL
 echo "== PostgreSQL: a throwaway cluster under target/pg (scripts/pg-test-cluster.sh; installs Debian's postgresql when missing)"
 KIP_TEST_PG_URL="$(scripts/pg-test-cluster.sh start --fresh | tail -n 1)"
 export KIP_TEST_PG_URL
+KIP_TEST_PG_CERT="$PWD/target/pg/ca.crt"
+export KIP_TEST_PG_CERT
 trap 'scripts/pg-test-cluster.sh stop' EXIT
 
 echo "== cargo test (the tests that need Python/Node/PostgreSQL are #[ignore]d in a plain cargo test; included here)"

@@ -354,3 +354,35 @@ fn four_servers_on_one_database_lose_no_acknowledged_write_when_killed() {
     let (ok, out, err) = kip(&url, &["check"], None);
     assert!(ok, "kip check: {out}{err}");
 }
+
+#[test]
+#[ignore = "needs PostgreSQL (KIP_TEST_PG_URL) with TLS (KIP_TEST_PG_CERT)"]
+fn tls_is_used_and_the_server_certificate_is_verified() {
+    let url = fresh_url("tls");
+    let cert = std::env::var("KIP_TEST_PG_CERT")
+        .unwrap_or_else(|_| panic!("KIP_TEST_PG_CERT: the test cluster's CA certificate; {NEEDS}"));
+    let with = |extra: &str| {
+        let sep = if url.contains('?') { '&' } else { '?' };
+        format!("{url}{sep}{extra}")
+    };
+    let find = r#"FIND(?p.name) WHERE { ?p {type: "Person", name: "$self"} }"#;
+    // Verified against the cluster's self-signed certificate: connects.
+    let r = exec_json(
+        &with(&format!("sslmode=verify-full&sslrootcert={cert}")),
+        find,
+    );
+    assert_eq!(r["result"], json!(["$self"]), "{r}");
+    let r = exec_json(&with(&format!("sslmode=require&sslrootcert={cert}")), find);
+    assert_eq!(r["result"], json!(["$self"]), "{r}");
+    // verify-full without that certificate: it is not among the public roots, so the
+    // connection is refused (which shows it is TLS: clear text has no certificate).
+    let (ok, out, err) = kip(&with("sslmode=verify-full"), &["exec", find], None);
+    assert!(!ok, "connected without trusting the certificate: {out}");
+    assert!(err.contains("TLS"), "{err}");
+    // require without a root certificate: encrypted, the certificate not checked (as
+    // libpq does); disable: clear text.
+    let r = exec_json(&with("sslmode=require"), find);
+    assert_eq!(r["result"], json!(["$self"]), "{r}");
+    let r = exec_json(&with("sslmode=disable"), find);
+    assert_eq!(r["result"], json!(["$self"]), "{r}");
+}

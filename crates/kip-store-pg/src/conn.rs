@@ -56,9 +56,109 @@ impl Conn {
 }
 
 /// Makes and checks the pool's connections.
-#[derive(Debug)]
 pub(crate) struct Manager {
     pub(crate) config: postgres::Config,
+    /// TLS, used as `sslmode` says (`prefer`, the default: when the server offers it).
+    pub(crate) tls: tokio_postgres_rustls::MakeRustlsConnect,
+}
+
+impl std::fmt::Debug for Manager {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Manager").finish_non_exhaustive()
+    }
+}
+
+/// The TLS setup, as libpq does it: with `verify` (`sslmode=verify-ca`/`verify-full`,
+/// or a root certificate file given), the server's certificate is checked against
+/// Mozilla's roots plus the PEM certificates in `root_file` (`sslrootcert`: a private
+/// CA or a self-signed server), and its name against the host; without, the connection
+/// is encrypted but the certificate is not checked (`prefer`, the default, and
+/// `require`: what libpq does, so a server with a self-signed certificate, e.g.
+/// Debian's default, just works; use `verify-full` over networks you do not trust).
+pub(crate) fn tls(
+    root_file: Option<&std::path::Path>,
+    verify: bool,
+) -> Result<tokio_postgres_rustls::MakeRustlsConnect, StoreError> {
+    use rustls::pki_types::pem::PemObject;
+    use rustls::pki_types::CertificateDer;
+    let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
+    let builder = rustls::ClientConfig::builder_with_provider(provider.clone())
+        .with_safe_default_protocol_versions()
+        .map_err(|e| StoreError::Other(format!("TLS setup: {e}")))?;
+    let config = if verify {
+        let mut roots = rustls::RootCertStore::empty();
+        roots.extend(webpki_roots::TLS_SERVER_ROOTS.iter().cloned());
+        if let Some(f) = root_file {
+            let bad = |e: String| StoreError::Other(format!("sslrootcert {}: {e}", f.display()));
+            let mut n = 0;
+            for cert in CertificateDer::pem_file_iter(f).map_err(|e| bad(e.to_string()))? {
+                let cert = cert.map_err(|e| bad(e.to_string()))?;
+                roots.add(cert).map_err(|e| bad(e.to_string()))?;
+                n += 1;
+            }
+            if n == 0 {
+                return Err(bad("no PEM certificate in the file".into()));
+            }
+        }
+        builder.with_root_certificates(roots).with_no_client_auth()
+    } else {
+        builder
+            .dangerous()
+            .with_custom_certificate_verifier(std::sync::Arc::new(Unverified(provider)))
+            .with_no_client_auth()
+    };
+    Ok(tokio_postgres_rustls::MakeRustlsConnect::new(config))
+}
+
+/// Accepts the server's certificate without checking who signed it or for which name
+/// (libpq's `sslmode=require`); the handshake's signatures are still verified, so the
+/// session is encrypted with the holder of that certificate's key.
+#[derive(Debug)]
+struct Unverified(std::sync::Arc<rustls::crypto::CryptoProvider>);
+
+impl rustls::client::danger::ServerCertVerifier for Unverified {
+    fn verify_server_cert(
+        &self,
+        _end_entity: &rustls::pki_types::CertificateDer<'_>,
+        _intermediates: &[rustls::pki_types::CertificateDer<'_>],
+        _server_name: &rustls::pki_types::ServerName<'_>,
+        _ocsp_response: &[u8],
+        _now: rustls::pki_types::UnixTime,
+    ) -> Result<rustls::client::danger::ServerCertVerified, rustls::Error> {
+        Ok(rustls::client::danger::ServerCertVerified::assertion())
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &rustls::pki_types::CertificateDer<'_>,
+        dss: &rustls::DigitallySignedStruct,
+    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls12_signature(
+            message,
+            cert,
+            dss,
+            &self.0.signature_verification_algorithms,
+        )
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &rustls::pki_types::CertificateDer<'_>,
+        dss: &rustls::DigitallySignedStruct,
+    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls13_signature(
+            message,
+            cert,
+            dss,
+            &self.0.signature_verification_algorithms,
+        )
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<rustls::SignatureScheme> {
+        self.0.signature_verification_algorithms.supported_schemes()
+    }
 }
 
 impl r2d2::ManageConnection for Manager {
@@ -66,7 +166,7 @@ impl r2d2::ManageConnection for Manager {
     type Error = postgres::Error;
 
     fn connect(&self) -> Result<Conn, postgres::Error> {
-        let client = self.config.connect(postgres::NoTls)?;
+        let client = self.config.connect(self.tls.clone())?;
         Ok(Conn {
             client,
             statements: HashMap::new(),
@@ -97,7 +197,7 @@ pub(crate) fn pg_error(e: postgres::Error) -> StoreError {
                 ),
             };
         }
-        return StoreError::Other(format!("PostgreSQL: {e}"));
+        return StoreError::Other(format!("PostgreSQL: {}", chain(&e)));
     };
     let code = db.code();
     let what = format!("PostgreSQL {}: {}", code.code(), db.message());
@@ -115,6 +215,22 @@ pub(crate) fn pg_error(e: postgres::Error) -> StoreError {
     } else {
         StoreError::Other(what)
     }
+}
+
+/// An error with its causes (`a: b: c`): the client library's top-level messages
+/// ("error performing TLS handshake") say little without them.
+pub(crate) fn chain(e: &dyn std::error::Error) -> String {
+    let mut out = e.to_string();
+    let mut cur = e.source();
+    while let Some(c) = cur {
+        let s = c.to_string();
+        if !out.contains(&s) {
+            out.push_str(": ");
+            out.push_str(&s);
+        }
+        cur = c.source();
+    }
+    out
 }
 
 /// A value read from a row, with a clear error when the column does not hold it.

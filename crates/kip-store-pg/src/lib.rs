@@ -22,9 +22,14 @@
 //!   transaction is retried on a fresh connection when the pooled one was lost (a
 //!   server restart), before any of the caller's work runs.
 //!
-//! What it does not do yet (see docs/deployment.md): TLS (`sslmode=require` is refused
-//! with a clear error), statements batched across round trips (every index lookup of a
-//! query is one round trip), `COPY` for bulk loads.
+//! - **Writes** are buffered per transaction and written set-based (`unnest` arrays) at
+//!   commit or before a read that needs them; UPSERT announces its keys
+//!   ([`kip_store::GraphRead::prefetch`]) so they are looked up in one query.
+//! - **TLS** with rustls, with libpq's `sslmode` meanings (see `conn::tls`).
+//!
+//! What it does not do yet (see docs/deployment.md): queries batched across round trips
+//! (every index lookup of a read is one round trip), `COPY` for bulk loads, client
+//! certificates.
 
 mod buffer;
 mod conn;
@@ -151,12 +156,98 @@ fn apply_env(c: &mut postgres::Config) -> StoreResult<()> {
             c.options(&o);
         }
     }
-    if c.get_ssl_mode() == postgres::config::SslMode::Require {
-        return Err(StoreError::Other(
-            "sslmode=require: this kip build connects to PostgreSQL without TLS; use a local socket, a private network or an SSH tunnel, or sslmode=disable/prefer".into(),
-        ));
-    }
     Ok(())
+}
+
+/// What a connection string says beyond what the client library reads.
+struct Tls {
+    /// `sslrootcert` (else `PGSSLROOTCERT`): PEM root certificates to trust.
+    root: Option<std::path::PathBuf>,
+    /// Whether the server's certificate is checked (`verify-ca`, `verify-full`, or a
+    /// root certificate file given, as libpq does).
+    verify: bool,
+}
+
+/// Takes out of a connection string what the client library does not read:
+/// `sslrootcert`, and `sslmode` values it does not know (`verify-ca` and `verify-full`,
+/// passed on as `require` and remembered as "verify"); `sslmode` comes from
+/// `PGSSLMODE` when the URL sets none.
+fn split_url(url: &str) -> (String, Tls) {
+    let env_root = || std::env::var_os("PGSSLROOTCERT").map(std::path::PathBuf::from);
+    let mut verify = false;
+    let mut mode = |m: &str| -> String {
+        if m == "verify-ca" || m == "verify-full" {
+            verify = true;
+            "require".to_owned()
+        } else {
+            m.to_owned()
+        }
+    };
+    if !is_url(url) {
+        // A libpq key=value string is passed as it is.
+        let root = env_root();
+        let verify = root.is_some();
+        return (url.to_owned(), Tls { root, verify });
+    }
+    let (base, query) = url.split_once('?').unwrap_or((url, ""));
+    let mut root = None;
+    let mut has_mode = false;
+    let mut parts = Vec::new();
+    for p in query.split('&').filter(|p| !p.is_empty()) {
+        match p.split_once('=') {
+            Some(("sslrootcert", f)) => root = Some(std::path::PathBuf::from(percent_decode(f))),
+            Some(("sslmode", m)) => {
+                has_mode = true;
+                parts.push(format!("sslmode={}", mode(m)));
+            }
+            _ => parts.push(p.to_owned()),
+        }
+    }
+    if !has_mode {
+        if let Ok(m) = std::env::var("PGSSLMODE") {
+            parts.push(format!("sslmode={}", mode(&m)));
+        }
+    }
+    let url = if parts.is_empty() {
+        base.to_owned()
+    } else {
+        format!("{base}?{}", parts.join("&"))
+    };
+    let root = root.or_else(env_root);
+    let verify = verify || root.is_some();
+    (url, Tls { root, verify })
+}
+
+/// `%XX` escapes decoded (the text unchanged if the result is not UTF-8).
+fn percent_decode(s: &str) -> String {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'%' && i + 2 < b.len() {
+            let hex = |c: u8| (c as char).to_digit(16);
+            if let (Some(h), Some(l)) = (hex(b[i + 1]), hex(b[i + 2])) {
+                out.push((h * 16 + l) as u8);
+                i += 3;
+                continue;
+            }
+        }
+        out.push(b[i]);
+        i += 1;
+    }
+    String::from_utf8(out).unwrap_or_else(|_| s.to_owned())
+}
+
+/// A connection manager for `url`: the URL, the `PG*` variables, TLS.
+fn manager(url: &str) -> StoreResult<Manager> {
+    let (url, tls) = split_url(url);
+    let mut config = postgres::Config::from_str(&url)
+        .map_err(|e| StoreError::Other(format!("not a PostgreSQL URL ({e}): {}", redact(&url))))?;
+    apply_env(&mut config)?;
+    Ok(Manager {
+        config,
+        tls: conn::tls(tls.root.as_deref(), tls.verify)?,
+    })
 }
 
 /// The database named by a config, for messages: `user@host:port/dbname`.
@@ -181,16 +272,15 @@ impl PgStore {
     /// made by another version of their analysis. The engine bootstraps the standard
     /// capsules on top (`Nexus::with_backend`).
     pub fn open(url: &str) -> StoreResult<PgStore> {
-        let mut config = postgres::Config::from_str(url).map_err(|e| {
-            StoreError::Other(format!("not a PostgreSQL URL ({e}): {}", redact(url)))
-        })?;
-        apply_env(&mut config)?;
-        let shown = shown(&config);
-        let manager = Manager { config };
+        let manager = manager(url)?;
+        let shown = shown(&manager.config);
         // One connection first, for a prompt and precise error (the pool would retry
         // for its whole timeout).
         let mut first = r2d2::ManageConnection::connect(&manager).map_err(|e| {
-            StoreError::Other(format!("cannot connect to PostgreSQL at {shown}: {e}"))
+            StoreError::Other(format!(
+                "cannot connect to PostgreSQL at {shown}: {}",
+                conn::chain(&e)
+            ))
         })?;
         let schema = migrate(&mut first)?;
         let size = std::env::var("KIP_PG_POOL")
@@ -513,11 +603,9 @@ pub fn fresh_schema(url: &str, name: &str) -> StoreResult<String> {
             "not a plain schema name: {name}"
         )));
     }
-    let mut config = postgres::Config::from_str(url)
-        .map_err(|e| StoreError::Other(format!("not a PostgreSQL URL ({e}): {}", redact(url))))?;
-    apply_env(&mut config)?;
-    let mut conn = r2d2::ManageConnection::connect(&Manager { config })
-        .map_err(|e| StoreError::Other(format!("cannot connect to PostgreSQL: {e}")))?;
+    let mut conn = r2d2::ManageConnection::connect(&manager(url)?).map_err(|e| {
+        StoreError::Other(format!("cannot connect to PostgreSQL: {}", conn::chain(&e)))
+    })?;
     conn.batch(&format!(
         "DROP SCHEMA IF EXISTS {name} CASCADE; CREATE SCHEMA {name}"
     ))?;
@@ -549,6 +637,28 @@ mod tests {
             url_with_schema("postgres://db/kip?sslmode=disable&options=-cx%3Dy", "m1"),
             "postgres://db/kip?sslmode=disable&options=-csearch_path%3Dm1"
         );
+    }
+
+    #[test]
+    fn tls_settings_the_client_library_does_not_read_are_taken_out() {
+        let (url, tls) =
+            split_url("postgres://u@h/db?sslmode=verify-full&sslrootcert=%2Fetc%2Fca.pem&x=1");
+        assert_eq!(url, "postgres://u@h/db?sslmode=require&x=1");
+        assert_eq!(
+            tls.root.as_deref(),
+            Some(std::path::Path::new("/etc/ca.pem"))
+        );
+        assert!(tls.verify);
+        let (url, tls) = split_url("postgres://u@h/db?sslmode=verify-ca");
+        assert_eq!(url, "postgres://u@h/db?sslmode=require");
+        assert!(tls.verify);
+        let (url, tls) = split_url("postgres://u@h/db?sslmode=require&sslrootcert=ca.pem");
+        assert_eq!(url, "postgres://u@h/db?sslmode=require");
+        assert!(
+            tls.verify,
+            "a root certificate given: verified, as libpq does"
+        );
+        assert_eq!(percent_decode("a%2Fb%zz%4"), "a/b%zz%4");
     }
 
     #[test]

@@ -54,7 +54,6 @@ CREATE TABLE kip_postings (
     len bigint NOT NULL,
     PRIMARY KEY (term, elem)
 );
-CREATE INDEX kip_postings_elem ON kip_postings (elem);
 CREATE TABLE kip_attrs (
     type bytea NOT NULL,
     attr bytea NOT NULL,
@@ -62,7 +61,6 @@ CREATE TABLE kip_attrs (
     id bigint NOT NULL,
     PRIMARY KEY (type, attr, vkey, id)
 );
-CREATE INDEX kip_attrs_id ON kip_attrs (id);
 CREATE TABLE kip_embed_marks (
     elem bigint PRIMARY KEY
 );
