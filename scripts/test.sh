@@ -48,7 +48,8 @@ cargo test --workspace --locked -- --include-ignored
 echo "== the test matrix's PostgreSQL leg: the engine's statement suites again, each test on a nexus in a schema of its own"
 KIP_TEST_BACKEND=postgres cargo test -p kip-engine --locked \
   --test kql --test kml --test meta --test rc11 --test memory --test hardening \
-  --test robustness --test scans --test attr_index --test export
+  --test robustness --test scans --test attr_index --test export --test semantic \
+  --test brain --test audit --test concurrency
 
 echo "== wheel: build it, pip install it into a fresh venv, MCP smoke test through the installed kip"
 scripts/wheel-smoke.sh

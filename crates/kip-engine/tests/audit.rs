@@ -1,6 +1,7 @@
 //! The audit log: every audited call recorded with its outcome, pages newest first,
 //! retention by count and age, and records kept across a reopen.
 
+mod common;
 use kip_engine::audit::AuditConfig;
 use kip_engine::{Access, Budget, Nexus};
 use serde_json::{json, Value};
@@ -24,7 +25,7 @@ fn ids(records: &[Value]) -> Vec<String> {
 
 #[test]
 fn calls_are_recorded_and_paged_newest_first() {
-    let n = Nexus::in_memory().expect("nexus");
+    let n = common::nexus();
     call(
         &n,
         r#"UPSERT { CONCEPT ?p { {type: "Person", name: "Ann"} SET ATTRIBUTES { person_class: "Human" } } }"#,
@@ -78,7 +79,7 @@ fn calls_are_recorded_and_paged_newest_first() {
 
 #[test]
 fn retention_keeps_the_newest_by_count_and_by_age() {
-    let n = Nexus::in_memory().expect("nexus");
+    let n = common::nexus();
     n.audit().configure(AuditConfig {
         max_entries: 5,
         max_age: None,

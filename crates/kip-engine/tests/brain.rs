@@ -2,6 +2,7 @@
 //! the sleep cycle (TTL reclamation, decay, finalization, dry run) on a graph holding
 //! eligible and ineligible elements side by side.
 
+mod common;
 use kip_engine::brain::{SleepOptions, SleepReport};
 use kip_engine::{Access, Nexus};
 use serde_json::{json, Value};
@@ -157,7 +158,7 @@ fn sleep(n: &Nexus, dry_run: bool) -> SleepReport {
 
 #[test]
 fn ttl_reclamation_deletes_exactly_the_eligible() {
-    let n = Nexus::in_memory().expect("nexus");
+    let n = common::nexus();
     ttl_graph(&n);
     let h = n.health().expect("health");
     // Expired concepts: ev-done, ev-archived, ev-pending, ev-evidence, ev-shared,
@@ -297,7 +298,7 @@ fn ttl_reclamation_deletes_exactly_the_eligible() {
 
 #[test]
 fn the_cap_bounds_deletions_per_cycle() {
-    let n = Nexus::in_memory().expect("nexus");
+    let n = common::nexus();
     for i in 0..12 {
         event(
             &n,
@@ -331,7 +332,7 @@ fn the_cap_bounds_deletions_per_cycle() {
 
 #[test]
 fn decay_lowers_memory_strength_once_per_period() {
-    let n = Nexus::in_memory().expect("nexus");
+    let n = common::nexus();
     run(
         &n,
         r#"UPSERT {
@@ -395,7 +396,7 @@ fn decay_lowers_memory_strength_once_per_period() {
 
 #[test]
 fn the_health_report_matches_a_hand_count() {
-    let n = Nexus::in_memory().expect("nexus");
+    let n = common::nexus();
     // A fresh nexus: everything bootstrapped is classified.
     let h = n.health().expect("health");
     assert_eq!(h.orphans.count, 0, "{:?}", h.orphans.sample);
@@ -474,7 +475,7 @@ fn the_health_report_matches_a_hand_count() {
 
 #[test]
 fn two_cycles_never_run_at_once() {
-    let n = std::sync::Arc::new(Nexus::in_memory().expect("nexus"));
+    let n = std::sync::Arc::new(common::nexus());
     for i in 0..200 {
         event(
             &n,

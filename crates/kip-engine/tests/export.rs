@@ -19,7 +19,7 @@ const SCHEMA: &str = r#"UPSERT {
 /// the copy passes the integrity check.
 fn round_trip(n: &Nexus) -> String {
     let first = n.export_capsule().expect("export");
-    let copy = Nexus::in_memory().expect("nexus");
+    let copy = nexus();
     copy.load_capsule(&first)
         .unwrap_or_else(|e| panic!("the export does not import: {e}"));
     assert_eq!(copy.check_integrity().expect("check"), Vec::<String>::new());
@@ -83,7 +83,7 @@ fn long_higher_order_chains_export_linearly_and_import() {
         "export of {} bytes for a 2,000-link chain",
         text.len()
     );
-    let copy = Nexus::in_memory().expect("nexus");
+    let copy = nexus();
     copy.load_capsule(&text).expect("import");
     let steps = ok(
         &copy,

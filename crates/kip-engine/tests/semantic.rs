@@ -4,6 +4,7 @@
 //! a plain `cargo test`; scripts/test.sh unpacks the model and includes them), recall by
 //! meaning.
 
+mod common;
 use kip_embed::{EmbedError, Embedder};
 use kip_engine::store::crashsim::{Disk, SimFile};
 use kip_engine::{Access, Nexus};
@@ -55,7 +56,7 @@ fn settle(n: &Nexus) {
 
 #[test]
 fn writes_are_embedded_in_the_background_and_searched_by_vector() {
-    let mut n = Nexus::in_memory().expect("nexus");
+    let mut n = common::nexus();
     run(&n, NOTE);
     // Without an embedder every mode is keyword search and PRIMER says so.
     let kw = run(
@@ -125,7 +126,7 @@ fn writes_are_embedded_in_the_background_and_searched_by_vector() {
 
 #[test]
 fn propositions_have_their_own_vectors() {
-    let mut n = Nexus::in_memory().expect("nexus");
+    let mut n = common::nexus();
     run(&n, NOTE);
     run(
         &n,
@@ -261,7 +262,7 @@ fn a_fresh_write_is_found_by_keyword_before_it_is_embedded() {
             Err(EmbedError::Remote("unreachable".into()))
         }
     }
-    let mut n = Nexus::in_memory().expect("nexus");
+    let mut n = common::nexus();
     run(&n, NOTE);
     n.set_embedder(Arc::new(Stuck)).expect("embedder");
     note(&n, "kiwi", "a small fuzzy fruit");
@@ -355,7 +356,7 @@ fn model() -> Arc<dyn Embedder> {
 #[test]
 #[ignore = "needs the model from scripts/setup-test-env.sh"]
 fn the_real_model_recalls_by_meaning() {
-    let mut n = Nexus::in_memory().expect("nexus");
+    let mut n = common::nexus();
     run(&n, NOTE);
     n.set_embedder(model()).expect("embedder");
     for (name, d) in [
