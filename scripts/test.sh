@@ -46,7 +46,9 @@ echo "== cargo test (the tests that need Python/Node/PostgreSQL are #[ignore]d i
 cargo test --workspace --locked -- --include-ignored
 
 echo "== the test matrix's PostgreSQL leg: the engine's statement suites again, each test on a nexus in a schema of its own"
-KIP_TEST_BACKEND=postgres cargo test -p kip-engine --locked \
+# (--workspace, not -p kip-engine: the same feature set as the run above, so nothing is
+# rebuilt; only kip-engine has these test targets.)
+KIP_TEST_BACKEND=postgres cargo test --workspace --locked \
   --test kql --test kml --test meta --test rc11 --test memory --test hardening \
   --test robustness --test scans --test attr_index --test export --test semantic \
   --test brain --test audit --test concurrency
