@@ -11,6 +11,7 @@
 
 use crate::conn::Conn;
 use kip_store::StoreResult;
+use postgres::types::ToSql;
 use std::collections::BTreeMap;
 
 /// A concept row.
@@ -61,147 +62,217 @@ impl Buffer {
             + self.marks.len()
     }
 
-    /// Writes every pending change and empties the buffer.
-    pub(crate) fn flush(&mut self, conn: &mut Conn) -> StoreResult<()> {
-        if self.is_empty() {
-            return Ok(());
-        }
-
+    /// Moves every pending change into `batch` (one part per table and kind of
+    /// change) and empties the buffer.
+    pub(crate) fn drain_into(&mut self, batch: &mut Batch) {
         let concepts = std::mem::take(&mut self.concepts);
-        let removed: Vec<i64> = gone(&concepts);
-        if !removed.is_empty() {
-            conn.execute(
-                "DELETE FROM kip_concepts WHERE id = ANY($1::bigint[])",
-                &[&removed],
-            )?;
+        let (mut gone, mut ids, mut types, mut names, mut recs) =
+            (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
+        for (id, row) in concepts {
+            match row {
+                None => gone.push(id),
+                Some(r) => {
+                    ids.push(id);
+                    types.push(r.ty.into_bytes());
+                    names.push(r.name.into_bytes());
+                    recs.push(r.rec);
+                }
+            }
         }
-        let rows: Vec<(&i64, &ConceptRow)> = present(&concepts);
-        if !rows.is_empty() {
-            let ids: Vec<i64> = rows.iter().map(|r| *r.0).collect();
-            let types: Vec<&[u8]> = rows.iter().map(|r| r.1.ty.as_bytes()).collect();
-            let names: Vec<&[u8]> = rows.iter().map(|r| r.1.name.as_bytes()).collect();
-            let recs: Vec<&[u8]> = rows.iter().map(|r| r.1.rec.as_slice()).collect();
-            conn.execute(
+        if !gone.is_empty() {
+            batch.add(
+                "DELETE FROM kip_concepts WHERE id = ANY(?1::bigint[])",
+                vec![Box::new(gone)],
+            );
+        }
+        if !ids.is_empty() {
+            batch.add(
                 "INSERT INTO kip_concepts (id, type, name, rec) \
-                 SELECT * FROM unnest($1::bigint[], $2::bytea[], $3::bytea[], $4::bytea[]) \
+                 SELECT * FROM unnest(?1::bigint[], ?2::bytea[], ?3::bytea[], ?4::bytea[]) \
                  ON CONFLICT (id) DO UPDATE SET type = excluded.type, name = excluded.name, rec = excluded.rec",
-                &[&ids, &types, &names, &recs],
-            )?;
+                vec![Box::new(ids), Box::new(types), Box::new(names), Box::new(recs)],
+            );
         }
 
         let props = std::mem::take(&mut self.props);
-        let removed: Vec<i64> = gone(&props);
-        if !removed.is_empty() {
-            conn.execute(
-                "DELETE FROM kip_props WHERE id = ANY($1::bigint[])",
-                &[&removed],
-            )?;
+        let (mut gone, mut ids, mut ss, mut ps, mut os, mut recs) = (
+            Vec::new(),
+            Vec::new(),
+            Vec::new(),
+            Vec::new(),
+            Vec::new(),
+            Vec::new(),
+        );
+        for (id, row) in props {
+            match row {
+                None => gone.push(id),
+                Some(r) => {
+                    ids.push(id);
+                    ss.push(r.s);
+                    ps.push(r.p.into_bytes());
+                    os.push(r.o);
+                    recs.push(r.rec);
+                }
+            }
         }
-        let rows: Vec<(&i64, &PropRow)> = present(&props);
-        if !rows.is_empty() {
-            let ids: Vec<i64> = rows.iter().map(|r| *r.0).collect();
-            let s: Vec<i64> = rows.iter().map(|r| r.1.s).collect();
-            let p: Vec<&[u8]> = rows.iter().map(|r| r.1.p.as_bytes()).collect();
-            let o: Vec<i64> = rows.iter().map(|r| r.1.o).collect();
-            let recs: Vec<&[u8]> = rows.iter().map(|r| r.1.rec.as_slice()).collect();
-            conn.execute(
+        if !gone.is_empty() {
+            batch.add(
+                "DELETE FROM kip_props WHERE id = ANY(?1::bigint[])",
+                vec![Box::new(gone)],
+            );
+        }
+        if !ids.is_empty() {
+            batch.add(
                 "INSERT INTO kip_props (id, s, p, o, rec) \
-                 SELECT * FROM unnest($1::bigint[], $2::bigint[], $3::bytea[], $4::bigint[], $5::bytea[]) \
+                 SELECT * FROM unnest(?1::bigint[], ?2::bigint[], ?3::bytea[], ?4::bigint[], ?5::bytea[]) \
                  ON CONFLICT (id) DO UPDATE SET s = excluded.s, p = excluded.p, o = excluded.o, rec = excluded.rec",
-                &[&ids, &s, &p, &o, &recs],
-            )?;
+                vec![Box::new(ids), Box::new(ss), Box::new(ps), Box::new(os), Box::new(recs)],
+            );
         }
 
         let postings = std::mem::take(&mut self.postings);
-        let (gone_t, gone_e): (Vec<&[u8]>, Vec<i64>) = postings
-            .iter()
-            .filter(|(_, v)| v.is_none())
-            .map(|((t, e), _)| (t.as_bytes(), *e))
-            .unzip();
-        if !gone_t.is_empty() {
-            conn.execute(
-                "DELETE FROM kip_postings WHERE (term, elem) IN \
-                 (SELECT * FROM unnest($1::bytea[], $2::bigint[]))",
-                &[&gone_t, &gone_e],
-            )?;
-        }
-        let mut terms: Vec<&[u8]> = Vec::new();
-        let (mut elems, mut tfs, mut lens) = (Vec::new(), Vec::new(), Vec::new());
-        for ((t, e), v) in &postings {
-            if let Some((tf, len)) = v {
-                terms.push(t.as_bytes());
-                elems.push(*e);
-                tfs.push(*tf);
-                lens.push(*len);
+        let (mut gone_t, mut gone_e) = (Vec::new(), Vec::new());
+        let (mut terms, mut elems, mut tfs, mut lens) =
+            (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+        for ((t, e), v) in postings {
+            match v {
+                None => {
+                    gone_t.push(t.into_bytes());
+                    gone_e.push(e);
+                }
+                Some((tf, len)) => {
+                    terms.push(t.into_bytes());
+                    elems.push(e);
+                    tfs.push(tf);
+                    lens.push(len);
+                }
             }
         }
+        if !gone_t.is_empty() {
+            batch.add(
+                "DELETE FROM kip_postings WHERE (term, elem) IN \
+                 (SELECT * FROM unnest(?1::bytea[], ?2::bigint[]))",
+                vec![Box::new(gone_t), Box::new(gone_e)],
+            );
+        }
         if !terms.is_empty() {
-            conn.execute(
+            batch.add(
                 "INSERT INTO kip_postings (term, elem, tf, len) \
-                 SELECT * FROM unnest($1::bytea[], $2::bigint[], $3::bigint[], $4::bigint[]) \
+                 SELECT * FROM unnest(?1::bytea[], ?2::bigint[], ?3::bigint[], ?4::bigint[]) \
                  ON CONFLICT (term, elem) DO UPDATE SET tf = excluded.tf, len = excluded.len",
-                &[&terms, &elems, &tfs, &lens],
-            )?;
+                vec![
+                    Box::new(terms),
+                    Box::new(elems),
+                    Box::new(tfs),
+                    Box::new(lens),
+                ],
+            );
         }
 
         let attrs = std::mem::take(&mut self.attrs);
-        for keep in [false, true] {
-            let mut types: Vec<&[u8]> = Vec::new();
-            let mut names: Vec<&[u8]> = Vec::new();
-            let mut vkeys: Vec<&[u8]> = Vec::new();
-            let mut ids: Vec<i64> = Vec::new();
-            for ((t, a, v, id), present) in &attrs {
-                if *present == keep {
-                    types.push(t.as_bytes());
-                    names.push(a.as_bytes());
-                    vkeys.push(v.as_bytes());
-                    ids.push(*id);
-                }
-            }
-            if ids.is_empty() {
-                continue;
-            }
-            let sql = if keep {
-                "INSERT INTO kip_attrs (type, attr, vkey, id) \
-                 SELECT * FROM unnest($1::bytea[], $2::bytea[], $3::bytea[], $4::bigint[]) \
-                 ON CONFLICT DO NOTHING"
-            } else {
+        let mut cols: [AttrColumns; 2] = Default::default();
+        for ((t, a, v, id), present) in attrs {
+            let c = &mut cols[usize::from(present)];
+            c.0.push(t.into_bytes());
+            c.1.push(a.into_bytes());
+            c.2.push(v.into_bytes());
+            c.3.push(id);
+        }
+        let [gone, added] = cols;
+        if !gone.3.is_empty() {
+            batch.add(
                 "DELETE FROM kip_attrs WHERE (type, attr, vkey, id) IN \
-                 (SELECT * FROM unnest($1::bytea[], $2::bytea[], $3::bytea[], $4::bigint[]))"
-            };
-            conn.execute(sql, &[&types, &names, &vkeys, &ids])?;
+                 (SELECT * FROM unnest(?1::bytea[], ?2::bytea[], ?3::bytea[], ?4::bigint[]))",
+                vec![
+                    Box::new(gone.0),
+                    Box::new(gone.1),
+                    Box::new(gone.2),
+                    Box::new(gone.3),
+                ],
+            );
+        }
+        if !added.3.is_empty() {
+            batch.add(
+                "INSERT INTO kip_attrs (type, attr, vkey, id) \
+                 SELECT * FROM unnest(?1::bytea[], ?2::bytea[], ?3::bytea[], ?4::bigint[]) \
+                 ON CONFLICT DO NOTHING",
+                vec![
+                    Box::new(added.0),
+                    Box::new(added.1),
+                    Box::new(added.2),
+                    Box::new(added.3),
+                ],
+            );
         }
 
         let marks = std::mem::take(&mut self.marks);
-        for keep in [false, true] {
-            let keys: Vec<i64> = marks
-                .iter()
-                .filter(|(_, v)| **v == keep)
-                .map(|(k, _)| *k)
-                .collect();
-            if keys.is_empty() {
-                continue;
-            }
-            let sql = if keep {
-                "INSERT INTO kip_embed_marks (elem) SELECT * FROM unnest($1::bigint[]) ON CONFLICT DO NOTHING"
+        let (mut gone, mut added) = (Vec::new(), Vec::new());
+        for (k, present) in marks {
+            if present {
+                added.push(k);
             } else {
-                "DELETE FROM kip_embed_marks WHERE elem = ANY($1::bigint[])"
-            };
-            conn.execute(sql, &[&keys])?;
+                gone.push(k);
+            }
         }
-        Ok(())
+        if !gone.is_empty() {
+            batch.add(
+                "DELETE FROM kip_embed_marks WHERE elem = ANY(?1::bigint[])",
+                vec![Box::new(gone)],
+            );
+        }
+        if !added.is_empty() {
+            batch.add(
+                "INSERT INTO kip_embed_marks (elem) SELECT * FROM unnest(?1::bigint[]) \
+                 ON CONFLICT DO NOTHING",
+                vec![Box::new(added)],
+            );
+        }
     }
 }
 
-fn gone<T>(m: &BTreeMap<i64, Option<T>>) -> Vec<i64> {
-    m.iter()
-        .filter(|(_, v)| v.is_none())
-        .map(|(k, _)| *k)
-        .collect()
+/// Columns of attribute index entries: types, attributes, value keys, concepts.
+type AttrColumns = (Vec<Vec<u8>>, Vec<Vec<u8>>, Vec<Vec<u8>>, Vec<i64>);
+
+/// Statements run as one: each part a data-modifying `WITH` query of one statement
+/// (so a commit's changes to every table are one round trip). The parts never touch
+/// the same row (each map holds one final state per key), which is what a statement
+/// of several data-modifying parts requires: they all see the same snapshot.
+#[derive(Default)]
+pub(crate) struct Batch {
+    parts: Vec<String>,
+    params: Vec<Box<dyn ToSql + Sync>>,
 }
 
-fn present<T>(m: &BTreeMap<i64, Option<T>>) -> Vec<(&i64, &T)> {
-    m.iter()
-        .filter_map(|(k, v)| v.as_ref().map(|v| (k, v)))
-        .collect()
+impl Batch {
+    /// Adds a statement whose parameters are written `?1`, `?2`, ... .
+    pub(crate) fn add(&mut self, sql: &str, params: Vec<Box<dyn ToSql + Sync>>) {
+        let base = self.params.len();
+        let mut sql = sql.to_owned();
+        // From the highest number down, so that ?1 does not match the start of ?10.
+        for i in (1..=params.len()).rev() {
+            sql = sql.replace(&format!("?{i}"), &format!("${}", base + i));
+        }
+        self.parts.push(sql);
+        self.params.extend(params);
+    }
+
+    /// Runs every part in one statement (nothing when empty).
+    pub(crate) fn run(self, conn: &mut Conn) -> StoreResult<()> {
+        let params: Vec<&(dyn ToSql + Sync)> = self.params.iter().map(|b| b.as_ref()).collect();
+        match self.parts.as_slice() {
+            [] => Ok(()),
+            [one] => conn.execute(one, &params).map(|_| ()),
+            parts => {
+                let mut sql = String::from("WITH ");
+                for (i, p) in parts.iter().enumerate() {
+                    if i > 0 {
+                        sql.push_str(", ");
+                    }
+                    sql.push_str(&format!("p{i} AS ({p})"));
+                }
+                sql.push_str(" SELECT 1");
+                conn.query(&sql, &params).map(|_| ())
+            }
+        }
+    }
 }

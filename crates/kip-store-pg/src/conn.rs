@@ -11,6 +11,9 @@ use std::collections::HashMap;
 /// Query parameters.
 pub(crate) type Params<'a> = [&'a (dyn ToSql + Sync)];
 
+/// Two-column rows as text (from the simple query protocol).
+pub(crate) type TextRows = Vec<(String, Option<String>)>;
+
 /// One database session with its prepared statements.
 pub(crate) struct Conn {
     pub(crate) client: Client,
@@ -47,6 +50,21 @@ impl Conn {
     pub(crate) fn execute(&mut self, sql: &str, params: &Params<'_>) -> Result<u64, StoreError> {
         let s = self.statement(sql).map_err(pg_error)?;
         self.client.execute(&s, params).map_err(pg_error)
+    }
+
+    /// Runs statements without parameters (simple query protocol), returning the rows
+    /// of the two-column results as text.
+    pub(crate) fn batch_rows(&mut self, sql: &str) -> Result<TextRows, StoreError> {
+        let out = self.client.simple_query(sql).map_err(pg_error)?;
+        Ok(out
+            .iter()
+            .filter_map(|m| match m {
+                postgres::SimpleQueryMessage::Row(r) if r.len() == 2 => {
+                    Some((r.get(0)?.to_owned(), r.get(1).map(str::to_owned)))
+                }
+                _ => None,
+            })
+            .collect())
     }
 
     /// Runs statements without parameters (simple query protocol).

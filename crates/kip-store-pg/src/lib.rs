@@ -324,16 +324,17 @@ impl PgStore {
         Ok(out)
     }
 
-    /// A pooled connection with a transaction begun by `begin`; retried on a new
-    /// connection when the pooled one turns out to be lost.
-    fn begin(&self, begin: &str) -> StoreResult<Txn> {
+    /// A pooled connection with a transaction begun by `begin` (statements without
+    /// parameters; the two-column rows they return come back as text), retried on a
+    /// new connection when the pooled one turns out to be lost.
+    fn begin_rows(&self, begin: &str) -> StoreResult<(Txn, conn::TextRows)> {
         let mut last = None;
         for _ in 0..3 {
             let mut conn = self.pool.get().map_err(|e| {
                 StoreError::Other(format!("no PostgreSQL connection to {}: {e}", self.shown))
             })?;
-            match conn.batch(begin) {
-                Ok(()) => return Ok(Txn { conn, open: true }),
+            match conn.batch_rows(begin) {
+                Ok(rows) => return Ok((Txn { conn, open: true }, rows)),
                 Err(e) if conn.client.is_closed() => last = Some(e),
                 Err(e) => {
                     // Whatever state the session is in, it is not reused.
@@ -345,19 +346,42 @@ impl PgStore {
         Err(last.unwrap_or_else(|| StoreError::Other("no PostgreSQL connection".into())))
     }
 
-    fn begin_write(&self) -> StoreResult<Txn> {
-        self.begin(&format!(
-            "BEGIN ISOLATION LEVEL READ COMMITTED; SELECT pg_advisory_xact_lock({})",
-            self.write_lock
-        ))
+    fn begin(&self, begin: &str) -> StoreResult<Txn> {
+        self.begin_rows(begin).map(|(t, _)| t)
     }
 
     /// Runs `f` on a write transaction's [`PgTx`] and commits when it returns true.
+    /// The `BEGIN` round trip also takes the writers' lock and reads what every write
+    /// needs first (whether embedding marks are on, the id counters).
     fn write_tx(&self, f: &mut dyn FnMut(&mut PgTx<'_>) -> StoreResult<bool>) -> StoreResult<()> {
-        let mut t = self.begin_write()?;
+        let [c, p] = tx::LAST_IDS;
+        let (mut t, rows) = self.begin_rows(&format!(
+            "BEGIN ISOLATION LEVEL READ COMMITTED; SELECT pg_advisory_xact_lock({}); \
+             SELECT 'vectors_on', NULL FROM kip_meta WHERE key = convert_to('{}', 'UTF8') \
+             UNION ALL SELECT convert_from(key, 'UTF8'), n::text FROM kip_stats \
+             WHERE key IN (convert_to('{c}', 'UTF8'), convert_to('{p}', 'UTF8'))",
+            self.write_lock,
+            kip_store::VECTORS_ON,
+        ))?;
+        let mut vectors_on = false;
+        let mut last = [0u64; 2];
+        for (k, v) in rows {
+            let n = || {
+                v.as_deref()
+                    .and_then(|v| v.parse::<u64>().ok())
+                    .unwrap_or(0)
+            };
+            if k == kip_store::VECTORS_ON {
+                vectors_on = true;
+            } else if k == c {
+                last[0] = n();
+            } else if k == p {
+                last[1] = n();
+            }
+        }
         let keep = {
             let mut tx = PgTx::new(&mut t.conn);
-            tx.load_flags()?;
+            tx.preloaded(vectors_on, last);
             let keep = f(&mut tx)?;
             if keep {
                 tx.flush()?;

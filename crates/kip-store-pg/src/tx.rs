@@ -24,9 +24,10 @@ use std::ops::Bound;
 const FIRST_PAGE: i64 = 64;
 /// The largest page, reached by growing each page fourfold.
 const MAX_PAGE: i64 = 8192;
-/// `meta` keys of the id counters (as in the embedded store).
-const NEXT_CONCEPT: &str = "next_concept_id";
-const NEXT_PROP: &str = "next_prop_id";
+/// `kip_stats` keys of the id counters: the last concept and proposition number
+/// allocated (0: none yet), advanced by the number a transaction allocated, in the
+/// same statement as the other counts.
+pub(crate) const LAST_IDS: [&str; 2] = ["#last_concept", "#last_prop"];
 /// `kip_stats` keys of the element counts ([`GraphRead::totals`]); the engine's keys
 /// never start with `#`.
 pub(crate) const CONCEPTS: &str = "#concepts";
@@ -65,8 +66,11 @@ pub(crate) struct PgTx<'c> {
     conn: RefCell<&'c mut Conn>,
     /// Statistics deltas not yet written (a write transaction's).
     stats: HashMap<String, i64>,
-    /// Next ids, once read in this transaction.
-    counters: Vec<(&'static str, u64)>,
+    /// The last concept and proposition numbers allocated before this transaction
+    /// (read with its `BEGIN`, or on first use).
+    last_ids: [Option<u64>; 2],
+    /// Numbers this transaction allocated, per kind.
+    allocated: [u64; 2],
     /// Whether embedding marks are kept ([`kip_store::VECTORS_ON`]).
     vectors_on: bool,
     /// Row changes not yet written.
@@ -97,7 +101,8 @@ impl<'c> PgTx<'c> {
         PgTx {
             conn: RefCell::new(conn),
             stats: HashMap::new(),
-            counters: Vec::new(),
+            last_ids: [None, None],
+            allocated: [0, 0],
             vectors_on: false,
             buf: RefCell::new(Buffer::default()),
             floor: Cell::new((None, None)),
@@ -106,10 +111,16 @@ impl<'c> PgTx<'c> {
         }
     }
 
-    /// Reads whether embedding marks are on (a write transaction does, first).
-    pub(crate) fn load_flags(&mut self) -> StoreResult<()> {
-        self.vectors_on = self.meta(kip_store::VECTORS_ON)?.is_some();
-        Ok(())
+    /// What a write transaction read with its `BEGIN` (see `PgStore::begin_write`):
+    /// whether embedding marks are on, and the id counters.
+    pub(crate) fn preloaded(&mut self, vectors_on: bool, last_ids: [u64; 2]) {
+        self.vectors_on = vectors_on;
+        self.last_ids = last_ids.map(Some);
+    }
+
+    /// The next number `alloc` would hand out, per kind.
+    fn next_ids(&self) -> [Option<u64>; 2] {
+        [0, 1].map(|k| self.last_ids[k].map(|l| l + self.allocated[k] + 1))
     }
 
     /// Writes the buffered row changes, so that a query sees them.
@@ -118,10 +129,14 @@ impl<'c> PgTx<'c> {
         if buf.is_empty() {
             return Ok(());
         }
-        buf.flush(&mut self.conn.borrow_mut())?;
+        let mut batch = crate::buffer::Batch::default();
+        buf.drain_into(&mut batch);
+        batch.run(&mut self.conn.borrow_mut())?;
         // Everything allocated so far is in the tables now.
-        let next = |key: &str| self.counters.iter().find(|(k, _)| *k == key).map(|c| c.1);
-        self.floor.set((next(NEXT_CONCEPT), next(NEXT_PROP)));
+        if self.floor.get() != (None, None) {
+            let [c, p] = self.next_ids();
+            self.floor.set((c, p));
+        }
         Ok(())
     }
 
@@ -257,53 +272,58 @@ impl<'c> PgTx<'c> {
         }
     }
 
-    fn alloc(&mut self, key: &'static str) -> StoreResult<u64> {
-        let cur = match self.counters.iter().find(|(k, _)| *k == key) {
-            Some((_, next)) => *next,
+    /// Hands out the next number of a kind (0: concepts, 1: propositions).
+    fn alloc(&mut self, kind: usize) -> StoreResult<u64> {
+        let last = match self.last_ids[kind] {
+            Some(l) => l,
             None => {
-                let cur = kip_store::meta_u64(self, key)?.unwrap_or(1);
-                let (c, p) = self.floor.get();
-                self.floor.set(if key == NEXT_CONCEPT {
-                    (Some(cur), p)
-                } else {
-                    (c, Some(cur))
-                });
-                cur
+                let l = u64::try_from(self.stored_stat(LAST_IDS[kind])?).unwrap_or(0);
+                self.last_ids[kind] = Some(l);
+                l
             }
         };
-        let next = cur
-            .checked_add(1)
+        let id = last
+            .checked_add(self.allocated[kind] + 1)
+            .filter(|id| *id < 1 << 62)
             .ok_or_else(|| StoreError::Other("element numbers exhausted".into()))?;
-        match self.counters.iter_mut().find(|(k, _)| *k == key) {
-            Some(c) => c.1 = next,
-            None => self.counters.push((key, next)),
+        if self.allocated[kind] == 0 {
+            let (c, p) = self.floor.get();
+            self.floor.set(if kind == 0 {
+                (Some(id), p)
+            } else {
+                (c, Some(id))
+            });
         }
-        Ok(cur)
+        self.allocated[kind] += 1;
+        Ok(id)
     }
 
-    /// Writes the id counters and statistics deltas: before commit.
+    /// Writes everything pending (rows, counts, id counters) in one statement: before
+    /// commit.
     pub(crate) fn flush(&mut self) -> StoreResult<()> {
-        self.sync()?;
-        for (key, next) in std::mem::take(&mut self.counters) {
-            self.set_meta(key, &next.to_le_bytes())?;
+        let mut stats = std::mem::take(&mut self.stats);
+        for kind in [0, 1] {
+            if self.allocated[kind] > 0 {
+                let n = i64::try_from(self.allocated[kind]).unwrap_or(i64::MAX);
+                *stats.entry(LAST_IDS[kind].to_owned()).or_insert(0) += n;
+            }
         }
-        let (keys, deltas): (Vec<Vec<u8>>, Vec<i64>) = std::mem::take(&mut self.stats)
+        let (keys, deltas): (Vec<Vec<u8>>, Vec<i64>) = stats
             .into_iter()
             .filter(|(_, d)| *d != 0)
             .map(|(k, d)| (k.into_bytes(), d))
             .unzip();
+        let mut batch = crate::buffer::Batch::default();
+        self.buf.get_mut().drain_into(&mut batch);
         if !keys.is_empty() {
-            self.execute(
-                "INSERT INTO kip_stats (key, n) SELECT * FROM unnest($1::bytea[], $2::bigint[]) \
+            // Counts that reach 0 stay as rows of 0 (read as absent would be).
+            batch.add(
+                "INSERT INTO kip_stats (key, n) SELECT * FROM unnest(?1::bytea[], ?2::bigint[]) \
                  ON CONFLICT (key) DO UPDATE SET n = kip_stats.n + excluded.n",
-                &[&keys, &deltas],
-            )?;
-            self.execute(
-                "DELETE FROM kip_stats WHERE key = ANY($1::bytea[]) AND n = 0",
-                &[&keys],
-            )?;
+                vec![Box::new(keys), Box::new(deltas)],
+            );
         }
-        Ok(())
+        batch.run(self.conn.get_mut())
     }
 
     /// Adds a document to the text index.
@@ -959,11 +979,11 @@ impl PgTx<'_> {
 
 impl GraphWrite for PgTx<'_> {
     fn alloc_concept_id(&mut self) -> StoreResult<u64> {
-        self.alloc(NEXT_CONCEPT)
+        self.alloc(0)
     }
 
     fn alloc_prop_id(&mut self) -> StoreResult<u64> {
-        self.alloc(NEXT_PROP)
+        self.alloc(1)
     }
 
     fn put_concept(
