@@ -54,8 +54,8 @@ def run(kip, url, n_servers, seconds, mode):
         f'CONCEPT ?c{i} {{ {{type: "Person", name: "p{i}"}} SET ATTRIBUTES {{ n: {i} }} }}'
         for i in range(2000)
     )
-    subprocess.run([kip, "--data", data, "-q", "exec", f"UPSERT {{ {blocks} }}"], check=True,
-                   stdout=subprocess.DEVNULL)
+    subprocess.run([kip, "--data", data, "-q", "exec", "-f", "-"], input=f"UPSERT {{ {blocks} }}".encode(),
+                   check=True, stdout=subprocess.DEVNULL)
     ports = [free_port() for _ in range(n_servers)]
     procs = [
         subprocess.Popen([kip, "--data", data, "serve", "--no-prewarm", "--http", f"127.0.0.1:{p}"],

@@ -89,6 +89,9 @@ pub(crate) struct PgTx<'c> {
     known_spo: RefCell<HashMap<(i64, String, i64), Option<u64>>>,
 }
 
+/// Elements whose links one `scan_many` query reads at most.
+const SCAN_MANY_CHUNK: usize = 1_000;
+
 /// Keys a prefetch query asks for at most.
 const PREFETCH_CHUNK: usize = 5_000;
 
@@ -643,6 +646,39 @@ impl GraphRead for PgTx<'_> {
         f: &mut dyn FnMut(&str, ElemRef, u64) -> StoreResult<Continue>,
     ) -> StoreResult<()> {
         self.scan_links("o", "s", ek(o.encode()), p, &mut |p, s, id| f(p, s, id))
+    }
+
+    fn scan_many(
+        &self,
+        nodes: &[ElemRef],
+        names: &[String],
+        forward: bool,
+        f: &mut dyn FnMut(ElemRef, &str, ElemRef, u64) -> StoreResult<Continue>,
+    ) -> StoreResult<()> {
+        self.sync()?;
+        let (end, other) = if forward { ("s", "o") } else { ("o", "s") };
+        let sql = format!(
+            "SELECT f.e, l.p, l.{other}, l.id \
+             FROM unnest($1::bigint[]) WITH ORDINALITY AS f(e, i) \
+             CROSS JOIN unnest($2::bytea[]) WITH ORDINALITY AS n(p, j) \
+             JOIN kip_props l ON l.{end} = f.e AND l.p = n.p \
+             ORDER BY f.i, n.j, l.{other}"
+        );
+        let preds: Vec<&[u8]> = names.iter().map(|n| n.as_bytes()).collect();
+        for chunk in nodes.chunks(SCAN_MANY_CHUNK) {
+            let keys: Vec<i64> = chunk.iter().map(|e| ek(e.encode())).collect();
+            let rows = self.query(&sql, &[&keys, &preds])?;
+            for r in &rows {
+                let p = std::str::from_utf8(get::<&[u8]>(r, 1)?).map_err(|_| {
+                    StoreError::Corruption("a stored predicate is not UTF-8".into())
+                })?;
+                let node = ElemRef::decode(uk(get(r, 0)?));
+                if !f(node, p, ElemRef::decode(uk(get(r, 2)?)), unum(get(r, 3)?)?)? {
+                    return Ok(());
+                }
+            }
+        }
+        Ok(())
     }
 
     fn scan_predicate(

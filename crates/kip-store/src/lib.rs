@@ -292,6 +292,38 @@ pub trait GraphRead {
         p: Option<&str>,
         f: &mut dyn FnMut(&str, ElemRef, u64) -> StoreResult<Continue>,
     ) -> StoreResult<()>;
+    /// The links of many elements at once: for each of `nodes` in the order given,
+    /// its links (as subject when `forward`, else as object) with each predicate of
+    /// `names` in that order, in the other end's order: `f(node, predicate, other end,
+    /// id)` until it returns false. The same calls, in the same order, as
+    /// [`GraphRead::scan_out`]/[`GraphRead::scan_in`] per node and per predicate (the
+    /// default); a backend whose scans are round trips answers it in one query.
+    fn scan_many(
+        &self,
+        nodes: &[ElemRef],
+        names: &[String],
+        forward: bool,
+        f: &mut dyn FnMut(ElemRef, &str, ElemRef, u64) -> StoreResult<Continue>,
+    ) -> StoreResult<()> {
+        let mut more = true;
+        for node in nodes {
+            for n in names {
+                let mut cb = |p: &str, v: ElemRef, id: u64| -> StoreResult<Continue> {
+                    more = f(*node, p, v, id)?;
+                    Ok(more)
+                };
+                if forward {
+                    self.scan_out(*node, Some(n), &mut cb)?;
+                } else {
+                    self.scan_in(*node, Some(n), &mut cb)?;
+                }
+                if !more {
+                    return Ok(());
+                }
+            }
+        }
+        Ok(())
+    }
     /// Links with predicate `p`: `f(subject, object, id)`.
     fn scan_predicate(
         &self,

@@ -732,22 +732,16 @@ fn reach(
     for depth in 1..=max {
         let mut next = Vec::new();
         let mut next_set = HashSet::new();
-        for node in &frontier {
-            for n in names {
-                let mut cb = |_: &str, v: ElemRef, _: u64| -> StoreResult<More> {
-                    ctx.tick()?;
-                    if next_set.insert(v) {
-                        next.push(v);
-                    }
-                    Ok(true)
-                };
-                if forward {
-                    ctx.g.scan_out(*node, Some(n), &mut cb)?;
-                } else {
-                    ctx.g.scan_in(*node, Some(n), &mut cb)?;
+        // One call per level: a store whose scans are round trips reads the level at
+        // once (GraphRead::scan_many).
+        ctx.g
+            .scan_many(&frontier, names, forward, &mut |_, _, v, _| {
+                ctx.tick()?;
+                if next_set.insert(v) {
+                    next.push(v);
                 }
-            }
-        }
+                Ok(true)
+            })?;
         if depth >= min {
             for v in &next {
                 if seen_end.insert(*v) {
