@@ -11,6 +11,7 @@ standard library is used; every request is a new HTTP/1.1 connection (as the
 tests' clients), so the client side costs the same for every N.
 """
 import json
+import os
 import socket
 import subprocess
 import sys
@@ -43,11 +44,14 @@ def schema_url(url, name):
     return base + "?" + "&".join(parts)
 
 
+QUIET = {**os.environ, "PGOPTIONS": "-c client_min_messages=warning"}
+
+
 def run(kip, url, n_servers, seconds, mode):
     name = f"kip_servers_{n_servers}_{mode}"
     subprocess.run(
         ["psql", url.split("?")[0], "-qc", f"drop schema if exists {name} cascade; create schema {name}"],
-        check=True,
+        check=True, env=QUIET,
     )
     data = schema_url(url, name)
     blocks = " ".join(
@@ -109,7 +113,7 @@ def run(kip, url, n_servers, seconds, mode):
             p.kill()
             p.wait()
         subprocess.run(["psql", url.split("?")[0], "-qc", f"drop schema if exists {name} cascade"],
-                       check=False)
+                       check=False, env=QUIET)
 
 
 def main():
