@@ -386,3 +386,36 @@ fn tls_is_used_and_the_server_certificate_is_verified() {
     let r = exec_json(&with("sslmode=disable"), find);
     assert_eq!(r["result"], json!(["$self"]), "{r}");
 }
+
+#[test]
+#[ignore = "needs PostgreSQL (KIP_TEST_PG_URL)"]
+fn processes_sharing_a_database_share_one_audit_log_without_losing_records() {
+    let url = fresh_url("audit");
+    // Two processes' worth of nexus, each numbering its log from what it saw at start.
+    let a = Nexus::open_postgres(&url).expect("a");
+    let b = Nexus::open_postgres(&url).expect("b");
+    let budget = kip_engine::Budget::default();
+    for i in 0..3 {
+        for (n, who) in [(&a, "a"), (&b, "b")] {
+            n.execute_audited(
+                &json!({ "command": format!("FIND(?p.name) WHERE {{ ?p {{type: \"Person\", name: \"{who}{i}\"}} }}") }),
+                Access::ReadOnly,
+                &budget,
+                who,
+            );
+            n.audit().flush().expect("flush");
+        }
+    }
+    let (all, _) = a.audit().list(None, 100).expect("list");
+    let ids: Vec<&str> = all.iter().filter_map(|r| r["id"].as_str()).collect();
+    assert_eq!(all.len(), 6, "{all:?}");
+    let distinct: BTreeSet<&str> = ids.iter().copied().collect();
+    assert_eq!(distinct.len(), 6, "ids: {ids:?}");
+    assert_eq!(
+        ids,
+        ["6", "5", "4", "3", "2", "1"],
+        "newest first, numbered in order"
+    );
+    let from: Vec<&str> = all.iter().filter_map(|r| r["interface"].as_str()).collect();
+    assert_eq!(from, ["b", "a", "b", "a", "b", "a"]);
+}

@@ -55,6 +55,8 @@ pub struct PgStore {
     pool: r2d2::Pool<Manager>,
     /// The advisory lock every write transaction takes (per schema).
     write_lock: i64,
+    /// The advisory lock of audit log appends (per schema).
+    audit_lock: i64,
     /// The schema holding the tables.
     schema: String,
     /// Where, for messages (no password).
@@ -89,6 +91,19 @@ impl Drop for Txn {
         if self.open {
             let _ = self.conn.batch("ROLLBACK");
         }
+    }
+}
+
+/// An audit record (a JSON object) with its `id` set to `seq`; other bytes unchanged.
+fn with_id(bytes: &[u8], seq: u64) -> Vec<u8> {
+    match serde_json::from_slice::<serde_json::Value>(bytes) {
+        Ok(serde_json::Value::Object(mut m)) => {
+            if let Some(id) = m.get_mut("id") {
+                *id = serde_json::Value::String(seq.to_string());
+            }
+            serde_json::Value::Object(m).to_string().into_bytes()
+        }
+        _ => bytes.to_vec(),
     }
 }
 
@@ -297,6 +312,7 @@ impl PgStore {
         let store = PgStore {
             pool,
             write_lock: lock_key("kip-write", &schema),
+            audit_lock: lock_key("kip-audit", &schema),
             schema,
             shown,
         };
@@ -542,10 +558,32 @@ impl Backend for PgStore {
         drop_below: u64,
         _durable: bool,
     ) -> StoreResult<()> {
-        let mut t = self.begin("BEGIN")?;
+        // Several processes append to one log, each numbering its records from what it
+        // read at start: under the log's own lock, a record whose number is taken
+        // already gets the next free one (and its `id` says so).
+        let (mut t, rows) = self.begin_rows(&format!(
+            "BEGIN; SELECT pg_advisory_xact_lock({}); \
+             SELECT 'max', coalesce(max(seq), 0)::text FROM kip_audit",
+            self.audit_lock
+        ))?;
+        let mut top: u64 = rows
+            .iter()
+            .find(|(k, _)| k == "max")
+            .and_then(|(_, v)| v.as_deref()?.parse().ok())
+            .unwrap_or(0);
+        let mut renumbered = Vec::with_capacity(records.len());
+        for (seq, bytes) in records {
+            if *seq > top {
+                top = *seq;
+                renumbered.push((*seq, bytes.clone()));
+            } else {
+                top += 1;
+                renumbered.push((top, with_id(bytes, top)));
+            }
+        }
         {
             let mut tx = PgTx::new(&mut t.conn);
-            tx.audit_append(records, drop_below)?;
+            tx.audit_append(&renumbered, drop_below)?;
         }
         t.finish(true)
     }
