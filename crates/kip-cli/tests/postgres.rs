@@ -419,3 +419,56 @@ fn processes_sharing_a_database_share_one_audit_log_without_losing_records() {
     let from: Vec<&str> = all.iter().filter_map(|r| r["interface"].as_str()).collect();
     assert_eq!(from, ["b", "a", "b", "a", "b", "a"]);
 }
+
+#[test]
+#[ignore = "needs PostgreSQL (KIP_TEST_PG_URL)"]
+fn a_write_waits_for_the_lock_a_bounded_time_and_reads_do_not_wait() {
+    let url = fresh_url("lockwait");
+    let w = exec_json(
+        &url,
+        r#"UPSERT { CONCEPT ?p { {type: "Person", name: "Held"} } }"#,
+    );
+    assert!(w.get("error").is_none(), "{w}");
+    // Another session holds the writers' lock (as a process stopped mid-write would).
+    let schema = url
+        .rsplit("search_path%3D")
+        .next()
+        .expect("schema in the URL")
+        .to_string();
+    let key = kip_engine::store_pg::write_lock_key(&schema);
+    let base = std::env::var("KIP_TEST_PG_URL").expect("url");
+    let mut holder = postgres::Client::connect(&base, postgres::NoTls).expect("a session");
+    let mut held = holder.transaction().expect("begin");
+    held.execute("SELECT pg_advisory_xact_lock($1)", &[&key])
+        .expect("the writers' lock");
+    // Reads do not wait for writers.
+    let r = exec_json(
+        &url,
+        r#"FIND(?p.name) WHERE { ?p {type: "Person", name: "Held"} }"#,
+    );
+    assert_eq!(r["result"], json!(["Held"]), "{r}");
+    // A write gives up after KIP_PG_WRITE_WAIT seconds, saying why, and changes nothing.
+    let started = Instant::now();
+    let out = Command::new(env!("CARGO_BIN_EXE_kip"))
+        .args([
+            "--data",
+            &url,
+            "exec",
+            r#"UPSERT { CONCEPT ?p { {type: "Person", name: "Late"} } }"#,
+        ])
+        .env("KIP_PG_WRITE_WAIT", "1")
+        .output()
+        .expect("kip");
+    let waited = started.elapsed();
+    let err =
+        String::from_utf8_lossy(&out.stderr).into_owned() + &String::from_utf8_lossy(&out.stdout);
+    assert!(!out.status.success(), "{err}");
+    assert!(err.contains("write lock"), "{err}");
+    assert!(waited < Duration::from_secs(5), "waited {waited:?}");
+    held.rollback().expect("release");
+    let r = exec_json(
+        &url,
+        r#"FIND(?p.name) WHERE { ?p {type: "Person", name: "Late"} }"#,
+    );
+    assert_eq!(r["result"], json!([]), "{r}");
+}

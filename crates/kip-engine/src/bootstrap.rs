@@ -112,6 +112,12 @@ pub(crate) fn bootstrap(w: &mut dyn GraphWrite) -> Result<(), KipError> {
     bootstrap_with(w, &BOOTSTRAP_CAPSULES)
 }
 
+/// Whether [`bootstrap`] has anything to do (read-only): a store shared by many
+/// processes is opened without taking its writers' lock when it has not.
+pub(crate) fn bootstrap_needed(r: &dyn crate::store::GraphRead) -> Result<bool, KipError> {
+    Ok(r.meta(RC11_BOOTSTRAP_KEY)?.is_none() || r.meta(VERSIONED_KEY)?.is_none())
+}
+
 /// [`bootstrap`] with the given capsules.
 pub(crate) fn bootstrap_with(
     w: &mut dyn GraphWrite,

@@ -219,10 +219,13 @@ pub(crate) fn pg_error(e: postgres::Error) -> StoreError {
     };
     let code = db.code();
     let what = format!("PostgreSQL {}: {}", code.code(), db.message());
-    if *code == SqlState::T_R_SERIALIZATION_FAILURE
+    if *code == SqlState::LOCK_NOT_AVAILABLE {
+        StoreError::Conflict(format!(
+            "{what}: another kip process has held the memory's write lock for longer than a write waits (a long import, or a process stopped while writing); nothing was changed, retry"
+        ))
+    } else if *code == SqlState::T_R_SERIALIZATION_FAILURE
         || *code == SqlState::T_R_DEADLOCK_DETECTED
         || *code == SqlState::UNIQUE_VIOLATION
-        || *code == SqlState::LOCK_NOT_AVAILABLE
     {
         StoreError::Conflict(what)
     } else if *code == SqlState::DISK_FULL || *code == SqlState::OUT_OF_MEMORY {

@@ -57,6 +57,8 @@ pub struct PgStore {
     write_lock: i64,
     /// The advisory lock of audit log appends (per schema).
     audit_lock: i64,
+    /// Seconds a write waits for the writers' lock.
+    write_wait: u32,
     /// The schema holding the tables.
     schema: String,
     /// Where, for messages (no password).
@@ -92,6 +94,18 @@ impl Drop for Txn {
             let _ = self.conn.batch("ROLLBACK");
         }
     }
+}
+
+/// How long a write waits for the writers' lock held by another process (a long
+/// import, a process stopped while writing) before failing with a retryable conflict,
+/// in seconds (`KIP_PG_WRITE_WAIT` overrides it).
+const WRITE_LOCK_WAIT_SECS: u32 = 60;
+
+/// The advisory lock key of the writers of the memory in `schema` (what every write
+/// transaction takes): for operators (`pg_locks`) and tests.
+#[doc(hidden)]
+pub fn write_lock_key(schema: &str) -> i64 {
+    lock_key("kip-write", schema)
 }
 
 /// An audit record (a JSON object) with its `id` set to `seq`; other bytes unchanged.
@@ -311,7 +325,12 @@ impl PgStore {
             .build_unchecked(manager);
         let store = PgStore {
             pool,
-            write_lock: lock_key("kip-write", &schema),
+            write_lock: write_lock_key(&schema),
+            write_wait: std::env::var("KIP_PG_WRITE_WAIT")
+                .ok()
+                .and_then(|s| s.parse::<u32>().ok())
+                .filter(|n| *n > 0)
+                .unwrap_or(WRITE_LOCK_WAIT_SECS),
             audit_lock: lock_key("kip-audit", &schema),
             schema,
             shown,
@@ -372,10 +391,12 @@ impl PgStore {
     fn write_tx(&self, f: &mut dyn FnMut(&mut PgTx<'_>) -> StoreResult<bool>) -> StoreResult<()> {
         let [c, p] = tx::LAST_IDS;
         let (mut t, rows) = self.begin_rows(&format!(
-            "BEGIN ISOLATION LEVEL READ COMMITTED; SELECT pg_advisory_xact_lock({}); \
+            "BEGIN ISOLATION LEVEL READ COMMITTED; SET LOCAL lock_timeout = '{}s'; \
+             SELECT pg_advisory_xact_lock({}); \
              SELECT 'vectors_on', NULL FROM kip_meta WHERE key = convert_to('{}', 'UTF8') \
              UNION ALL SELECT convert_from(key, 'UTF8'), n::text FROM kip_stats \
              WHERE key IN (convert_to('{c}', 'UTF8'), convert_to('{p}', 'UTF8'))",
+            self.write_wait,
             self.write_lock,
             kip_store::VECTORS_ON,
         ))?;

@@ -173,7 +173,11 @@ impl Nexus {
     /// A nexus over any storage [`Backend`] (the redb one is what [`Nexus::open`]
     /// makes): bootstraps it when it is new, in one transaction.
     pub fn with_backend(backend: Arc<dyn Backend>) -> Result<Nexus, KipError> {
-        backend.write(bootstrap, false)?;
+        // Checked with a read first: a backend shared by many processes (PostgreSQL)
+        // then opens without waiting for its writers' lock.
+        if backend.read(crate::bootstrap::bootstrap_needed)? {
+            backend.write(bootstrap, false)?;
+        }
         Ok(Nexus {
             audit: crate::audit::Audit::start(backend.clone()),
             store: backend,
