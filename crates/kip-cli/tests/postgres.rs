@@ -472,3 +472,35 @@ fn a_write_waits_for_the_lock_a_bounded_time_and_reads_do_not_wait() {
     );
     assert_eq!(r["result"], json!([]), "{r}");
 }
+
+#[test]
+#[ignore = "needs PostgreSQL (KIP_TEST_PG_URL)"]
+fn expect_version_guards_a_read_modify_write_across_processes() {
+    let url = fresh_url("version");
+    let create = r#"UPSERT { CONCEPT ?p { {type: "Person", name: "Vera"} EXPECT VERSION 0 SET ATTRIBUTES { n: 1 } } }"#;
+    let w = exec_json(&url, create);
+    assert!(w.get("error").is_none(), "{w}");
+    // Two processes read version 1; the first to write wins, the second is refused.
+    let r = exec_json(
+        &url,
+        r#"FIND(?p.metadata._version) WHERE { ?p {type: "Person", name: "Vera"} }"#,
+    );
+    assert_eq!(r["result"], json!([1]), "{r}");
+    let bump = |n: u32| {
+        format!(
+            r#"UPSERT {{ CONCEPT ?p {{ {{type: "Person", name: "Vera"}} EXPECT VERSION 1 SET ATTRIBUTES {{ n: {n} }} }} }}"#
+        )
+    };
+    let first = exec_json(&url, &bump(2));
+    assert!(first.get("error").is_none(), "{first}");
+    let second = exec_json(&url, &bump(3));
+    assert_eq!(second["error"]["code"], json!("KIP_3005"), "{second}");
+    let r = exec_json(
+        &url,
+        r#"FIND(?p.attributes.n, ?p.metadata._version) WHERE { ?p {type: "Person", name: "Vera"} }"#,
+    );
+    assert_eq!(r["result"], json!([[2], [2]]), "{r}");
+    // EXPECT VERSION 0 creates once, across processes too.
+    let again = exec_json(&url, create);
+    assert_eq!(again["error"]["code"], json!("KIP_3005"), "{again}");
+}
