@@ -87,7 +87,14 @@ pub(crate) struct PgTx<'c> {
     known_keys: RefCell<HashMap<(String, String), Option<u64>>>,
     /// `(subject, predicate, object)` -> link, likewise.
     known_spo: RefCell<HashMap<(i64, String, i64), Option<u64>>>,
+    /// Records read ahead by [`GraphRead::prefetch_elements`] (`None`: no such
+    /// element), by element key; a write of the element drops its entry (the buffer
+    /// holds the new state).
+    records: RefCell<HashMap<u64, Option<Vec<u8>>>>,
 }
+
+/// Records read ahead and kept per transaction at most.
+const RECORDS_MAX: usize = 100_000;
 
 /// Elements whose links one `scan_many` query reads at most.
 const SCAN_MANY_CHUNK: usize = 1_000;
@@ -111,6 +118,7 @@ impl<'c> PgTx<'c> {
             floor: Cell::new((None, None)),
             known_keys: RefCell::new(HashMap::new()),
             known_spo: RefCell::new(HashMap::new()),
+            records: RefCell::new(HashMap::new()),
         }
     }
 
@@ -522,6 +530,9 @@ impl GraphRead for PgTx<'_> {
         if self.unwritten(ElemRef::Concept(id)) {
             return Ok(None);
         }
+        if let Some(r) = self.records.borrow().get(&ElemRef::Concept(id).encode()) {
+            return r.as_ref().map(|r| decode(r)).transpose();
+        }
         let row = self.query_opt("SELECT rec FROM kip_concepts WHERE id = $1", &[&num(id)?])?;
         row.map(|r| decode(get::<&[u8]>(&r, 0)?)).transpose()
     }
@@ -532,6 +543,12 @@ impl GraphRead for PgTx<'_> {
         }
         if self.unwritten(ElemRef::Concept(id)) {
             return Ok(None);
+        }
+        if let Some(r) = self.records.borrow().get(&ElemRef::Concept(id).encode()) {
+            return r
+                .as_ref()
+                .map(|r| decode::<ConceptRecord>(r).map(|c| (c.concept_type, c.name)))
+                .transpose();
         }
         let row = self.query_opt(
             "SELECT type, name FROM kip_concepts WHERE id = $1",
@@ -603,6 +620,9 @@ impl GraphRead for PgTx<'_> {
         }
         if self.unwritten(ElemRef::Prop(id)) {
             return Ok(None);
+        }
+        if let Some(r) = self.records.borrow().get(&ElemRef::Prop(id).encode()) {
+            return r.as_ref().map(|r| decode(r)).transpose();
         }
         let row = self.query_opt("SELECT rec FROM kip_props WHERE id = $1", &[&num(id)?])?;
         row.map(|r| decode(get::<&[u8]>(&r, 0)?)).transpose()
@@ -841,6 +861,61 @@ impl GraphRead for PgTx<'_> {
         true
     }
 
+    fn prefetch_elements(&self, elems: &[ElemRef]) -> StoreResult<()> {
+        let (mut concepts, mut props) = (Vec::new(), Vec::new());
+        {
+            let records = self.records.borrow();
+            if records.len() + elems.len() > RECORDS_MAX {
+                return Ok(());
+            }
+            let buf = self.buf.borrow();
+            for e in elems {
+                if records.contains_key(&e.encode()) || self.unwritten(*e) {
+                    continue;
+                }
+                match *e {
+                    ElemRef::Concept(n) if !buf.concepts.contains_key(&num(n)?) => {
+                        concepts.push(num(n)?)
+                    }
+                    ElemRef::Prop(n) if !buf.props.contains_key(&num(n)?) => props.push(num(n)?),
+                    _ => {}
+                }
+            }
+        }
+        for (ids, sql, kind) in [
+            (
+                concepts,
+                "SELECT id, rec FROM kip_concepts WHERE id = ANY($1::bigint[])",
+                0,
+            ),
+            (
+                props,
+                "SELECT id, rec FROM kip_props WHERE id = ANY($1::bigint[])",
+                1,
+            ),
+        ] {
+            if ids.is_empty() {
+                continue;
+            }
+            let rows = self.query(sql, &[&ids])?;
+            let key = |n: u64| {
+                if kind == 0 {
+                    ElemRef::Concept(n).encode()
+                } else {
+                    ElemRef::Prop(n).encode()
+                }
+            };
+            let mut records = self.records.borrow_mut();
+            for id in &ids {
+                records.insert(key(unum(*id)?), None);
+            }
+            for r in &rows {
+                records.insert(key(unum(get(r, 0)?)?), Some(get::<Vec<u8>>(r, 1)?));
+            }
+        }
+        Ok(())
+    }
+
     fn prefetch(
         &self,
         concepts: &[(&str, &str)],
@@ -1049,6 +1124,7 @@ impl GraphWrite for PgTx<'_> {
             name: rec.name.clone(),
             rec: encode(rec)?,
         };
+        self.records.get_mut().remove(&key);
         self.buf.get_mut().concepts.insert(num(id)?, Some(row));
         let same_key =
             old.is_some_and(|o| o.concept_type == rec.concept_type && o.name == rec.name);
@@ -1078,6 +1154,7 @@ impl GraphWrite for PgTx<'_> {
             self.drop_vector(key)?;
         }
         self.file_attrs(id, Some(rec), None)?;
+        self.records.get_mut().remove(&key);
         self.buf.get_mut().concepts.insert(num(id)?, None);
         self.known_keys
             .get_mut()
@@ -1098,6 +1175,7 @@ impl GraphWrite for PgTx<'_> {
         let same_key = old.is_some_and(|o| {
             o.subject == rec.subject && o.predicate == rec.predicate && o.object == rec.object
         });
+        self.records.get_mut().remove(&ElemRef::Prop(id).encode());
         self.buf.get_mut().props.insert(num(id)?, Some(row));
         if !same_key {
             let known = self.known_spo.get_mut();
@@ -1130,6 +1208,7 @@ impl GraphWrite for PgTx<'_> {
             self.mark(key);
             self.drop_vector(key)?;
         }
+        self.records.get_mut().remove(&ElemRef::Prop(id).encode());
         self.buf.get_mut().props.insert(num(id)?, None);
         let k = (
             ek(rec.subject.encode()),

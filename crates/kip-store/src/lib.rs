@@ -378,6 +378,12 @@ pub trait GraphRead {
     ) -> StoreResult<()> {
         Ok(())
     }
+    /// A hint that the records of `elems` (concepts and propositions) are about to be
+    /// read, one by one: a backend whose reads are round trips reads them at once.
+    /// Never needed for correctness; the default does nothing.
+    fn prefetch_elements(&self, _elems: &[ElemRef]) -> StoreResult<()> {
+        Ok(())
+    }
     /// Elements marked as needing an embedding (new, deleted, or their embedded text
     /// changed since their vector was made), as [`ElemRef::encode`] keys in key order from
     /// `from` (concepts first). Empty in a store that never enabled vectors

@@ -765,8 +765,17 @@ fn reach(
         }
         frontier = next;
     }
+    // The rows that follow read these elements (their names, attributes) one by one:
+    // a store whose reads are round trips reads the first ones at once.
+    if ends.len() > 1 {
+        ctx.g
+            .prefetch_elements(&ends[..ends.len().min(PREFETCH_ENDS)])?;
+    }
     Ok(ends)
 }
+
+/// Path ends whose records a walk announces to the store ([`reach`]).
+const PREFETCH_ENDS: usize = 512;
 
 #[allow(clippy::too_many_arguments)]
 fn match_path(
