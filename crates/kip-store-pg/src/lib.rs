@@ -16,7 +16,8 @@
 //!   allocate an id, insert) behave exactly as on the embedded store, with no
 //!   serialization failure to retry; the unique constraints (checked at commit) are the
 //!   last line of defence. `COMMIT` returns once PostgreSQL has made the transaction
-//!   durable (`synchronous_commit`, on by default). Reads never wait for writers.
+//!   durable (`synchronous_commit`, on by default). Reads never wait for writers; a
+//!   write waits for another process's at most `KIP_PG_WRITE_WAIT` seconds (60).
 //! - **Connections** come from an r2d2 pool (`KIP_PG_POOL` connections, 16 by default);
 //!   each keeps its prepared statements, so a query is one round trip. Opening a
 //!   transaction is retried on a fresh connection when the pooled one was lost (a
@@ -27,9 +28,13 @@
 //!   ([`kip_store::GraphRead::prefetch`]) so they are looked up in one query.
 //! - **TLS** with rustls, with libpq's `sslmode` meanings (see `conn::tls`).
 //!
-//! What it does not do yet (see docs/deployment.md): queries batched across round trips
-//! (every index lookup of a read is one round trip), `COPY` for bulk loads, client
-//! certificates.
+//! - **Reads** are one round trip per index lookup, except where the engine announces
+//!   what it will read ([`kip_store::GraphRead::scan_many`],
+//!   [`kip_store::GraphRead::prefetch_elements`]: a path walk's levels and ends).
+//!
+//! What it does not do yet (see docs/deployment.md and docs/performance.md): batched
+//! record reads for every query shape (OPTIONAL, NOT, grouping fetch row by row),
+//! `COPY` for bulk loads, client certificates.
 
 mod buffer;
 mod conn;
