@@ -45,13 +45,13 @@ trap 'scripts/pg-test-cluster.sh stop' EXIT
 echo "== cargo test (the tests that need Python/Node/PostgreSQL are #[ignore]d in a plain cargo test; included here)"
 cargo test --workspace --locked -- --include-ignored
 
-echo "== the test matrix's PostgreSQL leg: the engine's statement suites again, each test on a nexus in a schema of its own"
+echo "== the test matrix's PostgreSQL leg: the engine's statement suites again (with the real-model semantic test), each test on a nexus in a schema of its own"
 # (--workspace, not -p kip-engine: the same feature set as the run above, so nothing is
 # rebuilt; only kip-engine has these test targets.)
 KIP_TEST_BACKEND=postgres cargo test --workspace --locked \
   --test kql --test kml --test meta --test rc11 --test memory --test hardening \
   --test robustness --test scans --test attr_index --test export --test semantic \
-  --test brain --test audit --test concurrency
+  --test brain --test audit --test concurrency -- --include-ignored
 
 echo "== wheel: build it, pip install it into a fresh venv, MCP smoke test through the installed kip"
 scripts/wheel-smoke.sh
