@@ -390,6 +390,14 @@ impl PgStore {
         self.begin_rows(begin).map(|(t, _)| t)
     }
 
+    /// Runs `f` on a read-only snapshot (`REPEATABLE READ, READ ONLY`).
+    fn read_tx(&self, f: impl FnOnce(&PgTx<'_>) -> StoreResult<()>) -> StoreResult<()> {
+        let mut t = self.begin("BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY")?;
+        let r = f(&PgTx::new(&mut t.conn));
+        let end = t.finish(r.is_ok());
+        r.and(end)
+    }
+
     /// Runs `f` on a write transaction's [`PgTx`] and commits when it returns true.
     /// The `BEGIN` round trip also takes the writers' lock and reads what every write
     /// needs first (whether embedding marks are on, the id counters).
@@ -486,13 +494,7 @@ fn migrate(conn: &mut Conn) -> StoreResult<String> {
 
 impl Backend for PgStore {
     fn read_with(&self, f: &mut dyn FnMut(&dyn GraphRead) -> StoreResult<()>) -> StoreResult<()> {
-        let mut t = self.begin("BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY")?;
-        let r = {
-            let tx = PgTx::new(&mut t.conn);
-            f(&tx)
-        };
-        let end = t.finish(r.is_ok());
-        r.and(end)
+        self.read_tx(|tx| f(tx))
     }
 
     fn write_with(
@@ -621,13 +623,7 @@ impl Backend for PgStore {
         rev: bool,
         f: &mut dyn FnMut(u64, &[u8]) -> StoreResult<bool>,
     ) -> StoreResult<()> {
-        let mut t = self.begin("BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY")?;
-        let r = {
-            let tx = PgTx::new(&mut t.conn);
-            tx.audit_range(lo, hi, rev, f)
-        };
-        let end = t.finish(r.is_ok());
-        r.and(end)
+        self.read_tx(|tx| tx.audit_range(lo, hi, rev, f))
     }
 }
 

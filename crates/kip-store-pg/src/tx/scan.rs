@@ -1,0 +1,117 @@
+//! Scans of [`PgTx`]: keyset-paged queries, and the links at one end of an element.
+
+use super::*;
+
+impl PgTx<'_> {
+    /// Runs `first` (parameters `fixed`, then the page size), then `next` (parameters
+    /// `fixed`, the cursor `after` made from the last row of the previous page, then the
+    /// page size) until a page comes back short or `f` returns false.
+    pub(super) fn paged(
+        &self,
+        first: &str,
+        next: &str,
+        fixed: &Params<'_>,
+        after: &dyn Fn(&Row) -> StoreResult<Cursor>,
+        f: &mut dyn FnMut(&Row) -> StoreResult<Continue>,
+    ) -> StoreResult<()> {
+        let mut limit = FIRST_PAGE;
+        let mut cursor: Option<Cursor> = None;
+        loop {
+            let rows = {
+                let mut params: Vec<&(dyn ToSql + Sync)> = fixed.to_vec();
+                let sql = match &cursor {
+                    None => first,
+                    Some(c) => {
+                        params.extend(c.iter().map(|b| b.as_ref()));
+                        next
+                    }
+                };
+                params.push(&limit);
+                self.query(sql, &params)?
+            };
+            for r in &rows {
+                if !f(r)? {
+                    return Ok(());
+                }
+            }
+            match rows.last() {
+                Some(last) if rows.len() as i64 >= limit => cursor = Some(after(last)?),
+                _ => return Ok(()),
+            }
+            limit = (limit * 4).min(MAX_PAGE);
+        }
+    }
+
+    /// Ids in ascending order from an id-ordered query (`first`: `$1..` = `fixed`,
+    /// then the limit; `next` adds `id > $n` before the limit).
+    pub(super) fn scan_ids(
+        &self,
+        first: &str,
+        next: &str,
+        fixed: &Params<'_>,
+        f: &mut dyn FnMut(u64) -> StoreResult<Continue>,
+    ) -> StoreResult<()> {
+        self.paged(
+            first,
+            next,
+            fixed,
+            &|r| Ok(vec![Box::new(get::<i64>(r, 0)?)]),
+            &mut |r| f(unum(get(r, 0)?)?),
+        )
+    }
+
+    /// Links at one end (`at` = `end` column), optionally of one predicate, in
+    /// (predicate, other end) order: `f(predicate, other end, id)`.
+    pub(super) fn scan_links(
+        &self,
+        end: &str,
+        other: &str,
+        at: i64,
+        p: Option<&str>,
+        f: &mut dyn FnMut(&str, ElemRef, u64) -> StoreResult<Continue>,
+    ) -> StoreResult<()> {
+        self.sync()?;
+        let mut visit = |r: &Row| -> StoreResult<Continue> {
+            let p = std::str::from_utf8(get::<&[u8]>(r, 0)?)
+                .map_err(|_| StoreError::Corruption("a stored predicate is not UTF-8".into()))?;
+            f(p, ElemRef::decode(uk(get(r, 1)?)), unum(get(r, 2)?)?)
+        };
+        match p {
+            Some(p) => {
+                let first = format!(
+                    "SELECT p, {other}, id FROM kip_props WHERE {end} = $1 AND p = $2 ORDER BY {other} LIMIT $3"
+                );
+                let next = format!(
+                    "SELECT p, {other}, id FROM kip_props WHERE {end} = $1 AND p = $2 AND {other} > $3 ORDER BY {other} LIMIT $4"
+                );
+                self.paged(
+                    &first,
+                    &next,
+                    &[&at, &p.as_bytes()],
+                    &|r| Ok(vec![Box::new(get::<i64>(r, 1)?)]),
+                    &mut visit,
+                )
+            }
+            None => {
+                let first = format!(
+                    "SELECT p, {other}, id FROM kip_props WHERE {end} = $1 ORDER BY p, {other} LIMIT $2"
+                );
+                let next = format!(
+                    "SELECT p, {other}, id FROM kip_props WHERE {end} = $1 AND (p, {other}) > ($2, $3) ORDER BY p, {other} LIMIT $4"
+                );
+                self.paged(
+                    &first,
+                    &next,
+                    &[&at],
+                    &|r| {
+                        Ok(vec![
+                            Box::new(get::<Vec<u8>>(r, 0)?),
+                            Box::new(get::<i64>(r, 1)?),
+                        ])
+                    },
+                    &mut visit,
+                )
+            }
+        }
+    }
+}
