@@ -816,3 +816,102 @@ fn a_capsule_mixing_new_and_existing_keys_resolves_each_once() {
         json!(1)
     );
 }
+
+/// A capsule big enough that PostgreSQL writes its new rows with `COPY` (elements, text
+/// postings, attribute entries), then the same capsule again (every row exists: the
+/// upsert path), then a change of half of them: every index answers as on the embedded
+/// store and the integrity check is clean.
+#[test]
+fn a_big_capsule_is_written_in_bulk_and_every_index_follows() {
+    let n = nexus();
+    ok(
+        &n,
+        r#"UPSERT {
+            CONCEPT ?t { {type: "$ConceptType", name: "Gadget"} SET ATTRIBUTES { description: "A gadget" } }
+            CONCEPT ?p { {type: "$PropositionType", name: "fits"} SET ATTRIBUTES { description: "fits", subject_types: ["Gadget"], object_types: ["Gadget"] } }
+        }"#,
+    );
+    let capsule = |tag: &str| {
+        let mut c = String::from("UPSERT {\n");
+        for i in 0..600 {
+            c.push_str(&format!(
+                "CONCEPT ?g{i} {{ {{type: \"Gadget\", name: \"g{i}\"}} SET ATTRIBUTES {{ rank: {i}, description: \"sprocket number {i} {tag}\" }} }}\n"
+            ));
+        }
+        for i in 1..600 {
+            c.push_str(&format!(
+                "PROPOSITION ?l{i} {{ (?g{i}, \"fits\", ?g{}) }}\n",
+                i - 1
+            ));
+        }
+        c.push('}');
+        c
+    };
+    let first = ok(&n, &capsule("alpha"));
+    assert_eq!(
+        first["upsert_concept_nodes"].as_array().map(Vec::len),
+        Some(600)
+    );
+    let again = ok(&n, &capsule("alpha"));
+    assert_eq!(again, first, "the same capsule names the same elements");
+    let count = |q: &str| ok(&n, q);
+    assert_eq!(
+        count(r#"FIND(COUNT(?g)) WHERE { ?g {type: "Gadget"} }"#),
+        json!(600)
+    );
+    assert_eq!(
+        count(r#"FIND(COUNT(?l)) WHERE { ?l (?a, "fits", ?b) }"#),
+        json!(599)
+    );
+    assert_eq!(
+        count(r#"FIND(COUNT(?g)) WHERE { ?g {type: "Gadget"} FILTER(?g.attributes.rank >= 590) }"#),
+        json!(10)
+    );
+    let hits = ok(
+        &n,
+        r#"SEARCH CONCEPT "sprocket" WITH TYPE "Gadget" LIMIT 1000"#,
+    );
+    assert_eq!(hits.as_array().map(Vec::len), Some(600), "{hits}");
+
+    // Half of them change their description (postings move) and rank (attribute
+    // entries move); a quarter are deleted.
+    let mut c = String::from("UPSERT {\n");
+    for i in (0..600).step_by(2) {
+        c.push_str(&format!(
+            "CONCEPT ?g{i} {{ {{type: \"Gadget\", name: \"g{i}\"}} SET ATTRIBUTES {{ rank: {}, description: \"widget {i}\" }} }}\n",
+            i + 1000
+        ));
+    }
+    c.push('}');
+    ok(&n, &c);
+    ok(
+        &n,
+        r#"DELETE CONCEPT ?g DETACH WHERE { ?g {type: "Gadget"} FILTER(?g.attributes.rank < 150) }"#,
+    );
+    let hits = ok(
+        &n,
+        r#"SEARCH CONCEPT "sprocket" WITH TYPE "Gadget" LIMIT 1000"#,
+    );
+    assert_eq!(
+        hits.as_array().map(Vec::len),
+        Some(225),
+        "odd numbers from 151: {hits}"
+    );
+    let hits = ok(
+        &n,
+        r#"SEARCH CONCEPT "widget" WITH TYPE "Gadget" LIMIT 1000"#,
+    );
+    assert_eq!(hits.as_array().map(Vec::len), Some(300), "{hits}");
+    assert_eq!(
+        count(
+            r#"FIND(COUNT(?g)) WHERE { ?g {type: "Gadget"} FILTER(?g.attributes.rank >= 1000) }"#
+        ),
+        json!(300)
+    );
+    assert_eq!(
+        count(r#"FIND(COUNT(?g)) WHERE { ?g {type: "Gadget"} }"#),
+        json!(525)
+    );
+    let problems = n.check_integrity().expect("check");
+    assert!(problems.is_empty(), "{problems:?}");
+}

@@ -8,9 +8,16 @@
 //! reads of a write transaction look here first ([`crate::tx::PgTx`]); every other read
 //! flushes first, so it sees the transaction's writes in the tables. (The keys a write
 //! files or removes are recorded in the transaction's key maps, which outlive a flush.)
+//!
+//! New rows of elements this transaction created and has not flushed yet (numbers from
+//! the transaction's `floor` on: no row of theirs can be in the tables) go through
+//! `COPY ... FROM STDIN (FORMAT binary)` when a table has at least [`COPY_MIN`] of them:
+//! no conflict to check, no per-row executor work, about twice the rate of an
+//! `INSERT ... ON CONFLICT` (a bulk load is mostly such rows). Fewer go with the rest,
+//! where the extra round trips of a `COPY` would cost more than they save.
 
 use crate::conn::Conn;
-use kip_store::StoreResult;
+use kip_store::{ElemRef, StoreResult};
 use postgres::types::ToSql;
 use std::collections::BTreeMap;
 
@@ -32,6 +39,62 @@ pub(crate) struct PropRow {
 /// Rows a flush writes once it has this many changes (bounded memory for a huge
 /// transaction, e.g. `kip import` of one big capsule).
 pub(crate) const FLUSH_AT: usize = 50_000;
+
+/// New rows of a table from which on a flush writes them with `COPY`.
+pub(crate) const COPY_MIN: usize = 256;
+
+/// The first concept and proposition numbers of which no row can be in the tables
+/// (the transaction's `floor`; `None`: every number may have rows).
+#[derive(Clone, Copy, Default)]
+pub(crate) struct Fresh {
+    pub(crate) concepts: Option<u64>,
+    pub(crate) props: Option<u64>,
+}
+
+impl Fresh {
+    fn concept(&self, id: i64) -> bool {
+        self.concepts
+            .is_some_and(|f| u64::try_from(id).is_ok_and(|n| n >= f))
+    }
+
+    fn prop(&self, id: i64) -> bool {
+        self.props
+            .is_some_and(|f| u64::try_from(id).is_ok_and(|n| n >= f))
+    }
+
+    /// For an element key as stored ([`crate::tx::ek`]).
+    fn elem(&self, e: i64) -> bool {
+        match ElemRef::decode(crate::tx::uk(e)) {
+            ElemRef::Concept(n) => self.concepts.is_some_and(|f| n >= f),
+            ElemRef::Prop(n) => self.props.is_some_and(|f| n >= f),
+        }
+    }
+}
+
+/// A table's changes: `(key, final state)`.
+type Changes<K, V> = Vec<(K, V)>;
+
+/// Splits a table's changes into the new rows of fresh elements, for `COPY` (when
+/// there are at least [`COPY_MIN`]; else they stay with the rest), and the rest.
+/// Removals of a fresh element's rows are dropped: no such row was ever written.
+fn split<K, V>(
+    map: BTreeMap<K, V>,
+    fresh: impl Fn(&K) -> bool,
+    present: impl Fn(&V) -> bool,
+) -> (Changes<K, V>, Changes<K, V>) {
+    let (mut copy, mut rest) = (Vec::new(), Vec::new());
+    for (k, v) in map {
+        if !fresh(&k) {
+            rest.push((k, v));
+        } else if present(&v) {
+            copy.push((k, v));
+        }
+    }
+    if copy.len() < COPY_MIN {
+        rest.append(&mut copy);
+    }
+    (copy, rest)
+}
 
 #[derive(Default)]
 pub(crate) struct Buffer {
@@ -64,8 +127,31 @@ impl Buffer {
 
     /// Moves every pending change into `batch` (one part per table and kind of
     /// change) and empties the buffer.
-    pub(crate) fn drain_into(&mut self, batch: &mut Batch) {
-        let concepts = std::mem::take(&mut self.concepts);
+    pub(crate) fn drain_into(&mut self, batch: &mut Batch, fresh: Fresh) {
+        let (copy, concepts) = split(
+            std::mem::take(&mut self.concepts),
+            |id| fresh.concept(*id),
+            Option::is_some,
+        );
+        if !copy.is_empty() {
+            let (mut ids, mut types, mut names, mut recs) =
+                (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+            for (id, r) in copy.into_iter().filter_map(|(id, r)| Some((id, r?))) {
+                ids.push(id);
+                types.push(r.ty.into_bytes());
+                names.push(r.name.into_bytes());
+                recs.push(r.rec);
+            }
+            batch.copy(
+                "COPY kip_concepts (id, type, name, rec) FROM STDIN (FORMAT binary)",
+                vec![
+                    Col::I64(ids),
+                    Col::Bytes(types),
+                    Col::Bytes(names),
+                    Col::Bytes(recs),
+                ],
+            );
+        }
         let (mut gone, mut ids, mut types, mut names, mut recs) =
             (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
         for (id, row) in concepts {
@@ -94,7 +180,32 @@ impl Buffer {
             );
         }
 
-        let props = std::mem::take(&mut self.props);
+        let (copy, props) = split(
+            std::mem::take(&mut self.props),
+            |id| fresh.prop(*id),
+            Option::is_some,
+        );
+        if !copy.is_empty() {
+            let (mut ids, mut ss, mut ps, mut os, mut recs) =
+                (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
+            for (id, r) in copy.into_iter().filter_map(|(id, r)| Some((id, r?))) {
+                ids.push(id);
+                ss.push(r.s);
+                ps.push(r.p.into_bytes());
+                os.push(r.o);
+                recs.push(r.rec);
+            }
+            batch.copy(
+                "COPY kip_props (id, s, p, o, rec) FROM STDIN (FORMAT binary)",
+                vec![
+                    Col::I64(ids),
+                    Col::I64(ss),
+                    Col::Bytes(ps),
+                    Col::I64(os),
+                    Col::Bytes(recs),
+                ],
+            );
+        }
         let (mut gone, mut ids, mut ss, mut ps, mut os, mut recs) = (
             Vec::new(),
             Vec::new(),
@@ -130,7 +241,32 @@ impl Buffer {
             );
         }
 
-        let postings = std::mem::take(&mut self.postings);
+        let (copy, postings) = split(
+            std::mem::take(&mut self.postings),
+            |(_, e)| fresh.elem(*e),
+            Option::is_some,
+        );
+        if !copy.is_empty() {
+            let (mut terms, mut elems, mut tfs, mut lens) =
+                (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+            for ((t, e), v) in copy {
+                if let Some((tf, len)) = v {
+                    terms.push(t.into_bytes());
+                    elems.push(e);
+                    tfs.push(tf);
+                    lens.push(len);
+                }
+            }
+            batch.copy(
+                "COPY kip_postings (term, elem, tf, len) FROM STDIN (FORMAT binary)",
+                vec![
+                    Col::Bytes(terms),
+                    Col::I64(elems),
+                    Col::I64(tfs),
+                    Col::I64(lens),
+                ],
+            );
+        }
         let (mut gone_t, mut gone_e) = (Vec::new(), Vec::new());
         let (mut terms, mut elems, mut tfs, mut lens) =
             (Vec::new(), Vec::new(), Vec::new(), Vec::new());
@@ -169,7 +305,29 @@ impl Buffer {
             );
         }
 
-        let attrs = std::mem::take(&mut self.attrs);
+        let (copy, attrs) = split(
+            std::mem::take(&mut self.attrs),
+            |k| fresh.concept(k.3),
+            |present| *present,
+        );
+        if !copy.is_empty() {
+            let mut c = AttrColumns::default();
+            for ((t, a, v, id), _) in copy {
+                c.0.push(t.into_bytes());
+                c.1.push(a.into_bytes());
+                c.2.push(v.into_bytes());
+                c.3.push(id);
+            }
+            batch.copy(
+                "COPY kip_attrs (type, attr, vkey, id) FROM STDIN (FORMAT binary)",
+                vec![
+                    Col::Bytes(c.0),
+                    Col::Bytes(c.1),
+                    Col::Bytes(c.2),
+                    Col::I64(c.3),
+                ],
+            );
+        }
         let mut cols: [AttrColumns; 2] = Default::default();
         for ((t, a, v, id), present) in attrs {
             let c = &mut cols[usize::from(present)];
@@ -205,7 +363,17 @@ impl Buffer {
             );
         }
 
-        let marks = std::mem::take(&mut self.marks);
+        let (copy, marks) = split(
+            std::mem::take(&mut self.marks),
+            |e| fresh.elem(*e),
+            |present| *present,
+        );
+        if !copy.is_empty() {
+            batch.copy(
+                "COPY kip_embed_marks (elem) FROM STDIN (FORMAT binary)",
+                vec![Col::I64(copy.into_iter().map(|(e, _)| e).collect())],
+            );
+        }
         let (mut gone, mut added) = (Vec::new(), Vec::new());
         for (k, present) in marks {
             if present {
@@ -241,6 +409,39 @@ type AttrColumns = (Vec<Vec<u8>>, Vec<Vec<u8>>, Vec<Vec<u8>>, Vec<i64>);
 pub(crate) struct Batch {
     parts: Vec<String>,
     params: Vec<Box<dyn ToSql + Sync>>,
+    /// `COPY` statements with their columns, run before the parts (they only add rows
+    /// no part touches).
+    copies: Vec<(&'static str, Vec<Col>)>,
+}
+
+/// A column of rows for `COPY`.
+pub(crate) enum Col {
+    I64(Vec<i64>),
+    Bytes(Vec<Vec<u8>>),
+}
+
+impl Col {
+    pub(crate) fn len(&self) -> usize {
+        match self {
+            Col::I64(v) => v.len(),
+            Col::Bytes(v) => v.len(),
+        }
+    }
+
+    /// The value of row `i` (which must exist).
+    pub(crate) fn at(&self, i: usize) -> &(dyn ToSql + Sync) {
+        match self {
+            Col::I64(v) => &v[i],
+            Col::Bytes(v) => &v[i],
+        }
+    }
+
+    pub(crate) fn pg_type(&self) -> postgres::types::Type {
+        match self {
+            Col::I64(_) => postgres::types::Type::INT8,
+            Col::Bytes(_) => postgres::types::Type::BYTEA,
+        }
+    }
 }
 
 impl Batch {
@@ -256,8 +457,17 @@ impl Batch {
         self.params.extend(params);
     }
 
-    /// Runs every part in one statement (nothing when empty).
+    /// Adds rows to write with a `COPY ... FROM STDIN (FORMAT binary)` statement whose
+    /// columns are `cols`, in order (all of one length).
+    pub(crate) fn copy(&mut self, sql: &'static str, cols: Vec<Col>) {
+        self.copies.push((sql, cols));
+    }
+
+    /// Runs the `COPY`s, then every part in one statement (nothing when empty).
     pub(crate) fn run(self, conn: &mut Conn) -> StoreResult<()> {
+        for (sql, cols) in &self.copies {
+            conn.copy_rows(sql, cols)?;
+        }
         let params: Vec<&(dyn ToSql + Sync)> = self.params.iter().map(|b| b.as_ref()).collect();
         match self.parts.as_slice() {
             [] => Ok(()),

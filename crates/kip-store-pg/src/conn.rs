@@ -5,7 +5,7 @@
 use kip_store::StoreError;
 use postgres::error::SqlState;
 use postgres::types::ToSql;
-use postgres::{Client, Row, Statement};
+use postgres::{Row, Statement};
 use std::collections::HashMap;
 
 /// Query parameters.
@@ -13,6 +13,39 @@ pub(crate) type Params<'a> = [&'a (dyn ToSql + Sync)];
 
 /// Two-column rows as text (from the simple query protocol).
 pub(crate) type TextRows = Vec<(String, Option<String>)>;
+
+/// A session's client. The client library's calls block on a runtime of their own,
+/// which panics inside another async runtime; everything kip does with a connection
+/// runs on blocking threads, but a connection may be dropped anywhere (the last
+/// reference to a nexus going away in an async task), and dropping a client talks to
+/// the server: that drop is moved to a thread of its own.
+pub(crate) struct Client(Option<postgres::Client>);
+
+impl std::ops::Deref for Client {
+    type Target = postgres::Client;
+
+    fn deref(&self) -> &postgres::Client {
+        self.0.as_ref().expect("only the drop takes the client")
+    }
+}
+
+impl std::ops::DerefMut for Client {
+    fn deref_mut(&mut self) -> &mut postgres::Client {
+        self.0.as_mut().expect("only the drop takes the client")
+    }
+}
+
+impl Drop for Client {
+    fn drop(&mut self) {
+        if let Some(c) = self.0.take() {
+            if tokio::runtime::Handle::try_current().is_ok() {
+                let _ = std::thread::Builder::new()
+                    .name("kip-pg-close".into())
+                    .spawn(move || drop(c));
+            }
+        }
+    }
+}
 
 /// One database session with its prepared statements.
 pub(crate) struct Conn {
@@ -50,6 +83,32 @@ impl Conn {
     pub(crate) fn execute(&mut self, sql: &str, params: &Params<'_>) -> Result<u64, StoreError> {
         let s = self.statement(sql).map_err(pg_error)?;
         self.client.execute(&s, params).map_err(pg_error)
+    }
+
+    /// Runs a (cached) `COPY ... FROM STDIN (FORMAT binary)` statement, sending the
+    /// rows of `cols` (columns of one length, in the statement's order).
+    pub(crate) fn copy_rows(
+        &mut self,
+        sql: &str,
+        cols: &[crate::buffer::Col],
+    ) -> Result<u64, StoreError> {
+        let s = self.statement(sql).map_err(pg_error)?;
+        let types: Vec<_> = cols.iter().map(|c| c.pg_type()).collect();
+        let rows = cols.first().map_or(0, |c| c.len());
+        if cols.iter().any(|c| c.len() != rows) {
+            return Err(StoreError::Other(
+                "COPY columns of different lengths".into(),
+            ));
+        }
+        let writer = self.client.copy_in(&s).map_err(pg_error)?;
+        let mut writer = postgres::binary_copy::BinaryCopyInWriter::new(writer, &types);
+        let mut values: Vec<&(dyn ToSql + Sync)> = Vec::with_capacity(cols.len());
+        for i in 0..rows {
+            values.clear();
+            values.extend(cols.iter().map(|c| c.at(i)));
+            writer.write(&values).map_err(pg_error)?;
+        }
+        writer.finish().map_err(pg_error)
     }
 
     /// Runs statements without parameters (simple query protocol), returning the rows
@@ -186,7 +245,7 @@ impl r2d2::ManageConnection for Manager {
     fn connect(&self) -> Result<Conn, postgres::Error> {
         let client = self.config.connect(self.tls.clone())?;
         Ok(Conn {
-            client,
+            client: Client(Some(client)),
             statements: HashMap::new(),
         })
     }

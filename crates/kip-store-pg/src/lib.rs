@@ -24,8 +24,12 @@
 //!   server restart), before any of the caller's work runs.
 //!
 //! - **Writes** are buffered per transaction and written set-based (`unnest` arrays) at
-//!   commit or before a read that needs them; UPSERT announces its keys
-//!   ([`kip_store::GraphRead::prefetch`]) so they are looked up in one query.
+//!   commit or before a read that needs them; the new rows of elements the transaction
+//!   created go through `COPY ... (FORMAT binary)` when a table has 256 or more of them
+//!   (a bulk load). UPSERT announces its keys, the types and predicates it checks
+//!   included ([`kip_store::GraphRead::prefetch`]), so they are looked up in one query,
+//!   an index probe per key (`LATERAL ... LIMIT 1`: a hash join over a whole table is
+//!   what the planner picks for a big key list otherwise).
 //! - **TLS** with rustls, with libpq's `sslmode` meanings (see `conn::tls`).
 //!
 //! - **Reads** are one round trip per index lookup, except where the engine announces
@@ -34,7 +38,10 @@
 //!
 //! What it does not do yet (see docs/deployment.md and docs/performance.md): batched
 //! record reads for every query shape (OPTIONAL, NOT, grouping fetch row by row),
-//! `COPY` for bulk loads, client certificates.
+//! client certificates. Calls block (the `postgres` client runs its own runtime): use
+//! a nexus on PostgreSQL from blocking threads (`spawn_blocking` in async code), as
+//! `kip serve` does; a connection dropped inside an async runtime closes on a thread
+//! of its own.
 
 mod buffer;
 mod conn;
@@ -677,11 +684,40 @@ pub fn scratch_schema(url: &str, prefix: &str) -> StoreResult<String> {
     fresh_schema(url, &format!("{prefix}_{}_{n}", std::process::id()))
 }
 
+/// Whether the database at `url` holds a kip memory: the tables of one in the
+/// connection's current schema. (A command that only reads or maintains a memory
+/// refuses a database without one, as it refuses a directory without a database file:
+/// a mistyped schema or database name must not look like an empty memory.)
+pub fn memory_exists(url: &str) -> StoreResult<bool> {
+    let mut conn = r2d2::ManageConnection::connect(&manager(url)?).map_err(|e| {
+        StoreError::Other(format!("cannot connect to PostgreSQL: {}", conn::chain(&e)))
+    })?;
+    let rows = conn.batch_rows("SELECT 'm', (to_regclass('kip_migrations') IS NOT NULL)::text")?;
+    Ok(rows.first().and_then(|r| r.1.as_deref()) == Some("true"))
+}
+
+/// Creates the schema `name` unless it exists and returns the URL of a nexus in it:
+/// for tests. `name` must be a plain identifier (letters, digits, `_`).
+#[doc(hidden)]
+pub fn ensure_schema(url: &str, name: &str) -> StoreResult<String> {
+    schema_sql(url, name, &format!("CREATE SCHEMA IF NOT EXISTS {name}"))
+}
+
 /// Drops the schema `name` (with everything in it) if it exists, creates it empty and
 /// returns the URL of a nexus in it: for benchmarks and tests. `name` must be a plain
 /// identifier (letters, digits, `_`).
 #[doc(hidden)]
 pub fn fresh_schema(url: &str, name: &str) -> StoreResult<String> {
+    schema_sql(
+        url,
+        name,
+        &format!("DROP SCHEMA IF EXISTS {name} CASCADE; CREATE SCHEMA {name}"),
+    )
+}
+
+/// Runs `sql` about the schema `name` (checked to be a plain identifier) and returns
+/// the URL of a nexus in it.
+fn schema_sql(url: &str, name: &str, sql: &str) -> StoreResult<String> {
     if name.is_empty() || !name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_') {
         return Err(StoreError::Other(format!(
             "not a plain schema name: {name}"
@@ -690,9 +726,7 @@ pub fn fresh_schema(url: &str, name: &str) -> StoreResult<String> {
     let mut conn = r2d2::ManageConnection::connect(&manager(url)?).map_err(|e| {
         StoreError::Other(format!("cannot connect to PostgreSQL: {}", conn::chain(&e)))
     })?;
-    conn.batch(&format!(
-        "DROP SCHEMA IF EXISTS {name} CASCADE; CREATE SCHEMA {name}"
-    ))?;
+    conn.batch(sql)?;
     Ok(url_with_schema(url, name))
 }
 

@@ -7,7 +7,7 @@
 //! transaction and commits it only when this returns `Ok`.
 
 use super::{merge, object, text};
-use crate::schema::CONCEPT_TYPE;
+use crate::schema::{CONCEPT_TYPE, PROPOSITION_TYPE};
 use crate::store::{ConceptRecord, ElemRef, GraphWrite, PropRecord};
 use kip_lang::ast::{
     ConceptBlock, ConceptMatcher, Endpoint, PredicatePattern, PropositionBlock, PropositionMatcher,
@@ -155,12 +155,23 @@ impl Ctx<'_> {
                 }
             }
         }
+        // The concepts' types and the links' predicates are checked against their
+        // definitions ({"$ConceptType", T}, {"$PropositionType", P}): asked for too.
+        fn add_type<'a>(keys: &mut Vec<(&'a str, &'a str)>, m: &'a ConceptMatcher) {
+            if let Some(Ok(t)) = m.concept_type.as_ref().map(text) {
+                keys.push((CONCEPT_TYPE, t));
+            }
+        }
         let mut keys: Vec<(&str, &str)> = Vec::new();
         for b in &u.blocks {
             match b {
                 UpsertBlock::Concept(c) => {
                     add(&mut keys, &c.identity);
+                    add_type(&mut keys, &c.identity);
                     for e in c.set_propositions.iter().flatten() {
+                        if let Ok(p) = text(&e.predicate) {
+                            keys.push((PROPOSITION_TYPE, p));
+                        }
                         if let Endpoint::Concept { matcher, .. } = &e.target {
                             add(&mut keys, matcher);
                         }
@@ -168,6 +179,13 @@ impl Ctx<'_> {
                 }
                 UpsertBlock::Proposition(p) => {
                     if let PropositionMatcher::Triple(t) = &p.identity.matcher {
+                        if let PredicatePattern::Literal { alternatives, .. } = &t.predicate {
+                            for a in alternatives {
+                                if let Ok(p) = text(a) {
+                                    keys.push((PROPOSITION_TYPE, p));
+                                }
+                            }
+                        }
                         for e in [&t.subject, &t.object] {
                             if let Endpoint::Concept { matcher, .. } = e {
                                 add(&mut keys, matcher);

@@ -144,7 +144,7 @@ impl<'c> PgTx<'c> {
             return Ok(());
         }
         let mut batch = crate::buffer::Batch::default();
-        buf.drain_into(&mut batch);
+        buf.drain_into(&mut batch, self.fresh());
         batch.run(&mut self.conn.borrow_mut())?;
         // Everything allocated so far is in the tables now.
         if self.floor.get() != (None, None) {
@@ -180,6 +180,12 @@ impl<'c> PgTx<'c> {
         if k.len() < KNOWN_MAX {
             k.insert(key, id);
         }
+    }
+
+    /// The numbers of which no row can be in the tables (see `floor`).
+    fn fresh(&self) -> crate::buffer::Fresh {
+        let (concepts, props) = self.floor.get();
+        crate::buffer::Fresh { concepts, props }
     }
 
     /// True when no row of this element can be in the tables (see `floor`).
@@ -271,7 +277,8 @@ impl<'c> PgTx<'c> {
             .map(|(k, d)| (k.into_bytes(), d))
             .unzip();
         let mut batch = crate::buffer::Batch::default();
-        self.buf.get_mut().drain_into(&mut batch);
+        let fresh = self.fresh();
+        self.buf.get_mut().drain_into(&mut batch, fresh);
         if !keys.is_empty() {
             // Counts that reach 0 stay as rows of 0 (read as absent would be).
             batch.add(
@@ -443,7 +450,8 @@ impl GraphRead for PgTx<'_> {
             "SELECT f.e, l.p, l.{other}, l.id \
              FROM unnest($1::bigint[]) WITH ORDINALITY AS f(e, i) \
              CROSS JOIN unnest($2::bytea[]) WITH ORDINALITY AS n(p, j) \
-             JOIN kip_props l ON l.{end} = f.e AND l.p = n.p \
+             CROSS JOIN LATERAL (SELECT p, {other}, id FROM kip_props \
+                 WHERE {end} = f.e AND p = n.p OFFSET 0) AS l \
              ORDER BY f.i, n.j, l.{other}"
         );
         let preds: Vec<&[u8]> = names.iter().map(|n| n.as_bytes()).collect();
@@ -699,8 +707,9 @@ impl GraphRead for PgTx<'_> {
             let types: Vec<&[u8]> = chunk.iter().map(|k| k.0.as_bytes()).collect();
             let names: Vec<&[u8]> = chunk.iter().map(|k| k.1.as_bytes()).collect();
             let rows = self.query(
-                "SELECT c.type, c.name, c.id FROM kip_concepts c \
-                 JOIN unnest($1::bytea[], $2::bytea[]) AS k(t, n) ON c.type = k.t AND c.name = k.n",
+                "SELECT k.t, k.n, c.id FROM unnest($1::bytea[], $2::bytea[]) AS k(t, n) \
+                 CROSS JOIN LATERAL (SELECT id FROM kip_concepts \
+                     WHERE type = k.t AND name = k.n LIMIT 1) AS c",
                 &[&types, &names],
             )?;
             let mut found = HashMap::with_capacity(rows.len());
@@ -727,9 +736,10 @@ impl GraphRead for PgTx<'_> {
             let p: Vec<&[u8]> = chunk.iter().map(|k| k.1.as_bytes()).collect();
             let o: Vec<i64> = chunk.iter().map(|k| k.2).collect();
             let rows = self.query(
-                "SELECT l.s, l.p, l.o, l.id FROM kip_props l \
-                 JOIN unnest($1::bigint[], $2::bytea[], $3::bigint[]) AS k(s, p, o) \
-                 ON l.s = k.s AND l.p = k.p AND l.o = k.o",
+                "SELECT k.s, k.p, k.o, l.id \
+                 FROM unnest($1::bigint[], $2::bytea[], $3::bigint[]) AS k(s, p, o) \
+                 CROSS JOIN LATERAL (SELECT id FROM kip_props \
+                     WHERE s = k.s AND p = k.p AND o = k.o LIMIT 1) AS l",
                 &[&s, &p, &o],
             )?;
             let mut found = HashMap::with_capacity(rows.len());
