@@ -45,13 +45,23 @@ trap 'scripts/pg-test-cluster.sh stop' EXIT
 echo "== cargo test (the tests that need Python/Node/PostgreSQL are #[ignore]d in a plain cargo test; included here)"
 cargo test --workspace --locked -- --include-ignored
 
-echo "== the test matrix's PostgreSQL leg: the engine's statement suites again (with the real-model semantic test), each test on a nexus in a schema of its own"
-# (--workspace, not -p kip-engine: the same feature set as the run above, so nothing is
-# rebuilt; only kip-engine has these test targets.)
+echo "== the test matrix's PostgreSQL leg: the suites again, every memory a test makes in a schema of its own (kip_engine::testing)"
+# The engine's statement suites (with the real-model semantic and recall tests), the
+# executed conformance corpus (whose answers are also compared with an in-memory
+# embedded store), the differential test against the naive evaluator, the brain, the
+# in-process server (HTTP API, explorer, connections) and the end-to-end CLI suites
+# (memory-server differential against the official server, real MCP clients, the
+# explorer in Chromium). Left out: what only the embedded store has (its log, file
+# format, crash simulation, HNSW files, kip.sock sharing, disk-full), postgres.rs
+# (ran above), the benchmark smoke test and the parser-only suites.
+# (--workspace, not -p: the same feature set as the run above, so nothing is rebuilt.)
 KIP_TEST_BACKEND=postgres cargo test --workspace --locked \
   --test kql --test kml --test meta --test rc11 --test memory --test hardening \
   --test robustness --test scans --test attr_index --test export --test semantic \
-  --test brain --test audit --test concurrency -- --include-ignored
+  --test brain --test audit --test concurrency --test corpus --test differential \
+  --test recall_quality --test loop --test connections --test explorer --test http_api \
+  --test sleeper --test cli --test memory_server --test mcp_clients --test mcp_app \
+  --test explorer_browser -- --include-ignored
 
 echo "== wheel: build it, pip install it into a fresh venv, MCP smoke test through the installed kip"
 scripts/wheel-smoke.sh

@@ -180,10 +180,7 @@ pub fn reindex_vectors(data: &Path, quiet: bool) -> Result<ExitCode> {
         anyhow::bail!("reindex --vectors needs an embedder: --embedder local:DIR or openai:URL#MODEL (or KIP_EMBEDDER)");
     }
     if !crate::store_exists(data) {
-        anyhow::bail!(
-            "no kip-nexus data directory at {}: nothing to reindex",
-            data.display()
-        );
+        return Err(crate::no_store(data, "reindex"));
     }
     let nexus = crate::open_nexus_embedding(data)?;
     let marked = match nexus.mark_stale_embeddings() {
@@ -255,11 +252,7 @@ pub fn reindex(data: &Path, quiet: bool) -> Result<ExitCode> {
 /// but healthy memory.
 fn open_existing(data: &Path, what: &str) -> Result<kip_engine::Nexus> {
     if !crate::store_exists(data) {
-        anyhow::bail!(
-            "no kip-nexus data directory at {} (no {}): nothing to {what}; pass the directory the nexus lives in with --data or KIP_DATA",
-            data.display(),
-            kip_engine::nexus::DB_FILE
-        );
+        return Err(crate::no_store(data, what));
     }
     open_nexus(data)
 }

@@ -12,11 +12,7 @@ use std::process::ExitCode;
 /// cycle's writes are marked for embedding and the next process with one embeds them).
 fn backend(data: &Path, what: &str) -> Result<std::sync::Arc<kip_server::SharedNexus>> {
     if !crate::store_exists(data) {
-        anyhow::bail!(
-            "no kip-nexus data directory at {} (no {}): nothing to {what}; pass the directory the nexus lives in with --data or KIP_DATA",
-            data.display(),
-            kip_engine::nexus::DB_FILE
-        );
+        return Err(crate::no_store(data, what));
     }
     kip_server::SharedNexus::open(data, None)
         .map_err(|e| anyhow::anyhow!("{}", crate::error_text(&e)))

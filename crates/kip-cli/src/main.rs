@@ -250,9 +250,34 @@ fn data_dir(cli: &Cli) -> PathBuf {
 /// Whether `data` holds a nexus: a directory with a database file, or a PostgreSQL URL
 /// (a database is opened, and initialized if it has no kip tables yet).
 pub fn store_exists(data: &Path) -> bool {
-    data.to_str()
+    match data
+        .to_str()
+        .filter(|s| kip_engine::nexus::is_database_url(s))
+    {
+        // A database that cannot be reached counts as there: opening it says why.
+        Some(url) => kip_engine::store_pg::memory_exists(url).unwrap_or(true),
+        None => data.join(kip_engine::nexus::DB_FILE).exists(),
+    }
+}
+
+/// The error of a command that only reads or maintains a memory (`what`: what it
+/// would do) when [`store_exists`] says there is none at `data`.
+pub fn no_store(data: &Path, what: &str) -> anyhow::Error {
+    if data
+        .to_str()
         .is_some_and(kip_engine::nexus::is_database_url)
-        || data.join(kip_engine::nexus::DB_FILE).exists()
+    {
+        anyhow::anyhow!(
+            "no kip-nexus memory in {} (no kip_* tables in its schema): nothing to {what}; check the database and schema (options=-csearch_path=...) of the URL, or create the memory with a first write (kip exec, kip import, kip serve)",
+            kip_engine::nexus::shown_location(data)
+        )
+    } else {
+        anyhow::anyhow!(
+            "no kip-nexus data directory at {} (no {}): nothing to {what}; pass the directory the nexus lives in with --data or KIP_DATA",
+            data.display(),
+            kip_engine::nexus::DB_FILE
+        )
+    }
 }
 
 /// Opens the nexus, as a usage-level error when it cannot be opened (with its hint:

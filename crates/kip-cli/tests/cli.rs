@@ -1,5 +1,6 @@
 //! The `kip` binary end to end: output JSON and exit codes.
 
+mod common;
 use serde_json::{json, Value};
 use std::io::Write;
 use std::process::{Command, Stdio};
@@ -99,7 +100,7 @@ fn usage_errors_exit_2() {
 fn kip_in(dir: &std::path::Path, args: &[&str], stdin: &[u8]) -> (i32, String) {
     let mut child = Command::new(env!("CARGO_BIN_EXE_kip"))
         .arg("--data")
-        .arg(dir)
+        .arg(common::location(dir))
         .arg("--quiet")
         .args(args)
         .stdin(Stdio::piped())
@@ -362,7 +363,7 @@ fn a_closed_pipe_ends_exec_quietly() {
     for format in ["table", "json"] {
         let mut child = Command::new(env!("CARGO_BIN_EXE_kip"))
             .arg("--data")
-            .arg(dir.path())
+            .arg(common::location(dir.path()))
             .args([
                 "exec",
                 "--format",
@@ -391,7 +392,7 @@ fn repl_dot_commands_are_not_kip() {
     let dir = tempfile::tempdir().expect("tempdir");
     let out = Command::new(env!("CARGO_BIN_EXE_kip"))
         .arg("--data")
-        .arg(dir.path())
+        .arg(common::location(dir.path()))
         .arg("repl")
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
@@ -428,7 +429,7 @@ fn tables_render_nodes_readably_and_fit_the_width() {
     let dir = tempfile::tempdir().expect("tempdir");
     let out = Command::new(env!("CARGO_BIN_EXE_kip"))
         .arg("--data")
-        .arg(dir.path())
+        .arg(common::location(dir.path()))
         .args(["exec", "FIND(?d, ?l) WHERE { ?d {type: \"$ConceptType\", name: \"Domain\"} ?l (?d, \"belongs_to_domain\", ?x) }"])
         .env("COLUMNS", "60")
         .output()
@@ -454,7 +455,7 @@ fn serve_logs_quietly_by_default() {
         .port();
     let mut child = Command::new(env!("CARGO_BIN_EXE_kip"))
         .arg("--data")
-        .arg(dir.path())
+        .arg(common::location(dir.path()))
         .args([
             "serve",
             "--no-prewarm",

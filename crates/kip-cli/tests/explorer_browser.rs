@@ -13,7 +13,7 @@ use std::process::Command;
 #[ignore = "needs Chromium, chromedriver and Selenium: scripts/setup-test-env.sh installs them (scripts/test.sh runs ignored tests)"]
 fn explorer_in_headless_chromium() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let data = dir.path().join("memory");
+    let data = common::location(&dir.path().join("memory"));
     let seed = repo().join("crates/kip-cli/tests/browser/seed.kip");
     let out = Command::new(env!("CARGO_BIN_EXE_kip"))
         .arg("--data")

@@ -3,6 +3,7 @@
 //! `show_concept` tool (with `_meta.ui.resourceUri`) and the `ui://` page; a client that
 //! does not sees exactly the tools it saw before.
 
+mod common;
 use serde_json::{json, Value};
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
@@ -87,7 +88,7 @@ fn seeded() -> tempfile::TempDir {
     let dir = tempfile::tempdir().expect("tempdir");
     let out = Command::new(env!("CARGO_BIN_EXE_kip"))
         .arg("--data")
-        .arg(dir.path())
+        .arg(common::location(dir.path()))
         .args(["exec", "-q"])
         .arg("UPSERT { CONCEPT ?b { {type: \"Person\", name: \"Bob\"} } CONCEPT ?a { {type: \"Person\", name: \"Alice\"} SET ATTRIBUTES { role: \"engineer\" } SET PROPOSITIONS { (\"belongs_to_domain\", {type: \"Domain\", name: \"CoreSchema\"}) } } }")
         .output()
@@ -104,7 +105,7 @@ fn seeded() -> tempfile::TempDir {
 fn a_host_that_renders_mcp_apps_gets_the_concept_view() {
     let dir = seeded();
     let mut s = Session::start(
-        dir.path(),
+        &common::location(dir.path()),
         json!({"extensions": {"io.modelcontextprotocol/ui": {"mimeTypes": ["text/html;profile=mcp-app"]}}}),
     );
     let tools = s.request("tools/list", json!({}));
@@ -175,7 +176,7 @@ fn a_host_that_renders_mcp_apps_gets_the_concept_view() {
 #[test]
 fn hosts_without_mcp_apps_see_the_same_tools_as_before() {
     let dir = seeded();
-    let mut plain = Session::start(dir.path(), json!({}));
+    let mut plain = Session::start(&common::location(dir.path()), json!({}));
     let names = plain.tool_names();
     assert!(!names.iter().any(|n| n == "show_concept"), "{names:?}");
     assert!(names.iter().any(|n| n == "execute_kip"));
@@ -183,7 +184,7 @@ fn hosts_without_mcp_apps_see_the_same_tools_as_before() {
     assert!(!resources.to_string().contains("ui://"), "{resources}");
     drop(plain);
     let mut apps = Session::start(
-        dir.path(),
+        &common::location(dir.path()),
         json!({"extensions": {"io.modelcontextprotocol/ui": {}}}),
     );
     let mut with_app = apps.tool_names();

@@ -32,7 +32,7 @@ fn python_mcp_client_over_stdio() {
         &[
             "stdio",
             env!("CARGO_BIN_EXE_kip"),
-            dir.path().to_str().expect("utf8 path"),
+            common::location(dir.path()).to_str().expect("utf8 path"),
         ],
     );
 }
@@ -42,6 +42,6 @@ fn python_mcp_client_over_stdio() {
 fn python_mcp_client_over_streamable_http() {
     let py = python();
     let dir = tempfile::tempdir().expect("tempdir");
-    let server = HttpServer::start(dir.path());
+    let server = HttpServer::start(&common::location(dir.path()));
     run_client(&py, &["http", &server.mcp_url()]);
 }

@@ -47,7 +47,7 @@ fn same_results_as_the_official_memory_server() {
     let (py, official) = (python(), official_server());
     let dir = tempfile::tempdir().expect("tempdir");
     let memfile = dir.path().join("official.jsonl");
-    let data = dir.path().join("kip");
+    let data = common::location(&dir.path().join("kip"));
     let out = Command::new(&py)
         .arg(repo().join("tests/mcp/memory_diff.py"))
         .arg(env!("CARGO_BIN_EXE_kip"))
@@ -70,7 +70,7 @@ fn same_results_as_the_official_memory_server() {
 fn two_http_clients_writing_at_once_lose_nothing() {
     let py = python();
     let dir = tempfile::tempdir().expect("tempdir");
-    let server = HttpServer::start(dir.path());
+    let server = HttpServer::start(&common::location(dir.path()));
     let out = Command::new(&py)
         .arg(repo().join("tests/mcp/memory_concurrent.py"))
         .arg(server.mcp_url())
@@ -120,7 +120,7 @@ fn jsonl_import_and_export_round_trip_at_10k_entities_30k_relations() {
     let input = input.trim_end().to_string();
     let file = dir.path().join("memory.jsonl");
     std::fs::write(&file, &input).expect("write");
-    let data = dir.path().join("nexus");
+    let data = common::location(&dir.path().join("nexus"));
     let (code, out) = kip(
         &data,
         &["import", "--memory-jsonl", file.to_str().expect("path")],
@@ -143,7 +143,7 @@ fn jsonl_accepts_the_official_format_and_reports_bad_lines() {
     let file = dir.path().join("m.jsonl");
     let official = "{\"type\":\"entity\",\"name\":\"A\",\"entityType\":\"person\",\"observations\":[\"x\"]}\n{\"type\":\"entity\",\"name\":\"B\",\"entityType\":\"person\",\"observations\":[]}\n{\"type\":\"relation\",\"from\":\"A\",\"to\":\"B\",\"relationType\":\"knows\"}";
     std::fs::write(&file, format!("{official}\nnot json\n")).expect("write");
-    let data = dir.path().join("nexus");
+    let data = common::location(&dir.path().join("nexus"));
     let (code, out) = kip(
         &data,
         &["import", "--memory-jsonl", file.to_str().expect("p")],
@@ -192,7 +192,7 @@ fn memory_file_path_is_imported_once_by_serve() {
         "{\"type\":\"entity\",\"name\":\"Z\",\"entityType\":\"thing\",\"observations\":[\"z\"]}\n",
     )
     .expect("write");
-    let data = dir.path().join("nexus");
+    let data = common::location(&dir.path().join("nexus"));
     for _ in 0..2 {
         // `serve` on stdio ends at end of input, after the import.
         let mut child = Command::new(env!("CARGO_BIN_EXE_kip"))
@@ -238,7 +238,7 @@ fn a_read_only_server_does_not_import_the_memory_file() {
         "{\"type\":\"entity\",\"name\":\"Z\",\"entityType\":\"thing\",\"observations\":[\"z\"]}\n",
     )
     .expect("write");
-    let data = dir.path().join("nexus");
+    let data = common::location(&dir.path().join("nexus"));
     let mut child = Command::new(env!("CARGO_BIN_EXE_kip"))
         .arg("--data")
         .arg(&data)
@@ -299,7 +299,7 @@ fn a_file_written_by_the_official_server_moves_over_whole() {
     let file_s = file.to_str().expect("path");
 
     // Without the flag: recognised, and the right command suggested.
-    let data = dir.path().join("a");
+    let data = common::location(&dir.path().join("a"));
     let (code, text) = kip(&data, &["import", file_s], &[]);
     assert_eq!(code, 1);
     let v: Value = serde_json::from_str(text.trim()).expect("json");
@@ -324,7 +324,7 @@ fn a_file_written_by_the_official_server_moves_over_whole() {
     assert_eq!(without_stamps(&exported), without_stamps(&original));
 
     // MEMORY_FILE_PATH: the server imports it whole.
-    let served = dir.path().join("b");
+    let served = common::location(&dir.path().join("b"));
     let mut child = Command::new(env!("CARGO_BIN_EXE_kip"))
         .arg("--data")
         .arg(&served)
@@ -353,7 +353,7 @@ fn a_bad_memory_file_stops_the_server_and_bad_lines_are_reported() {
         "{\"type\":\"entity\",\"name\":\"A\",\"entityType\":\"thing\",\"observations\":[]}\nnot json\n{\"type\":\"entity\",\"name\":\"B\",\"entityType\":\"thing\",\"observations\":[]}\n{\"type\":\"widget\"}\n",
     )
     .expect("write");
-    let data = dir.path().join("nexus");
+    let data = common::location(&dir.path().join("nexus"));
     let out = Command::new(env!("CARGO_BIN_EXE_kip"))
         .arg("--data")
         .arg(&data)

@@ -23,6 +23,8 @@ pub mod outcome;
 pub mod progress;
 pub mod schema;
 pub mod semantic;
+#[doc(hidden)]
+pub mod testing;
 pub use kip_store as store;
 pub use kip_store::throttle;
 pub use kip_store_pg as store_pg;

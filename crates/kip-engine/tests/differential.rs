@@ -51,9 +51,15 @@ fn cname(c: &(bool, u8, Option<i64>)) -> String {
 }
 
 fn load(spec: &GraphSpec) -> kip_engine::Nexus {
+    // On the test matrix's PostgreSQL leg (scripts/test.sh), in a schema of its own.
     // Genesis only: the naive evaluator joins over every element, and the standard
     // capsules would multiply its work without adding anything to compare.
-    let n = kip_engine::Nexus::in_memory_genesis_only().expect("nexus");
+    let n = if kip_engine::testing::on_postgres() {
+        let url = kip_engine::testing::scratch_url("d").expect("a test schema");
+        kip_engine::Nexus::open_postgres_genesis_only(&url).expect("a nexus in PostgreSQL")
+    } else {
+        kip_engine::Nexus::in_memory_genesis_only().expect("nexus")
+    };
     ok(
         &n,
         r#"UPSERT {

@@ -63,7 +63,7 @@ fn hybrid_recalls_by_meaning_better_than_keywords() {
     );
     let model = kip_embed::LocalEmbedder::open(&dir)
         .unwrap_or_else(|e| panic!("{e} (scripts/setup-test-env.sh unpacks the model)"));
-    let mut n = Nexus::in_memory().expect("nexus");
+    let mut n = kip_engine::testing::nexus().expect("nexus");
     n.set_embedder(Arc::new(model)).expect("embedder");
     let ok = |r: Value| assert!(r.get("error").is_none(), "{r}");
     ok(n.execute_json(

@@ -2,7 +2,6 @@
 //! its body in time is closed, and the number of connections served at once is bounded
 //! (so a flood of idle clients cannot exhaust the process's file descriptors).
 
-use kip_engine::Nexus;
 use kip_server::http::{serve_until, HttpConfig};
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
@@ -15,7 +14,13 @@ async fn start(config: HttpConfig) -> (SocketAddr, tokio::sync::oneshot::Sender<
         .await
         .expect("bind");
     let addr = listener.local_addr().expect("addr");
-    let nexus = Arc::new(Nexus::in_memory().expect("nexus"));
+    // Opened on a blocking thread, as `kip serve` does before its runtime starts: the
+    // PostgreSQL backend (on the test matrix's PostgreSQL leg) blocks.
+    let nexus = tokio::task::spawn_blocking(kip_engine::testing::nexus)
+        .await
+        .expect("join")
+        .map(Arc::new)
+        .expect("nexus");
     let (tx, rx) = tokio::sync::oneshot::channel::<()>();
     tokio::spawn(async move {
         let _ = serve_until(nexus, listener, config, async {

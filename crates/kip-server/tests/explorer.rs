@@ -14,7 +14,7 @@ use tower::ServiceExt;
 const KEY: &str = "k3y";
 
 fn app(api_key: Option<&str>, read_only: bool) -> (Arc<Nexus>, axum::Router) {
-    let n = Arc::new(Nexus::in_memory().expect("nexus"));
+    let n = Arc::new(kip_engine::testing::nexus().expect("nexus"));
     let r = router(
         n.clone(),
         HttpConfig {
@@ -68,14 +68,16 @@ async fn post(
 }
 
 fn seed(n: &Nexus) {
-    let r = n.execute_json(
+    let r = kip_engine::testing::blocking(|| {
+        n.execute_json(
         &json!({"commands": [
             "UPSERT { CONCEPT ?t { {type: \"$ConceptType\", name: \"Project\"} SET ATTRIBUTES { description: \"A project.\" } } CONCEPT ?p { {type: \"$PropositionType\", name: \"works_on\"} SET ATTRIBUTES { description: \"works on\", subject_types: [\"*\"], object_types: [\"*\"] } } CONCEPT ?s { {type: \"$PropositionType\", name: \"stated_by\"} SET ATTRIBUTES { description: \"who said it\", subject_types: [\"*\"], object_types: [\"*\"] } } }",
             "UPSERT { CONCEPT ?a { {type: \"Project\", name: \"Apollo\"} } CONCEPT ?x { {type: \"Person\", name: \"Alice\"} SET ATTRIBUTES { role: \"engineer\" } SET PROPOSITIONS { (\"works_on\", ?a) } } CONCEPT ?b { {type: \"Person\", name: \"Bob\"} SET PROPOSITIONS { (\"works_on\", ?a) } } } WITH METADATA { source: \"chat\", confidence: 0.9 }",
             "UPSERT { PROPOSITION ?f { ({type: \"Person\", name: \"Alice\"}, \"works_on\", {type: \"Project\", name: \"Apollo\"}) } PROPOSITION ?h { (?f, \"stated_by\", {type: \"Person\", name: \"Bob\"}) } }"
         ]}),
         kip_engine::Access::ReadWrite,
-    );
+    )
+    });
     assert!(!r.has_error(), "{}", r.to_json());
 }
 
@@ -327,12 +329,14 @@ async fn search_gives_scores_and_proposition_endpoints() {
 async fn the_console_writes_only_with_a_key_and_not_read_only() {
     let upsert = json!({"command": "UPSERT { CONCEPT ?p { {type: \"Person\", name: \"Zed\"} } }", "write": true});
     let zeds = |n: &Nexus| {
-        n.execute_json(
-            &json!({"command": "FIND(COUNT(?p)) WHERE { ?p {type: \"Person\", name: \"Zed\"} }"}),
-            kip_engine::Access::ReadOnly,
-        )
-        .to_json()
-        .to_string()
+        kip_engine::testing::blocking(|| {
+            n.execute_json(
+                &json!({"command": "FIND(COUNT(?p)) WHERE { ?p {type: \"Person\", name: \"Zed\"} }"}),
+                kip_engine::Access::ReadOnly,
+            )
+            .to_json()
+            .to_string()
+        })
     };
     // No key: the explorer may not write.
     let (n, open) = app(None, false);

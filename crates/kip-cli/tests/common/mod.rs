@@ -84,3 +84,10 @@ impl Drop for HttpServer {
         let _ = self.child.wait();
     }
 }
+
+/// Where a test's memory goes when it would be the data directory `dir`: `dir`, or
+/// on the test matrix's PostgreSQL leg (`KIP_TEST_BACKEND=postgres`, scripts/test.sh)
+/// the URL of a schema named after it. `--data` takes either.
+pub fn location(dir: &Path) -> PathBuf {
+    kip_engine::testing::location(dir).expect("a test memory")
+}

@@ -173,10 +173,18 @@ impl Nexus {
     /// A nexus over any storage [`Backend`] (the redb one is what [`Nexus::open`]
     /// makes): bootstraps it when it is new, in one transaction.
     pub fn with_backend(backend: Arc<dyn Backend>) -> Result<Nexus, KipError> {
+        Nexus::with_backend_booted(backend, &mut |w| bootstrap(w))
+    }
+
+    /// [`Nexus::with_backend`], bootstrapping an empty store with `boot`.
+    fn with_backend_booted(
+        backend: Arc<dyn Backend>,
+        boot: &mut dyn FnMut(&mut dyn GraphWrite) -> Result<(), KipError>,
+    ) -> Result<Nexus, KipError> {
         // Checked with a read first: a backend shared by many processes (PostgreSQL)
         // then opens without waiting for its writers' lock.
         if backend.read(crate::bootstrap::bootstrap_needed)? {
-            backend.write(bootstrap, false)?;
+            backend.write(|w| boot(w), false)?;
         }
         Ok(Nexus {
             audit: crate::audit::Audit::start(backend.clone()),
@@ -229,6 +237,16 @@ impl Nexus {
     pub fn open_postgres(url: &str) -> Result<Nexus, KipError> {
         let store = kip_store_pg::PgStore::open(url)?;
         Nexus::with_backend(Arc::new(store))
+    }
+
+    /// [`Nexus::open_postgres`] bootstrapped with the genesis capsule only, like
+    /// [`Nexus::in_memory_genesis_only`] (for the differential tests on PostgreSQL).
+    #[doc(hidden)]
+    pub fn open_postgres_genesis_only(url: &str) -> Result<Nexus, KipError> {
+        let store = kip_store_pg::PgStore::open(url)?;
+        Nexus::with_backend_booted(Arc::new(store), &mut |w| {
+            bootstrap_with(w, &BOOTSTRAP_CAPSULES[..1])
+        })
     }
 
     /// A nexus on simulated disks (the database on `db`, the write-ahead log on `log`):

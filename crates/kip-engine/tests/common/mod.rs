@@ -8,13 +8,7 @@ use serde_json::{json, Value};
 /// PostgreSQL leg of the test matrix, run by scripts/test.sh), a fresh nexus in a schema
 /// of its own in the database at `KIP_TEST_PG_URL` instead.
 pub fn nexus() -> Nexus {
-    if std::env::var("KIP_TEST_BACKEND").as_deref() == Ok("postgres") {
-        let url = std::env::var("KIP_TEST_PG_URL")
-            .expect("KIP_TEST_BACKEND=postgres needs KIP_TEST_PG_URL (scripts/pg-test-cluster.sh start prints one)");
-        let url = kip_engine::store_pg::scratch_schema(&url, "t").expect("a test schema");
-        return Nexus::open_postgres(&url).expect("a nexus in PostgreSQL");
-    }
-    Nexus::in_memory().expect("in-memory nexus")
+    kip_engine::testing::nexus().expect("a test nexus")
 }
 
 /// Runs one command; returns the whole response object.
