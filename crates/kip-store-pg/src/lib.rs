@@ -400,7 +400,9 @@ impl PgStore {
     /// Runs `f` on a read-only snapshot (`REPEATABLE READ, READ ONLY`).
     fn read_tx(&self, f: impl FnOnce(&PgTx<'_>) -> StoreResult<()>) -> StoreResult<()> {
         let mut t = self.begin("BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY")?;
-        let r = f(&PgTx::new(&mut t.conn));
+        let mut tx = PgTx::new(&mut t.conn);
+        tx.ahead.on = true;
+        let r = f(&tx);
         let end = t.finish(r.is_ok());
         r.and(end)
     }

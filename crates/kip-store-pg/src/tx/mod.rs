@@ -7,6 +7,7 @@
 //! the transaction again between pages. Statistics deltas and id counters are kept in
 //! memory and written once, at commit ([`PgTx::flush`]).
 
+mod ahead;
 mod scan;
 mod write;
 
@@ -94,6 +95,8 @@ pub(crate) struct PgTx<'c> {
     /// element), by element key; a write of the element drops its entry (the buffer
     /// holds the new state).
     records: RefCell<HashMap<u64, Option<Vec<u8>>>>,
+    /// Read-ahead of a read-only transaction (see `ahead.rs`).
+    pub(crate) ahead: ahead::Ahead,
 }
 
 /// Records read ahead and kept per transaction at most.
@@ -122,6 +125,7 @@ impl<'c> PgTx<'c> {
             known_keys: RefCell::new(HashMap::new()),
             known_spo: RefCell::new(HashMap::new()),
             records: RefCell::new(HashMap::new()),
+            ahead: ahead::Ahead::default(),
         }
     }
 
@@ -180,6 +184,17 @@ impl<'c> PgTx<'c> {
         if k.len() < KNOWN_MAX {
             k.insert(key, id);
         }
+    }
+
+    /// A record read ahead (`Some(None)`: no such element), reading the group it came
+    /// with first when it is time to (see `ahead.rs`).
+    fn cached_record(&self, e: ElemRef) -> StoreResult<Option<Option<Vec<u8>>>> {
+        let key = e.encode();
+        if let Some(r) = self.records.borrow().get(&key) {
+            return Ok(Some(r.clone()));
+        }
+        self.records_ahead(key)?;
+        Ok(self.records.borrow().get(&key).cloned())
     }
 
     /// The numbers of which no row can be in the tables (see `floor`).
@@ -299,7 +314,7 @@ impl GraphRead for PgTx<'_> {
         if self.unwritten(ElemRef::Concept(id)) {
             return Ok(None);
         }
-        if let Some(r) = self.records.borrow().get(&ElemRef::Concept(id).encode()) {
+        if let Some(r) = self.cached_record(ElemRef::Concept(id))? {
             return r.as_ref().map(|r| decode(r)).transpose();
         }
         let row = self.query_opt("SELECT rec FROM kip_concepts WHERE id = $1", &[&num(id)?])?;
@@ -313,7 +328,7 @@ impl GraphRead for PgTx<'_> {
         if self.unwritten(ElemRef::Concept(id)) {
             return Ok(None);
         }
-        if let Some(r) = self.records.borrow().get(&ElemRef::Concept(id).encode()) {
+        if let Some(r) = self.cached_record(ElemRef::Concept(id))? {
             return r
                 .as_ref()
                 .map(|r| decode::<ConceptRecord>(r).map(|c| (c.concept_type, c.name)))
@@ -355,6 +370,7 @@ impl GraphRead for PgTx<'_> {
             "SELECT id FROM kip_concepts WHERE type = $1 ORDER BY id LIMIT $2",
             "SELECT id FROM kip_concepts WHERE type = $1 AND id > $2 ORDER BY id LIMIT $3",
             &[&concept_type.as_bytes()],
+            false,
             f,
         )
     }
@@ -369,6 +385,7 @@ impl GraphRead for PgTx<'_> {
             "SELECT id FROM kip_concepts WHERE name = $1 ORDER BY id LIMIT $2",
             "SELECT id FROM kip_concepts WHERE name = $1 AND id > $2 ORDER BY id LIMIT $3",
             &[&name.as_bytes()],
+            false,
             f,
         )
     }
@@ -379,6 +396,7 @@ impl GraphRead for PgTx<'_> {
             "SELECT id FROM kip_concepts ORDER BY id LIMIT $1",
             "SELECT id FROM kip_concepts WHERE id > $1 ORDER BY id LIMIT $2",
             &[],
+            false,
             f,
         )
     }
@@ -390,7 +408,7 @@ impl GraphRead for PgTx<'_> {
         if self.unwritten(ElemRef::Prop(id)) {
             return Ok(None);
         }
-        if let Some(r) = self.records.borrow().get(&ElemRef::Prop(id).encode()) {
+        if let Some(r) = self.cached_record(ElemRef::Prop(id))? {
             return r.as_ref().map(|r| decode(r)).transpose();
         }
         let row = self.query_opt("SELECT rec FROM kip_props WHERE id = $1", &[&num(id)?])?;
@@ -496,6 +514,7 @@ impl GraphRead for PgTx<'_> {
             "SELECT id FROM kip_props ORDER BY id LIMIT $1",
             "SELECT id FROM kip_props WHERE id > $1 ORDER BY id LIMIT $2",
             &[],
+            true,
             f,
         )
     }
@@ -608,7 +627,7 @@ impl GraphRead for PgTx<'_> {
             n + 2,
             n + 3
         );
-        self.paged(
+        self.paged_grouped(
             &first,
             &next,
             &fixed,
@@ -618,6 +637,7 @@ impl GraphRead for PgTx<'_> {
                     Box::new(get::<i64>(r, 1)?),
                 ])
             },
+            Some(&|r| Ok(ElemRef::Concept(unum(get(r, 1)?)?).encode())),
             &mut |r| {
                 let v = std::str::from_utf8(get::<&[u8]>(r, 0)?).map_err(|_| {
                     StoreError::Corruption("a stored value key is not UTF-8".into())
@@ -633,10 +653,13 @@ impl GraphRead for PgTx<'_> {
 
     fn prefetch_elements(&self, elems: &[ElemRef]) -> StoreResult<()> {
         let (mut concepts, mut props) = (Vec::new(), Vec::new());
+        if elems.len() > RECORDS_MAX {
+            return Ok(());
+        }
         {
-            let records = self.records.borrow();
+            let mut records = self.records.borrow_mut();
             if records.len() + elems.len() > RECORDS_MAX {
-                return Ok(());
+                records.clear();
             }
             let buf = self.buf.borrow();
             for e in elems {
@@ -655,7 +678,7 @@ impl GraphRead for PgTx<'_> {
         for (ids, sql, kind) in [
             (
                 concepts,
-                "SELECT id, rec FROM kip_concepts WHERE id = ANY($1::bigint[])",
+                "SELECT id, rec, type, name FROM kip_concepts WHERE id = ANY($1::bigint[])",
                 0,
             ),
             (
@@ -680,7 +703,12 @@ impl GraphRead for PgTx<'_> {
                 records.insert(key(unum(*id)?), None);
             }
             for r in &rows {
-                records.insert(key(unum(get(r, 0)?)?), Some(get::<Vec<u8>>(r, 1)?));
+                let n = unum(get(r, 0)?)?;
+                records.insert(key(n), Some(get::<Vec<u8>>(r, 1)?));
+                if kind == 0 {
+                    // The (type, name) lookups of what was read need no query either.
+                    self.remember_key(&utf8(get(r, 2)?)?, &utf8(get(r, 3)?)?, Some(n));
+                }
             }
         }
         Ok(())

@@ -2,6 +2,9 @@
 
 use super::*;
 
+/// The element key of a scanned row.
+pub(super) type ElemOf<'a> = dyn Fn(&Row) -> StoreResult<u64> + 'a;
+
 impl PgTx<'_> {
     /// Runs `first` (parameters `fixed`, then the page size), then `next` (parameters
     /// `fixed`, the cursor `after` made from the last row of the previous page, then the
@@ -12,6 +15,20 @@ impl PgTx<'_> {
         next: &str,
         fixed: &Params<'_>,
         after: &dyn Fn(&Row) -> StoreResult<Cursor>,
+        f: &mut dyn FnMut(&Row) -> StoreResult<Continue>,
+    ) -> StoreResult<()> {
+        self.paged_grouped(first, next, fixed, after, None, f)
+    }
+
+    /// [`PgTx::paged`], making the elements of each page (`elem` of a row: its key) a
+    /// read-ahead group before visiting it (see `ahead.rs`).
+    pub(super) fn paged_grouped(
+        &self,
+        first: &str,
+        next: &str,
+        fixed: &Params<'_>,
+        after: &dyn Fn(&Row) -> StoreResult<Cursor>,
+        elem: Option<&ElemOf<'_>>,
         f: &mut dyn FnMut(&Row) -> StoreResult<Continue>,
     ) -> StoreResult<()> {
         let mut limit = FIRST_PAGE;
@@ -29,6 +46,9 @@ impl PgTx<'_> {
                 params.push(&limit);
                 self.query(sql, &params)?
             };
+            if let Some(elem) = elem.filter(|_| self.ahead.on) {
+                self.group(rows.iter().map(elem).collect::<StoreResult<_>>()?);
+            }
             for r in &rows {
                 if !f(r)? {
                     return Ok(());
@@ -43,19 +63,30 @@ impl PgTx<'_> {
     }
 
     /// Ids in ascending order from an id-ordered query (`first`: `$1..` = `fixed`,
-    /// then the limit; `next` adds `id > $n` before the limit).
+    /// then the limit; `next` adds `id > $n` before the limit) of concepts, or of
+    /// propositions when `props`.
     pub(super) fn scan_ids(
         &self,
         first: &str,
         next: &str,
         fixed: &Params<'_>,
+        props: bool,
         f: &mut dyn FnMut(u64) -> StoreResult<Continue>,
     ) -> StoreResult<()> {
-        self.paged(
+        let elem = |r: &Row| -> StoreResult<u64> {
+            let n = unum(get(r, 0)?)?;
+            Ok(if props {
+                ElemRef::Prop(n).encode()
+            } else {
+                ElemRef::Concept(n).encode()
+            })
+        };
+        self.paged_grouped(
             first,
             next,
             fixed,
             &|r| Ok(vec![Box::new(get::<i64>(r, 0)?)]),
+            Some(&elem),
             &mut |r| f(unum(get(r, 0)?)?),
         )
     }
@@ -71,6 +102,14 @@ impl PgTx<'_> {
         f: &mut dyn FnMut(&str, ElemRef, u64) -> StoreResult<Continue>,
     ) -> StoreResult<()> {
         self.sync()?;
+        if let Some(links) = self.links_ahead(end == "s", uk(at), p)? {
+            for (p, other, id) in links.iter() {
+                if !f(p, ElemRef::decode(*other), *id)? {
+                    break;
+                }
+            }
+            return Ok(());
+        }
         let mut visit = |r: &Row| -> StoreResult<Continue> {
             let p = std::str::from_utf8(get::<&[u8]>(r, 0)?)
                 .map_err(|_| StoreError::Corruption("a stored predicate is not UTF-8".into()))?;

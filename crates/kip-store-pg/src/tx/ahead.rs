@@ -1,0 +1,199 @@
+//! Read-ahead for read-only transactions, so that the engine's nested loops (a scan,
+//! then per row a link probe and a projection) cost a few round trips per page of rows
+//! instead of a few per row, without the engine knowing.
+//!
+//! The ids a scan returns together (a page of a type, name, attribute or whole-table
+//! scan; the far ends of a batch of links read ahead, and those links) form a *group*. When the records
+//! of a second member of a group are read one by one, the records of the whole group
+//! are read in one query; when the links at one end (one direction, one predicate or
+//! all) of a second member are, those of the whole group are, in one query per 1,024
+//! members and at most [`LINKS_PER_ELEM`] links each (a member with more, a hub, is
+//! read on its own, paged, as before). The first miss of a group is served alone, so a
+//! query that reads one element of a page does not read the page. Write transactions
+//! do not read ahead: their reads must see their own buffered writes.
+
+use super::*;
+use std::collections::{HashSet, VecDeque};
+use std::rc::Rc;
+
+/// Groups remembered at once (the newest first).
+const GROUPS: usize = 8;
+
+/// Links per element a batch keeps: an element with more is read on its own.
+const LINKS_PER_ELEM: usize = 32;
+
+/// Elements per query of a batch of links.
+const LINK_BATCH: usize = 1_024;
+
+/// Adjacency lists kept per transaction at most (all dropped when passed).
+const ADJ_MAX: usize = 200_000;
+
+/// Links at one end as read ahead: `(predicate, other end key, link number)`, in the
+/// order of a scan (predicate, then other end).
+pub(crate) type Links = Rc<Vec<(String, u64, u64)>>;
+
+/// `(forward, predicate filter, element key)`: which links at which end.
+type LinksKey = (bool, Option<String>, u64);
+
+/// What a transaction has read ahead and what it may read ahead.
+#[derive(Default)]
+pub(crate) struct Ahead {
+    /// Read ahead at all (read-only transactions).
+    pub(crate) on: bool,
+    groups: RefCell<VecDeque<Rc<Group>>>,
+    adj: RefCell<HashMap<LinksKey, Links>>,
+}
+
+/// Elements returned together.
+struct Group {
+    keys: Vec<u64>,
+    members: HashSet<u64>,
+    /// Records read one by one so far (`u32::MAX`: the group's were read).
+    record_misses: Cell<u32>,
+    /// Per (forward, predicate filter): link scans one by one so far (`u32::MAX`: the
+    /// group's were read).
+    link_misses: RefCell<HashMap<(bool, Option<String>), u32>>,
+}
+
+/// Counts a miss; true on the second (the time to read the group), after which the
+/// counter says "read".
+fn second_miss(m: &mut u32) -> bool {
+    if *m == u32::MAX {
+        return false;
+    }
+    *m += 1;
+    if *m >= 2 {
+        *m = u32::MAX;
+        return true;
+    }
+    false
+}
+
+impl PgTx<'_> {
+    /// Remembers elements (keys) returned together.
+    pub(super) fn group(&self, mut keys: Vec<u64>) {
+        if !self.ahead.on || keys.len() < 2 {
+            return;
+        }
+        keys.sort_unstable();
+        keys.dedup();
+        let members = keys.iter().copied().collect();
+        let mut groups = self.ahead.groups.borrow_mut();
+        if groups.len() == GROUPS {
+            groups.pop_back();
+        }
+        groups.push_front(Rc::new(Group {
+            keys,
+            members,
+            record_misses: Cell::new(0),
+            link_misses: RefCell::new(HashMap::new()),
+        }));
+    }
+
+    fn group_of(&self, key: u64) -> Option<Rc<Group>> {
+        if !self.ahead.on {
+            return None;
+        }
+        self.ahead
+            .groups
+            .borrow()
+            .iter()
+            .find(|g| g.members.contains(&key))
+            .cloned()
+    }
+
+    /// Before a record is read on its own: on the second such read in its group, reads
+    /// the records of the whole group (into the transaction's record cache).
+    pub(super) fn records_ahead(&self, key: u64) -> StoreResult<()> {
+        let Some(g) = self.group_of(key) else {
+            return Ok(());
+        };
+        let mut m = g.record_misses.get();
+        let now = second_miss(&mut m);
+        g.record_misses.set(m);
+        if now {
+            let elems: Vec<ElemRef> = g.keys.iter().map(|k| ElemRef::decode(*k)).collect();
+            for chunk in elems.chunks(PREFETCH_CHUNK) {
+                self.prefetch_elements(chunk)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// The links at one end of `at` (an element key) if read ahead; on the second
+    /// scan one by one in its group (same direction and predicate filter), reads those
+    /// of the whole group first.
+    pub(super) fn links_ahead(
+        &self,
+        forward: bool,
+        at: u64,
+        p: Option<&str>,
+    ) -> StoreResult<Option<Links>> {
+        if !self.ahead.on {
+            return Ok(None);
+        }
+        let key = (forward, p.map(str::to_owned), at);
+        if let Some(l) = self.ahead.adj.borrow().get(&key) {
+            return Ok(Some(l.clone()));
+        }
+        let Some(g) = self.group_of(at) else {
+            return Ok(None);
+        };
+        let now = {
+            let mut misses = g.link_misses.borrow_mut();
+            second_miss(misses.entry((forward, key.1.clone())).or_insert(0))
+        };
+        if !now {
+            return Ok(None);
+        }
+        self.read_links(&g.keys, forward, p)?;
+        Ok(self.ahead.adj.borrow().get(&key).cloned())
+    }
+
+    /// Reads the links at one end of every element of `keys` (those with at most
+    /// [`LINKS_PER_ELEM`]), and makes their far ends a group, and the links a group.
+    fn read_links(&self, keys: &[u64], forward: bool, p: Option<&str>) -> StoreResult<()> {
+        let (end, other) = if forward { ("s", "o") } else { ("o", "s") };
+        let filter = if p.is_some() { " AND p = $2" } else { "" };
+        // One more than kept per element: a list that long is incomplete.
+        let sql = format!(
+            "SELECT f.e, l.p, l.{other}, l.id FROM unnest($1::bigint[]) AS f(e) \
+             CROSS JOIN LATERAL (SELECT p, {other}, id FROM kip_props \
+                 WHERE {end} = f.e{filter} ORDER BY p, {other} LIMIT {}) AS l \
+             ORDER BY f.e, l.p, l.{other}",
+            LINKS_PER_ELEM + 1
+        );
+        let (mut ends, mut links) = (Vec::new(), Vec::new());
+        for chunk in keys.chunks(LINK_BATCH) {
+            let ids: Vec<i64> = chunk.iter().map(|k| ek(*k)).collect();
+            let rows = match p {
+                Some(p) => self.query(&sql, &[&ids, &p.as_bytes()])?,
+                None => self.query(&sql, &[&ids])?,
+            };
+            let mut lists: HashMap<i64, Vec<(String, u64, u64)>> =
+                ids.iter().map(|i| (*i, Vec::new())).collect();
+            for r in &rows {
+                let e = get::<i64>(r, 0)?;
+                let pred = utf8(get(r, 1)?)?;
+                if let Some(l) = lists.get_mut(&e) {
+                    l.push((pred, uk(get(r, 2)?), unum(get(r, 3)?)?));
+                }
+            }
+            let mut adj = self.ahead.adj.borrow_mut();
+            if adj.len() + lists.len() > ADJ_MAX {
+                adj.clear();
+            }
+            for (e, l) in lists {
+                if l.len() > LINKS_PER_ELEM {
+                    continue;
+                }
+                ends.extend(l.iter().map(|x| x.1));
+                links.extend(l.iter().map(|x| ElemRef::Prop(x.2).encode()));
+                adj.insert((forward, p.map(str::to_owned), uk(e)), Rc::new(l));
+            }
+        }
+        self.group(ends);
+        self.group(links);
+        Ok(())
+    }
+}
