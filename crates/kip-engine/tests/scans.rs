@@ -263,3 +263,47 @@ fn scans_with_per_row_links_and_projections_answer_exactly() {
         }
     }
 }
+
+/// A path walk through hubs with more links than a PostgreSQL batch reads per element
+/// (they are then scanned on their own, paged), forwards and backwards: every link is
+/// met once, in the same order as on the embedded store.
+#[test]
+fn a_walk_through_hubs_meets_every_link() {
+    let load = |n: &kip_engine::Nexus| {
+        ok(
+            n,
+            r#"UPSERT {
+                CONCEPT ?k { {type: "$PropositionType", name: "follows"} SET ATTRIBUTES { description: "follows", subject_types: ["*"], object_types: ["*"] } }
+            }"#,
+        );
+        let mut c = String::from("UPSERT {\n CONCEPT ?hub { {type: \"Person\", name: \"hub\"} }\n CONCEPT ?sink { {type: \"Person\", name: \"sink\"} }\n");
+        for i in 0..300 {
+            c.push_str(&format!(
+                "CONCEPT ?l{i} {{ {{type: \"Person\", name: \"leaf{i:03}\"}} SET PROPOSITIONS {{ (\"follows\", ?sink) }} }}\n"
+            ));
+            c.push_str(&format!("PROPOSITION ?h{i} {{ (?hub, \"follows\", ?l{i}) }}\n"));
+        }
+        c.push('}');
+        ok(n, &c);
+    };
+    let queries = [
+        r#"FIND(COUNT(?x)) WHERE { ({type: "Person", name: "hub"}, "follows"{1,2}, ?x) }"#,
+        r#"FIND(?x.name) WHERE { ({type: "Person", name: "hub"}, "follows"{1,2}, ?x) }"#,
+        r#"FIND(?x.name) WHERE { (?x, "follows"{1,2}, {type: "Person", name: "sink"}) }"#,
+        r#"FIND(COUNT(?x)) WHERE { (?x, "follows"{2}, {type: "Person", name: "sink"}) }"#,
+    ];
+    let n = nexus();
+    load(&n);
+    let answers: Vec<Value> = queries.iter().map(|q| ok(&n, q)).collect();
+    assert_eq!(answers[0], json!(301), "300 leaves and the sink");
+    assert_eq!(answers[1].as_array().map(Vec::len), Some(301));
+    assert_eq!(answers[2].as_array().map(Vec::len), Some(301), "300 leaves and the hub");
+    assert_eq!(answers[3], json!(1), "the hub, two hops before the sink");
+    if kip_engine::testing::on_postgres() {
+        let m = kip_engine::Nexus::in_memory().expect("in-memory nexus");
+        load(&m);
+        for (q, a) in queries.iter().zip(&answers) {
+            assert_eq!(a, &ok(&m, q), "{q}");
+        }
+    }
+}

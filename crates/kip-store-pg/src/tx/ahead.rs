@@ -70,6 +70,73 @@ fn second_miss(m: &mut u32) -> bool {
 }
 
 impl PgTx<'_> {
+    /// [`GraphRead::prefetch_elements`]: reads the records of `elems` that are not
+    /// cached, buffered or unwritten in one query per kind, into the record cache
+    /// (emptied first when it would pass [`RECORDS_MAX`]); the `{type, name}` of the
+    /// concepts read are remembered too.
+    pub(super) fn read_records(&self, elems: &[ElemRef]) -> StoreResult<()> {
+        let (mut concepts, mut props) = (Vec::new(), Vec::new());
+        if elems.len() > RECORDS_MAX {
+            return Ok(());
+        }
+        {
+            let mut records = self.records.borrow_mut();
+            if records.len() + elems.len() > RECORDS_MAX {
+                records.clear();
+            }
+            let buf = self.buf.borrow();
+            for e in elems {
+                if records.contains_key(&e.encode()) || self.unwritten(*e) {
+                    continue;
+                }
+                match *e {
+                    ElemRef::Concept(n) if !buf.concepts.contains_key(&num(n)?) => {
+                        concepts.push(num(n)?)
+                    }
+                    ElemRef::Prop(n) if !buf.props.contains_key(&num(n)?) => props.push(num(n)?),
+                    _ => {}
+                }
+            }
+        }
+        for (ids, sql, kind) in [
+            (
+                concepts,
+                "SELECT id, rec, type, name FROM kip_concepts WHERE id = ANY($1::bigint[])",
+                0,
+            ),
+            (
+                props,
+                "SELECT id, rec FROM kip_props WHERE id = ANY($1::bigint[])",
+                1,
+            ),
+        ] {
+            if ids.is_empty() {
+                continue;
+            }
+            let rows = self.query(sql, &[&ids])?;
+            let key = |n: u64| {
+                if kind == 0 {
+                    ElemRef::Concept(n).encode()
+                } else {
+                    ElemRef::Prop(n).encode()
+                }
+            };
+            let mut records = self.records.borrow_mut();
+            for id in &ids {
+                records.insert(key(unum(*id)?), None);
+            }
+            for r in &rows {
+                let n = unum(get(r, 0)?)?;
+                records.insert(key(n), Some(get::<Vec<u8>>(r, 1)?));
+                if kind == 0 {
+                    // The (type, name) lookups of what was read need no query either.
+                    self.remember_key(&utf8(get(r, 2)?)?, &utf8(get(r, 3)?)?, Some(n));
+                }
+            }
+        }
+        Ok(())
+    }
+
     /// Remembers elements (keys) returned together.
     pub(super) fn group(&self, mut keys: Vec<u64>) {
         if !self.ahead.on || keys.len() < 2 {

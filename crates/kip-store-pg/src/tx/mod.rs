@@ -102,9 +102,6 @@ pub(crate) struct PgTx<'c> {
 /// Records read ahead and kept per transaction at most.
 const RECORDS_MAX: usize = 100_000;
 
-/// Elements whose links one `scan_many` query reads at most.
-const SCAN_MANY_CHUNK: usize = 1_000;
-
 /// Keys a prefetch query asks for at most.
 const PREFETCH_CHUNK: usize = 5_000;
 
@@ -462,31 +459,7 @@ impl GraphRead for PgTx<'_> {
         forward: bool,
         f: &mut dyn FnMut(ElemRef, &str, ElemRef, u64) -> StoreResult<Continue>,
     ) -> StoreResult<()> {
-        self.sync()?;
-        let (end, other) = if forward { ("s", "o") } else { ("o", "s") };
-        let sql = format!(
-            "SELECT f.e, l.p, l.{other}, l.id \
-             FROM unnest($1::bigint[]) WITH ORDINALITY AS f(e, i) \
-             CROSS JOIN unnest($2::bytea[]) WITH ORDINALITY AS n(p, j) \
-             CROSS JOIN LATERAL (SELECT p, {other}, id FROM kip_props \
-                 WHERE {end} = f.e AND p = n.p OFFSET 0) AS l \
-             ORDER BY f.i, n.j, l.{other}"
-        );
-        let preds: Vec<&[u8]> = names.iter().map(|n| n.as_bytes()).collect();
-        for chunk in nodes.chunks(SCAN_MANY_CHUNK) {
-            let keys: Vec<i64> = chunk.iter().map(|e| ek(e.encode())).collect();
-            let rows = self.query(&sql, &[&keys, &preds])?;
-            for r in &rows {
-                let p = std::str::from_utf8(get::<&[u8]>(r, 1)?).map_err(|_| {
-                    StoreError::Corruption("a stored predicate is not UTF-8".into())
-                })?;
-                let node = ElemRef::decode(uk(get(r, 0)?));
-                if !f(node, p, ElemRef::decode(uk(get(r, 2)?)), unum(get(r, 3)?)?)? {
-                    return Ok(());
-                }
-            }
-        }
-        Ok(())
+        self.links_of_many(nodes, names, forward, f)
     }
 
     fn scan_predicate(
@@ -652,66 +625,7 @@ impl GraphRead for PgTx<'_> {
     }
 
     fn prefetch_elements(&self, elems: &[ElemRef]) -> StoreResult<()> {
-        let (mut concepts, mut props) = (Vec::new(), Vec::new());
-        if elems.len() > RECORDS_MAX {
-            return Ok(());
-        }
-        {
-            let mut records = self.records.borrow_mut();
-            if records.len() + elems.len() > RECORDS_MAX {
-                records.clear();
-            }
-            let buf = self.buf.borrow();
-            for e in elems {
-                if records.contains_key(&e.encode()) || self.unwritten(*e) {
-                    continue;
-                }
-                match *e {
-                    ElemRef::Concept(n) if !buf.concepts.contains_key(&num(n)?) => {
-                        concepts.push(num(n)?)
-                    }
-                    ElemRef::Prop(n) if !buf.props.contains_key(&num(n)?) => props.push(num(n)?),
-                    _ => {}
-                }
-            }
-        }
-        for (ids, sql, kind) in [
-            (
-                concepts,
-                "SELECT id, rec, type, name FROM kip_concepts WHERE id = ANY($1::bigint[])",
-                0,
-            ),
-            (
-                props,
-                "SELECT id, rec FROM kip_props WHERE id = ANY($1::bigint[])",
-                1,
-            ),
-        ] {
-            if ids.is_empty() {
-                continue;
-            }
-            let rows = self.query(sql, &[&ids])?;
-            let key = |n: u64| {
-                if kind == 0 {
-                    ElemRef::Concept(n).encode()
-                } else {
-                    ElemRef::Prop(n).encode()
-                }
-            };
-            let mut records = self.records.borrow_mut();
-            for id in &ids {
-                records.insert(key(unum(*id)?), None);
-            }
-            for r in &rows {
-                let n = unum(get(r, 0)?)?;
-                records.insert(key(n), Some(get::<Vec<u8>>(r, 1)?));
-                if kind == 0 {
-                    // The (type, name) lookups of what was read need no query either.
-                    self.remember_key(&utf8(get(r, 2)?)?, &utf8(get(r, 3)?)?, Some(n));
-                }
-            }
-        }
-        Ok(())
+        self.read_records(elems)
     }
 
     fn prefetch(

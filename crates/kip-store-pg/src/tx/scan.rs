@@ -2,6 +2,13 @@
 
 use super::*;
 
+/// Elements whose links one `scan_many` query reads at most.
+const SCAN_MANY_CHUNK: usize = 1_000;
+
+/// Links per (element, predicate) one `scan_many` query reads at most (more: that
+/// element's are scanned on their own, paged).
+const SCAN_MANY_PER_PAIR: usize = 256;
+
 /// The element key of a scanned row.
 pub(super) type ElemOf<'a> = dyn Fn(&Row) -> StoreResult<u64> + 'a;
 
@@ -152,5 +159,76 @@ impl PgTx<'_> {
                 )
             }
         }
+    }
+
+    /// [`GraphRead::scan_many`]: the links of many elements, a chunk of them per query.
+    pub(super) fn links_of_many(
+        &self,
+        nodes: &[ElemRef],
+        names: &[String],
+        forward: bool,
+        f: &mut dyn FnMut(ElemRef, &str, ElemRef, u64) -> StoreResult<Continue>,
+    ) -> StoreResult<()> {
+        self.sync()?;
+        let (end, other) = if forward { ("s", "o") } else { ("o", "s") };
+        // At most SCAN_MANY_PER_PAIR links per (node, predicate) come with the batch
+        // (one more tells that there are more): a hub's links are then scanned on
+        // their own, paged, so one query's rows stay bounded.
+        let sql = format!(
+            "SELECT f.i, n.j, l.p, l.{other}, l.id \
+             FROM unnest($1::bigint[]) WITH ORDINALITY AS f(e, i) \
+             CROSS JOIN unnest($2::bytea[]) WITH ORDINALITY AS n(p, j) \
+             CROSS JOIN LATERAL (SELECT p, {other}, id FROM kip_props \
+                 WHERE {end} = f.e AND p = n.p ORDER BY {other} LIMIT {}) AS l \
+             ORDER BY f.i, n.j, l.{other}",
+            SCAN_MANY_PER_PAIR + 1
+        );
+        let preds: Vec<&[u8]> = names.iter().map(|n| n.as_bytes()).collect();
+        for chunk in nodes.chunks(SCAN_MANY_CHUNK) {
+            let keys: Vec<i64> = chunk.iter().map(|e| ek(e.encode())).collect();
+            let rows = self.query(&sql, &[&keys, &preds])?;
+            let mut at = 0;
+            while at < rows.len() {
+                let pair = (get::<i64>(&rows[at], 0)?, get::<i64>(&rows[at], 1)?);
+                let mut end_at = at + 1;
+                while end_at < rows.len()
+                    && (get::<i64>(&rows[end_at], 0)?, get::<i64>(&rows[end_at], 1)?) == pair
+                {
+                    end_at += 1;
+                }
+                let node_at = usize::try_from(pair.0 - 1).ok().and_then(|i| chunk.get(i));
+                let name_at = usize::try_from(pair.1 - 1).ok().and_then(|j| names.get(j));
+                let (Some(node), Some(name)) = (node_at.copied(), name_at) else {
+                    return Err(StoreError::Other("scan_many: a row out of range".into()));
+                };
+                if end_at - at > SCAN_MANY_PER_PAIR {
+                    let mut more = true;
+                    self.scan_links(
+                        end,
+                        other,
+                        ek(node.encode()),
+                        Some(name),
+                        &mut |p, o, id| {
+                            more = f(node, p, o, id)?;
+                            Ok(more)
+                        },
+                    )?;
+                    if !more {
+                        return Ok(());
+                    }
+                } else {
+                    for r in &rows[at..end_at] {
+                        let p = std::str::from_utf8(get::<&[u8]>(r, 2)?).map_err(|_| {
+                            StoreError::Corruption("a stored predicate is not UTF-8".into())
+                        })?;
+                        if !f(node, p, ElemRef::decode(uk(get(r, 3)?)), unum(get(r, 4)?)?)? {
+                            return Ok(());
+                        }
+                    }
+                }
+                at = end_at;
+            }
+        }
+        Ok(())
     }
 }
