@@ -10,7 +10,8 @@
 # target/pg/run and on 127.0.0.1 at a free port), starts it and creates the database
 # `kip_test`. Idempotent: a running cluster is reused. As root, the server runs as the
 # `postgres` user (PostgreSQL refuses to run as root). TLS is on, with a certificate
-# signed by a throwaway CA whose certificate is target/pg/ca.crt. `stop` stops it (fast shutdown);
+# signed by a throwaway CA whose certificate is target/pg/ca.crt; the role kip_cert
+# logs in with the client certificate target/pg/client.crt (key client.key) only. `stop` stops it (fast shutdown);
 # the data stays until `rm -rf target/pg`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -84,10 +85,12 @@ if [ ! -f "$DATA/PG_VERSION" ]; then
   }
 fi
 as_owner mkdir -p "$RUN"
-# TLS: a throwaway CA (target/pg/ca.crt, its key discarded) and a server certificate
-# it signed for 127.0.0.1 and localhost. The TLS test connects with sslmode=verify-full
-# and ca.crt as sslrootcert.
-if [ ! -f "$DATA/server.key" ]; then
+# TLS: a throwaway CA (target/pg/ca.crt, its key discarded), a server certificate it
+# signed for 127.0.0.1 and localhost, and a client certificate for the role kip_cert
+# (target/pg/client.crt and client.key), which may log in over TLS with that
+# certificate only. The TLS test connects with sslmode=verify-full and ca.crt as
+# sslrootcert, and as kip_cert with the client certificate.
+if [ ! -f "$DATA/server.key" ] || [ ! -f "$ROOT/client.key" ]; then
   tmp="$(mktemp -d)"
   openssl req -new -x509 -days 3650 -nodes -subj "/CN=kip test CA" \
     -keyout "$tmp/ca.key" -out "$ROOT/ca.crt" >/dev/null 2>&1
@@ -96,18 +99,31 @@ if [ ! -f "$DATA/server.key" ]; then
   printf 'subjectAltName=IP:127.0.0.1,DNS:localhost\nbasicConstraints=CA:FALSE\nkeyUsage=digitalSignature,keyEncipherment\nextendedKeyUsage=serverAuth\n' >"$tmp/ext"
   openssl x509 -req -days 3650 -in "$tmp/server.csr" -CA "$ROOT/ca.crt" -CAkey "$tmp/ca.key" \
     -CAcreateserial -CAserial "$tmp/ca.srl" -extfile "$tmp/ext" -out "$tmp/server.crt" >/dev/null 2>&1
-  chmod 0600 "$tmp/server.key"
-  if [ "$(id -u)" = 0 ]; then chown postgres "$tmp/server.key" "$tmp/server.crt"; chmod 0755 "$tmp"; fi
-  as_owner cp -p "$tmp/server.key" "$tmp/server.crt" "$DATA/"
+  openssl req -new -nodes -subj "/CN=kip_cert" -keyout "$ROOT/client.key" \
+    -out "$tmp/client.csr" >/dev/null 2>&1
+  printf 'basicConstraints=CA:FALSE\nkeyUsage=digitalSignature,keyEncipherment\nextendedKeyUsage=clientAuth\n' >"$tmp/cext"
+  openssl x509 -req -days 3650 -in "$tmp/client.csr" -CA "$ROOT/ca.crt" -CAkey "$tmp/ca.key" \
+    -CAserial "$tmp/ca.srl" -extfile "$tmp/cext" -out "$ROOT/client.crt" >/dev/null 2>&1
+  chmod 0600 "$tmp/server.key" "$ROOT/client.key"
+  cp "$ROOT/ca.crt" "$tmp/root.crt"
+  if [ "$(id -u)" = 0 ]; then chown postgres "$tmp/server.key" "$tmp/server.crt" "$tmp/root.crt"; chmod 0755 "$tmp"; fi
+  as_owner cp -p "$tmp/server.key" "$tmp/server.crt" "$tmp/root.crt" "$DATA/"
   rm -rf "$tmp"
   chmod 0644 "$ROOT/ca.crt"
+  # Certificate authentication for kip_cert, before initdb's trust lines (first match).
+  if ! grep -q kip_cert "$DATA/pg_hba.conf"; then
+    as_owner sed -i '1i hostssl all kip_cert 127.0.0.1/32 cert' "$DATA/pg_hba.conf"
+  fi
+  if as_owner "$PG_CTL" -D "$DATA" status >/dev/null 2>&1; then
+    as_owner "$PG_CTL" -D "$DATA" reload >&2
+  fi
 fi
 port_file="$ROOT/port"
 if ! as_owner "$PG_CTL" -D "$DATA" status >/dev/null 2>&1; then
   port="$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"
   echo "$port" >"$port_file"
   as_owner "$PG_CTL" -D "$DATA" -l "$LOG" -w -t 60 \
-    -o "-p $port -k $RUN -c listen_addresses=127.0.0.1 -c max_connections=200 -c fsync=on -c ssl=on" start >&2
+    -o "-p $port -k $RUN -c listen_addresses=127.0.0.1 -c max_connections=200 -c fsync=on -c ssl=on -c ssl_ca_file=root.crt" start >&2
 fi
 port="$(cat "$port_file")"
 if [ "${2:-}" = --fresh ]; then
@@ -115,5 +131,8 @@ if [ "${2:-}" = --fresh ]; then
 fi
 if ! "$PSQL" -h "$RUN" -p "$port" -U kip -d postgres -tAc "select 1 from pg_database where datname='kip_test'" | grep -q 1; then
   "$PSQL" -h "$RUN" -p "$port" -U kip -d postgres -qc "create database kip_test" >&2
+fi
+if ! "$PSQL" -h "$RUN" -p "$port" -U kip -d postgres -tAc "select 1 from pg_roles where rolname='kip_cert'" | grep -q 1; then
+  "$PSQL" -h "$RUN" -p "$port" -U kip -d postgres -qc "create role kip_cert login superuser" >&2
 fi
 echo "postgres://kip@127.0.0.1:$port/kip_test"

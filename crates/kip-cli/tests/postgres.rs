@@ -388,6 +388,63 @@ fn tls_is_used_and_the_server_certificate_is_verified() {
 }
 
 #[test]
+#[ignore = "needs PostgreSQL (KIP_TEST_PG_URL) with TLS (KIP_TEST_PG_CERT)"]
+fn a_client_certificate_logs_in_where_only_certificates_are_accepted() {
+    // scripts/pg-test-cluster.sh: the role kip_cert may log in over TLS with the
+    // client certificate next to the CA's, and in no other way.
+    let url = fresh_url("cert").replacen("://kip@", "://kip_cert@", 1);
+    let ca = std::env::var("KIP_TEST_PG_CERT")
+        .unwrap_or_else(|_| panic!("KIP_TEST_PG_CERT: the test cluster's CA certificate; {NEEDS}"));
+    let dir = std::path::Path::new(&ca)
+        .parent()
+        .expect("the cluster's directory");
+    let (cert, key) = (dir.join("client.crt"), dir.join("client.key"));
+    let with = |extra: &str| {
+        let sep = if url.contains('?') { '&' } else { '?' };
+        format!("{url}{sep}{extra}")
+    };
+    let find = r#"FIND(?p.name) WHERE { ?p {type: "Person", name: "$self"} }"#;
+    let (ok, out, err) = kip(&with(&format!("sslrootcert={ca}")), &["exec", find], None);
+    assert!(!ok, "logged in without a certificate: {out}");
+    assert!(err.contains("certificate"), "{err}");
+    let r = exec_json(
+        &with(&format!(
+            "sslmode=verify-full&sslrootcert={ca}&sslcert={}&sslkey={}",
+            cert.display(),
+            key.display()
+        )),
+        find,
+    );
+    assert_eq!(r["result"], json!(["$self"]), "{r}");
+    // The same from the environment, as libpq reads it.
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_kip"))
+        .args([
+            "--data",
+            &with(&format!("sslrootcert={ca}")),
+            "-q",
+            "exec",
+            find,
+        ])
+        .env("PGSSLCERT", &cert)
+        .env("PGSSLKEY", &key)
+        .output()
+        .expect("kip");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // A certificate without its key is refused before connecting.
+    let (ok, _, err) = kip(
+        &with(&format!("sslcert={}", cert.display())),
+        &["exec", find],
+        None,
+    );
+    assert!(!ok);
+    assert!(err.contains("sslkey"), "{err}");
+}
+
+#[test]
 #[ignore = "needs PostgreSQL (KIP_TEST_PG_URL)"]
 fn processes_sharing_a_database_share_one_audit_log_without_losing_records() {
     let url = fresh_url("audit");

@@ -281,7 +281,9 @@ fn a_walk_through_hubs_meets_every_link() {
             c.push_str(&format!(
                 "CONCEPT ?l{i} {{ {{type: \"Person\", name: \"leaf{i:03}\"}} SET PROPOSITIONS {{ (\"follows\", ?sink) }} }}\n"
             ));
-            c.push_str(&format!("PROPOSITION ?h{i} {{ (?hub, \"follows\", ?l{i}) }}\n"));
+            c.push_str(&format!(
+                "PROPOSITION ?h{i} {{ (?hub, \"follows\", ?l{i}) }}\n"
+            ));
         }
         c.push('}');
         ok(n, &c);
@@ -297,7 +299,11 @@ fn a_walk_through_hubs_meets_every_link() {
     let answers: Vec<Value> = queries.iter().map(|q| ok(&n, q)).collect();
     assert_eq!(answers[0], json!(301), "300 leaves and the sink");
     assert_eq!(answers[1].as_array().map(Vec::len), Some(301));
-    assert_eq!(answers[2].as_array().map(Vec::len), Some(301), "300 leaves and the hub");
+    assert_eq!(
+        answers[2].as_array().map(Vec::len),
+        Some(301),
+        "300 leaves and the hub"
+    );
     assert_eq!(answers[3], json!(1), "the hub, two hops before the sink");
     if kip_engine::testing::on_postgres() {
         let m = kip_engine::Nexus::in_memory().expect("in-memory nexus");

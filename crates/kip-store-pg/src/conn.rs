@@ -152,12 +152,44 @@ impl std::fmt::Debug for Manager {
 /// is encrypted but the certificate is not checked (`prefer`, the default, and
 /// `require`: what libpq does, so a server with a self-signed certificate, e.g.
 /// Debian's default, just works; use `verify-full` over networks you do not trust).
+/// With `client` (`sslcert`, `sslkey`: PEM files), the client presents that
+/// certificate (for `cert` authentication, or a server that requires one).
 pub(crate) fn tls(
     root_file: Option<&std::path::Path>,
     verify: bool,
+    client: Option<(&std::path::Path, &std::path::Path)>,
 ) -> Result<tokio_postgres_rustls::MakeRustlsConnect, StoreError> {
     use rustls::pki_types::pem::PemObject;
-    use rustls::pki_types::CertificateDer;
+    use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+    let identity = match client {
+        None => None,
+        Some((cert, key)) => {
+            let bad = |f: &std::path::Path, e: String| {
+                StoreError::Other(format!("client certificate {}: {e}", f.display()))
+            };
+            let chain = CertificateDer::pem_file_iter(cert)
+                .map_err(|e| bad(cert, e.to_string()))?
+                .collect::<Result<Vec<_>, _>>()
+                .map_err(|e| bad(cert, e.to_string()))?;
+            if chain.is_empty() {
+                return Err(bad(cert, "no PEM certificate in the file".into()));
+            }
+            let key_der = PrivateKeyDer::from_pem_file(key).map_err(|e| bad(key, e.to_string()))?;
+            Some((chain, key_der))
+        }
+    };
+    let with_identity = move |b: rustls::ConfigBuilder<
+        rustls::ClientConfig,
+        rustls::client::WantsClientCert,
+    >|
+          -> Result<rustls::ClientConfig, StoreError> {
+        match identity {
+            None => Ok(b.with_no_client_auth()),
+            Some((chain, key)) => b
+                .with_client_auth_cert(chain, key)
+                .map_err(|e| StoreError::Other(format!("client certificate: {e}"))),
+        }
+    };
     let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
     let builder = rustls::ClientConfig::builder_with_provider(provider.clone())
         .with_safe_default_protocol_versions()
@@ -177,12 +209,13 @@ pub(crate) fn tls(
                 return Err(bad("no PEM certificate in the file".into()));
             }
         }
-        builder.with_root_certificates(roots).with_no_client_auth()
+        with_identity(builder.with_root_certificates(roots))?
     } else {
-        builder
-            .dangerous()
-            .with_custom_certificate_verifier(std::sync::Arc::new(Unverified(provider)))
-            .with_no_client_auth()
+        with_identity(
+            builder
+                .dangerous()
+                .with_custom_certificate_verifier(std::sync::Arc::new(Unverified(provider))),
+        )?
     };
     Ok(tokio_postgres_rustls::MakeRustlsConnect::new(config))
 }

@@ -207,14 +207,22 @@ struct Tls {
     /// Whether the server's certificate is checked (`verify-ca`, `verify-full`, or a
     /// root certificate file given, as libpq does).
     verify: bool,
+    /// `sslcert` (else `PGSSLCERT`): the client's PEM certificate (chain).
+    cert: Option<std::path::PathBuf>,
+    /// `sslkey` (else `PGSSLKEY`): its PEM private key.
+    key: Option<std::path::PathBuf>,
 }
 
 /// Takes out of a connection string what the client library does not read:
-/// `sslrootcert`, and `sslmode` values it does not know (`verify-ca` and `verify-full`,
+/// `sslrootcert`, `sslcert`, `sslkey`, and `sslmode` values it does not know (`verify-ca` and `verify-full`,
 /// passed on as `require` and remembered as "verify"); `sslmode` comes from
 /// `PGSSLMODE` when the URL sets none.
 fn split_url(url: &str) -> (String, Tls) {
-    let env_root = || std::env::var_os("PGSSLROOTCERT").map(std::path::PathBuf::from);
+    let env_path = |k: &str| {
+        std::env::var_os(k)
+            .filter(|v| !v.is_empty())
+            .map(std::path::PathBuf::from)
+    };
     let mut verify = false;
     let mut mode = |m: &str| -> String {
         if m == "verify-ca" || m == "verify-full" {
@@ -226,17 +234,28 @@ fn split_url(url: &str) -> (String, Tls) {
     };
     if !is_url(url) {
         // A libpq key=value string is passed as it is.
-        let root = env_root();
+        let root = env_path("PGSSLROOTCERT");
         let verify = root.is_some();
-        return (url.to_owned(), Tls { root, verify });
+        let (cert, key) = (env_path("PGSSLCERT"), env_path("PGSSLKEY"));
+        return (
+            url.to_owned(),
+            Tls {
+                root,
+                verify,
+                cert,
+                key,
+            },
+        );
     }
     let (base, query) = url.split_once('?').unwrap_or((url, ""));
-    let mut root = None;
+    let (mut root, mut cert, mut key) = (None, None, None);
     let mut has_mode = false;
     let mut parts = Vec::new();
     for p in query.split('&').filter(|p| !p.is_empty()) {
         match p.split_once('=') {
             Some(("sslrootcert", f)) => root = Some(std::path::PathBuf::from(percent_decode(f))),
+            Some(("sslcert", f)) => cert = Some(std::path::PathBuf::from(percent_decode(f))),
+            Some(("sslkey", f)) => key = Some(std::path::PathBuf::from(percent_decode(f))),
             Some(("sslmode", m)) => {
                 has_mode = true;
                 parts.push(format!("sslmode={}", mode(m)));
@@ -254,9 +273,19 @@ fn split_url(url: &str) -> (String, Tls) {
     } else {
         format!("{base}?{}", parts.join("&"))
     };
-    let root = root.or_else(env_root);
+    let root = root.or_else(|| env_path("PGSSLROOTCERT"));
     let verify = verify || root.is_some();
-    (url, Tls { root, verify })
+    let cert = cert.or_else(|| env_path("PGSSLCERT"));
+    let key = key.or_else(|| env_path("PGSSLKEY"));
+    (
+        url,
+        Tls {
+            root,
+            verify,
+            cert,
+            key,
+        },
+    )
 }
 
 /// `%XX` escapes decoded (the text unchanged if the result is not UTF-8).
@@ -285,9 +314,18 @@ fn manager(url: &str) -> StoreResult<Manager> {
     let mut config = postgres::Config::from_str(&url)
         .map_err(|e| StoreError::Other(format!("not a PostgreSQL URL ({e}): {}", redact(&url))))?;
     apply_env(&mut config)?;
+    let client =
+        match (&tls.cert, &tls.key) {
+            (Some(c), Some(k)) => Some((c.as_path(), k.as_path())),
+            (None, None) => None,
+            _ => return Err(StoreError::Other(
+                "a client certificate needs both sslcert and sslkey (or PGSSLCERT and PGSSLKEY)"
+                    .into(),
+            )),
+        };
     Ok(Manager {
         config,
-        tls: conn::tls(tls.root.as_deref(), tls.verify)?,
+        tls: conn::tls(tls.root.as_deref(), tls.verify, client)?,
     })
 }
 
