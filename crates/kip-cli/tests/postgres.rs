@@ -379,6 +379,37 @@ fn tls_is_used_and_the_server_certificate_is_verified() {
     let (ok, out, err) = kip(&with("sslmode=verify-full"), &["exec", find], None);
     assert!(!ok, "connected without trusting the certificate: {out}");
     assert!(err.contains("TLS"), "{err}");
+    // Reached under a name the certificate is not for (hostaddr gives the address):
+    // verify-full refuses it, verify-ca (the chain only) and a root file with require
+    // accept it, as libpq does.
+    let port = url
+        .split("127.0.0.1:")
+        .nth(1)
+        .and_then(|r| r.split('/').next())
+        .expect("the test URL's port");
+    let renamed = url.replacen(
+        &format!("127.0.0.1:{port}"),
+        &format!("kip-db.invalid:{port}"),
+        1,
+    );
+    let renamed = |extra: &str| format!("{renamed}&hostaddr=127.0.0.1&{extra}");
+    let (ok, out, err) = kip(
+        &renamed(&format!("sslmode=verify-full&sslrootcert={cert}")),
+        &["exec", find],
+        None,
+    );
+    assert!(
+        !ok,
+        "verify-full accepted a certificate for another name: {out}"
+    );
+    assert!(err.contains("TLS") || err.contains("certificate"), "{err}");
+    for mode in ["verify-ca", "require"] {
+        let r = exec_json(
+            &renamed(&format!("sslmode={mode}&sslrootcert={cert}")),
+            find,
+        );
+        assert_eq!(r["result"], json!(["$self"]), "{mode}: {r}");
+    }
     // require without a root certificate: encrypted, the certificate not checked (as
     // libpq does); disable: clear text.
     let r = exec_json(&with("sslmode=require"), find);

@@ -145,10 +145,21 @@ impl std::fmt::Debug for Manager {
     }
 }
 
-/// The TLS setup, as libpq does it: with `verify` (`sslmode=verify-ca`/`verify-full`,
-/// or a root certificate file given), the server's certificate is checked against
-/// Mozilla's roots plus the PEM certificates in `root_file` (`sslrootcert`: a private
-/// CA or a self-signed server), and its name against the host; without, the connection
+/// How a server's certificate is checked (libpq's `sslmode` values that check).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Verify {
+    /// Not at all (`prefer`, `require`): encrypted with whoever holds the key.
+    No,
+    /// Its chain up to a trusted root, whatever name it is for (`verify-ca`).
+    Ca,
+    /// Its chain and that it is for the host connected to (`verify-full`).
+    Full,
+}
+
+/// The TLS setup, as libpq does it: unless `verify` is [`Verify::No`], the server's
+/// certificate chain is checked against Mozilla's roots plus the PEM certificates in
+/// `root_file` (`sslrootcert`: a private CA or a self-signed server), and with
+/// [`Verify::Full`] its name against the host too; with [`Verify::No`], the connection
 /// is encrypted but the certificate is not checked (`prefer`, the default, and
 /// `require`: what libpq does, so a server with a self-signed certificate, e.g.
 /// Debian's default, just works; use `verify-full` over networks you do not trust).
@@ -156,7 +167,7 @@ impl std::fmt::Debug for Manager {
 /// certificate (for `cert` authentication, or a server that requires one).
 pub(crate) fn tls(
     root_file: Option<&std::path::Path>,
-    verify: bool,
+    verify: Verify,
     client: Option<(&std::path::Path, &std::path::Path)>,
 ) -> Result<tokio_postgres_rustls::MakeRustlsConnect, StoreError> {
     use rustls::pki_types::pem::PemObject;
@@ -194,7 +205,7 @@ pub(crate) fn tls(
     let builder = rustls::ClientConfig::builder_with_provider(provider.clone())
         .with_safe_default_protocol_versions()
         .map_err(|e| StoreError::Other(format!("TLS setup: {e}")))?;
-    let config = if verify {
+    let config = if verify != Verify::No {
         let mut roots = rustls::RootCertStore::empty();
         roots.extend(webpki_roots::TLS_SERVER_ROOTS.iter().cloned());
         if let Some(f) = root_file {
@@ -209,7 +220,22 @@ pub(crate) fn tls(
                 return Err(bad("no PEM certificate in the file".into()));
             }
         }
-        with_identity(builder.with_root_certificates(roots))?
+        let roots = std::sync::Arc::new(roots);
+        if verify == Verify::Full {
+            with_identity(builder.with_root_certificates(roots))?
+        } else {
+            let chain = rustls::client::WebPkiServerVerifier::builder_with_provider(
+                roots,
+                provider.clone(),
+            )
+            .build()
+            .map_err(|e| StoreError::Other(format!("TLS setup: {e}")))?;
+            with_identity(
+                builder
+                    .dangerous()
+                    .with_custom_certificate_verifier(std::sync::Arc::new(ChainOnly(chain))),
+            )?
+        }
     } else {
         with_identity(
             builder
@@ -218,6 +244,55 @@ pub(crate) fn tls(
         )?
     };
     Ok(tokio_postgres_rustls::MakeRustlsConnect::new(config))
+}
+
+/// Checks the server's certificate chain but not the name it is for (libpq's
+/// `verify-ca`): a name mismatch is the one error it lets through.
+#[derive(Debug)]
+struct ChainOnly(std::sync::Arc<rustls::client::WebPkiServerVerifier>);
+
+impl rustls::client::danger::ServerCertVerifier for ChainOnly {
+    fn verify_server_cert(
+        &self,
+        end_entity: &rustls::pki_types::CertificateDer<'_>,
+        intermediates: &[rustls::pki_types::CertificateDer<'_>],
+        server_name: &rustls::pki_types::ServerName<'_>,
+        ocsp_response: &[u8],
+        now: rustls::pki_types::UnixTime,
+    ) -> Result<rustls::client::danger::ServerCertVerified, rustls::Error> {
+        use rustls::CertificateError::{NotValidForName, NotValidForNameContext};
+        match self
+            .0
+            .verify_server_cert(end_entity, intermediates, server_name, ocsp_response, now)
+        {
+            Err(rustls::Error::InvalidCertificate(
+                NotValidForName | NotValidForNameContext { .. },
+            )) => Ok(rustls::client::danger::ServerCertVerified::assertion()),
+            other => other,
+        }
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &rustls::pki_types::CertificateDer<'_>,
+        dss: &rustls::DigitallySignedStruct,
+    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
+        self.0.verify_tls12_signature(message, cert, dss)
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &rustls::pki_types::CertificateDer<'_>,
+        dss: &rustls::DigitallySignedStruct,
+    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
+        self.0.verify_tls13_signature(message, cert, dss)
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<rustls::SignatureScheme> {
+        self.0.supported_verify_schemes()
+    }
 }
 
 /// Accepts the server's certificate without checking who signed it or for which name

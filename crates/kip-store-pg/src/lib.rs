@@ -204,9 +204,10 @@ fn apply_env(c: &mut postgres::Config) -> StoreResult<()> {
 struct Tls {
     /// `sslrootcert` (else `PGSSLROOTCERT`): PEM root certificates to trust.
     root: Option<std::path::PathBuf>,
-    /// Whether the server's certificate is checked (`verify-ca`, `verify-full`, or a
-    /// root certificate file given, as libpq does).
-    verify: bool,
+    /// How the server's certificate is checked: `verify-full` its chain and name,
+    /// `verify-ca` (or a root certificate file given with a weaker `sslmode`, as libpq
+    /// does) its chain, else not at all.
+    verify: conn::Verify,
     /// `sslcert` (else `PGSSLCERT`): the client's PEM certificate (chain).
     cert: Option<std::path::PathBuf>,
     /// `sslkey` (else `PGSSLKEY`): its PEM private key.
@@ -223,19 +224,23 @@ fn split_url(url: &str) -> (String, Tls) {
             .filter(|v| !v.is_empty())
             .map(std::path::PathBuf::from)
     };
-    let mut verify = false;
+    let mut verify = conn::Verify::No;
     let mut mode = |m: &str| -> String {
-        if m == "verify-ca" || m == "verify-full" {
-            verify = true;
-            "require".to_owned()
-        } else {
-            m.to_owned()
+        match m {
+            "verify-full" => verify = conn::Verify::Full,
+            "verify-ca" => verify = conn::Verify::Ca,
+            _ => return m.to_owned(),
         }
+        "require".to_owned()
     };
     if !is_url(url) {
         // A libpq key=value string is passed as it is.
         let root = env_path("PGSSLROOTCERT");
-        let verify = root.is_some();
+        let verify = if root.is_some() {
+            conn::Verify::Ca
+        } else {
+            conn::Verify::No
+        };
         let (cert, key) = (env_path("PGSSLCERT"), env_path("PGSSLKEY"));
         return (
             url.to_owned(),
@@ -274,7 +279,9 @@ fn split_url(url: &str) -> (String, Tls) {
         format!("{base}?{}", parts.join("&"))
     };
     let root = root.or_else(|| env_path("PGSSLROOTCERT"));
-    let verify = verify || root.is_some();
+    if root.is_some() && verify == conn::Verify::No {
+        verify = conn::Verify::Ca;
+    }
     let cert = cert.or_else(|| env_path("PGSSLCERT"));
     let key = key.or_else(|| env_path("PGSSLKEY"));
     (
@@ -806,16 +813,23 @@ mod tests {
             tls.root.as_deref(),
             Some(std::path::Path::new("/etc/ca.pem"))
         );
-        assert!(tls.verify);
+        assert_eq!(tls.verify, conn::Verify::Full);
         let (url, tls) = split_url("postgres://u@h/db?sslmode=verify-ca");
         assert_eq!(url, "postgres://u@h/db?sslmode=require");
-        assert!(tls.verify);
+        assert_eq!(tls.verify, conn::Verify::Ca);
         let (url, tls) = split_url("postgres://u@h/db?sslmode=require&sslrootcert=ca.pem");
         assert_eq!(url, "postgres://u@h/db?sslmode=require");
-        assert!(
+        assert_eq!(
             tls.verify,
-            "a root certificate given: verified, as libpq does"
+            conn::Verify::Ca,
+            "a root certificate given: the chain verified, as libpq does"
         );
+        let (_, tls) = split_url("postgres://u@h/db?sslmode=prefer");
+        assert_eq!(tls.verify, conn::Verify::No);
+        let (_, tls) =
+            split_url("postgres://u@h/db?sslmode=require&sslcert=%2Fc%2Fa.crt&sslkey=%2Fc%2Fa.key");
+        assert_eq!(tls.cert.as_deref(), Some(std::path::Path::new("/c/a.crt")));
+        assert_eq!(tls.key.as_deref(), Some(std::path::Path::new("/c/a.key")));
         assert_eq!(percent_decode("a%2Fb%zz%4"), "a/b%zz%4");
     }
 
