@@ -592,3 +592,46 @@ fn expect_version_guards_a_read_modify_write_across_processes() {
     let again = exec_json(&url, create);
     assert_eq!(again["error"]["code"], json!("KIP_3005"), "{again}");
 }
+
+#[test]
+#[ignore = "needs PostgreSQL (KIP_TEST_PG_URL)"]
+fn kip_check_finds_damage_done_behind_its_back() {
+    // Enough elements that the check reads them in several announced chunks.
+    let url = fresh_url("damage");
+    let mut capsule = String::from("UPSERT {\n");
+    for i in 0..1200 {
+        capsule.push_str(&format!(
+            "CONCEPT ?c{i} {{ {{type: \"Person\", name: \"person {i}\"}} SET ATTRIBUTES {{ note: \"likes gardening {i}\" }} }}\n"
+        ));
+    }
+    for i in 1..1200 {
+        capsule.push_str(&format!(
+            "PROPOSITION ?l{i} {{ (?c{i}, \"belongs_to_domain\", {{type: \"Domain\", name: \"CoreSchema\"}}) }}\n"
+        ));
+    }
+    capsule.push('}');
+    let (ok, out, err) = kip(&url, &["exec", "-f", "-"], Some(&capsule));
+    assert!(ok, "{out}{err}");
+    let (ok, out, err) = kip(&url, &["check"], None);
+    assert!(ok, "a clean memory: {out}{err}");
+    // Behind kip's back: one text index entry (element keys are stored with bit 63
+    // flipped) and one link's subject gone.
+    let schema = url
+        .rsplit("search_path%3D")
+        .next()
+        .expect("schema in the URL")
+        .to_string();
+    let base = std::env::var("KIP_TEST_PG_URL").expect("url");
+    let mut db = postgres::Client::connect(&base, postgres::NoTls).expect("a session");
+    db.batch_execute(&format!(
+        "SET search_path = {schema}; \
+         DELETE FROM kip_postings WHERE ctid = (SELECT ctid FROM kip_postings WHERE elem = \
+             (SELECT id FROM kip_concepts WHERE name = 'person 5'::bytea) - 9223372036854775807 - 1 LIMIT 1); \
+         DELETE FROM kip_concepts WHERE id = (SELECT min(id) FROM kip_concepts WHERE name = 'person 700'::bytea)"
+    ))
+    .expect("damage");
+    let (ok, out, _) = kip(&url, &["check"], None);
+    assert!(!ok, "the damage went unseen: {out}");
+    assert!(out.contains("missing the text index term"), "{out}");
+    assert!(out.contains("references missing C:"), "{out}");
+}

@@ -384,6 +384,12 @@ pub trait GraphRead {
     fn prefetch_elements(&self, _elems: &[ElemRef]) -> StoreResult<()> {
         Ok(())
     }
+    /// A hint that [`GraphRead::posting`] is about to be asked for each of `postings`
+    /// (`(term, element key)`), one by one: a backend whose reads are round trips reads
+    /// them at once. Never needed for correctness; the default does nothing.
+    fn prefetch_postings(&self, _postings: &[(&str, u64)]) -> StoreResult<()> {
+        Ok(())
+    }
     /// Elements marked as needing an embedding (new, deleted, or their embedded text
     /// changed since their vector was made), as [`ElemRef::encode`] keys in key order from
     /// `from` (concepts first). Empty in a store that never enabled vectors

@@ -5,6 +5,9 @@
 
 use super::*;
 
+/// Elements the check reads (and announces to the store) at a time.
+const CHECK_CHUNK: usize = 512;
+
 impl Nexus {
     /// Checks the store's invariants: every index entry matches its record, every link's
     /// subject and object exist, statistics match the data. Returns the problems found.
@@ -34,30 +37,48 @@ impl Nexus {
                 concept_ids.push(n);
                 Ok(true)
             })?;
-            for n in &concept_ids {
-                let Some(c) = r.concept(*n)? else {
-                    problems.push(format!("C:{n} listed but unreadable"));
-                    continue;
-                };
-                if r.concept_by_key(&c.concept_type, &c.name)? != Some(*n) {
-                    problems.push(format!("C:{n} missing from the (type, name) index"));
+            // In chunks, each announced first (records, then the text index entries
+            // their text implies): one round trip per chunk on PostgreSQL, not per
+            // element and term.
+            for chunk in concept_ids.chunks(CHECK_CHUNK) {
+                let elems: Vec<ElemRef> = chunk.iter().map(|n| ElemRef::Concept(*n)).collect();
+                r.prefetch_elements(&elems)?;
+                let mut terms: Vec<(String, u64)> = Vec::new();
+                for n in chunk {
+                    if let Some(c) = r.concept(*n)? {
+                        let doc = crate::meta::text::concept_doc(&c);
+                        let key = ElemRef::Concept(*n).encode();
+                        terms.extend(doc.terms.keys().map(|t| (t.clone(), key)));
+                    }
                 }
-                if r.concept_by_key(crate::schema::CONCEPT_TYPE, &c.concept_type)?
-                    .is_none()
-                {
-                    problems.push(format!("C:{n} has unregistered type {}", c.concept_type));
+                let wanted: Vec<(&str, u64)> =
+                    terms.iter().map(|(t, k)| (t.as_str(), *k)).collect();
+                r.prefetch_postings(&wanted)?;
+                for n in chunk {
+                    let Some(c) = r.concept(*n)? else {
+                        problems.push(format!("C:{n} listed but unreadable"));
+                        continue;
+                    };
+                    if r.concept_by_key(&c.concept_type, &c.name)? != Some(*n) {
+                        problems.push(format!("C:{n} missing from the (type, name) index"));
+                    }
+                    if r.concept_by_key(crate::schema::CONCEPT_TYPE, &c.concept_type)?
+                        .is_none()
+                    {
+                        problems.push(format!("C:{n} has unregistered type {}", c.concept_type));
+                    }
+                    *type_counts.entry(c.concept_type.clone()).or_default() += 1;
+                    by_type.entry(c.concept_type.clone()).or_default().push(*n);
+                    by_name.entry(c.name.clone()).or_default().push(*n);
+                    for (a, v) in crate::store::attrs::entries(&c) {
+                        by_attr
+                            .entry((c.concept_type.clone(), a.to_string()))
+                            .or_default()
+                            .push((v, *n));
+                    }
+                    let doc = crate::meta::text::concept_doc(&c);
+                    check_doc(r, ElemRef::Concept(*n), &doc, &mut problems)?;
                 }
-                *type_counts.entry(c.concept_type.clone()).or_default() += 1;
-                by_type.entry(c.concept_type.clone()).or_default().push(*n);
-                by_name.entry(c.name.clone()).or_default().push(*n);
-                for (a, v) in crate::store::attrs::entries(&c) {
-                    by_attr
-                        .entry((c.concept_type.clone(), a.to_string()))
-                        .or_default()
-                        .push((v, *n));
-                }
-                let doc = crate::meta::text::concept_doc(&c);
-                check_doc(r, ElemRef::Concept(*n), &doc, &mut problems)?;
             }
             for (t, k) in &type_counts {
                 let s = r.stat(crate::store::Stat::Type(t))?;
@@ -73,38 +94,57 @@ impl Nexus {
                 Ok(true)
             })?;
             let mut pred_counts: std::collections::HashMap<String, u64> = Default::default();
-            for n in &prop_ids {
-                let Some(p) = r.prop(*n)? else {
-                    problems.push(format!("P:{n} listed but unreadable"));
-                    continue;
-                };
-                for end in [p.subject, p.object] {
-                    let exists = match end {
-                        ElemRef::Concept(c) => r.concept(c)?.is_some(),
-                        ElemRef::Prop(q) => r.prop(q)?.is_some(),
+            for chunk in prop_ids.chunks(CHECK_CHUNK) {
+                // Announced: the links, then their ends and (subject, predicate, object).
+                let elems: Vec<ElemRef> = chunk.iter().map(|n| ElemRef::Prop(*n)).collect();
+                r.prefetch_elements(&elems)?;
+                let mut ends = Vec::new();
+                let mut recs = Vec::new();
+                for n in chunk {
+                    if let Some(p) = r.prop(*n)? {
+                        ends.extend([p.subject, p.object]);
+                        recs.push(p);
+                    }
+                }
+                r.prefetch_elements(&ends)?;
+                let triples: Vec<(ElemRef, &str, ElemRef)> = recs
+                    .iter()
+                    .map(|p| (p.subject, p.predicate.as_str(), p.object))
+                    .collect();
+                r.prefetch(&[], &triples)?;
+                for n in chunk {
+                    let Some(p) = r.prop(*n)? else {
+                        problems.push(format!("P:{n} listed but unreadable"));
+                        continue;
                     };
-                    if !exists {
-                        problems.push(format!("P:{n} references missing {}", end.id_string()));
+                    for end in [p.subject, p.object] {
+                        let exists = match end {
+                            ElemRef::Concept(c) => r.concept(c)?.is_some(),
+                            ElemRef::Prop(q) => r.prop(q)?.is_some(),
+                        };
+                        if !exists {
+                            problems.push(format!("P:{n} references missing {}", end.id_string()));
+                        }
                     }
-                }
-                if r.prop_by_spo(p.subject, &p.predicate, p.object)? != Some(*n) {
-                    problems.push(format!("P:{n} missing from the spo index"));
-                }
-                let (s, o) = (p.subject.encode(), p.object.encode());
-                by_pred
-                    .entry(p.predicate.clone())
-                    .or_default()
-                    .push((o, s, *n));
-                let k = match pred_no.get(&p.predicate) {
-                    Some(k) => *k,
-                    None => {
-                        preds.push(p.predicate.clone());
-                        pred_no.insert(p.predicate.clone(), preds.len() - 1);
-                        preds.len() - 1
+                    if r.prop_by_spo(p.subject, &p.predicate, p.object)? != Some(*n) {
+                        problems.push(format!("P:{n} missing from the spo index"));
                     }
-                };
-                incoming.push((o, k, s, *n));
-                *pred_counts.entry(p.predicate.clone()).or_default() += 1;
+                    let (s, o) = (p.subject.encode(), p.object.encode());
+                    by_pred
+                        .entry(p.predicate.clone())
+                        .or_default()
+                        .push((o, s, *n));
+                    let k = match pred_no.get(&p.predicate) {
+                        Some(k) => *k,
+                        None => {
+                            preds.push(p.predicate.clone());
+                            pred_no.insert(p.predicate.clone(), preds.len() - 1);
+                            preds.len() - 1
+                        }
+                    };
+                    incoming.push((o, k, s, *n));
+                    *pred_counts.entry(p.predicate.clone()).or_default() += 1;
+                }
             }
             let docs = r.stat(crate::store::Stat::TextDocs)?;
             let expected_docs = concept_ids.len() as u64;
@@ -221,6 +261,37 @@ fn check_secondary(
     }
     // Incoming links, one scan per object; predicates compare as strings (key order).
     incoming.sort_by(|a, b| (a.0, &preds[a.1], a.2).cmp(&(b.0, &preds[b.1], b.2)));
+    if r.wants_prefetch() {
+        // A store whose scans are round trips: the objects' links by every predicate,
+        // many objects per query (scan_many), in the same order.
+        let mut names = preds.to_vec();
+        names.sort();
+        let groups: Vec<&[(u64, usize, u64, u64)]> = incoming.chunk_by(|a, b| a.0 == b.0).collect();
+        for batch in groups.chunks(CHECK_CHUNK) {
+            let nodes: Vec<ElemRef> = batch.iter().map(|g| ElemRef::decode(g[0].0)).collect();
+            let mut got: HashMap<u64, Vec<(String, u64, u64)>> = HashMap::new();
+            r.scan_many(&nodes, &names, false, &mut |node, p, s, id| {
+                got.entry(node.encode())
+                    .or_default()
+                    .push((p.to_string(), s.encode(), id));
+                Ok(true)
+            })?;
+            for group in batch {
+                let object = group[0].0;
+                let want: Vec<(String, u64, u64)> = group
+                    .iter()
+                    .map(|(_, k, s, id)| (preds[*k].clone(), *s, *id))
+                    .collect();
+                compare_index(
+                    &format!("incoming-link ({})", ElemRef::decode(object).id_string()),
+                    want,
+                    got.remove(&object).unwrap_or_default(),
+                    problems,
+                );
+            }
+        }
+        return Ok(());
+    }
     for group in incoming.chunk_by(|a, b| a.0 == b.0) {
         let object = group[0].0;
         let want: Vec<(String, u64, u64)> = group

@@ -32,6 +32,9 @@ const ADJ_MAX: usize = 200_000;
 /// order of a scan (predicate, then other end).
 pub(crate) type Links = Rc<Vec<(String, u64, u64)>>;
 
+/// A text index entry: `(frequency, length)`.
+type Posting = (u32, u32);
+
 /// `(forward, predicate filter, element key)`: which links at which end.
 type LinksKey = (bool, Option<String>, u64);
 
@@ -41,6 +44,9 @@ pub(crate) struct Ahead {
     /// Read ahead at all (read-only transactions).
     pub(crate) on: bool,
     groups: RefCell<VecDeque<Rc<Group>>>,
+    /// Text index entries read ahead ([`GraphRead::prefetch_postings`]):
+    /// `(term, element key)` -> `(frequency, length)`, `None`: no entry.
+    postings: RefCell<HashMap<(String, u64), Option<Posting>>>,
     adj: RefCell<HashMap<LinksKey, Links>>,
 }
 
@@ -135,6 +141,46 @@ impl PgTx<'_> {
             }
         }
         Ok(())
+    }
+
+    /// [`GraphRead::prefetch_postings`] (read-only transactions): one query per
+    /// [`PREFETCH_CHUNK`] entries, an index probe each.
+    pub(super) fn read_postings(&self, wanted: &[(&str, u64)]) -> StoreResult<()> {
+        if !self.ahead.on {
+            return Ok(());
+        }
+        if self.ahead.postings.borrow().len() + wanted.len() > ADJ_MAX {
+            self.ahead.postings.borrow_mut().clear();
+        }
+        for chunk in wanted.chunks(PREFETCH_CHUNK) {
+            let terms: Vec<&[u8]> = chunk.iter().map(|p| p.0.as_bytes()).collect();
+            let elems: Vec<i64> = chunk.iter().map(|p| ek(p.1)).collect();
+            let rows = self.query(
+                "SELECT k.t, k.e, x.tf, x.len FROM unnest($1::bytea[], $2::bigint[]) AS k(t, e) \
+                 CROSS JOIN LATERAL (SELECT tf, len FROM kip_postings \
+                     WHERE term = k.t AND elem = k.e LIMIT 1) AS x",
+                &[&terms, &elems],
+            )?;
+            let mut cache = self.ahead.postings.borrow_mut();
+            for (t, e) in chunk {
+                cache.insert(((*t).to_owned(), *e), None);
+            }
+            for r in &rows {
+                let tf = u32::try_from(get::<i64>(r, 2)?).unwrap_or(u32::MAX);
+                let len = u32::try_from(get::<i64>(r, 3)?).unwrap_or(u32::MAX);
+                cache.insert((utf8(get(r, 0)?)?, uk(get(r, 1)?)), Some((tf, len)));
+            }
+        }
+        Ok(())
+    }
+
+    /// A text index entry read ahead, if it was.
+    pub(super) fn posting_ahead(&self, term: &str, key: u64) -> Option<Option<(u32, u32)>> {
+        let cache = self.ahead.postings.borrow();
+        if cache.is_empty() {
+            return None;
+        }
+        cache.get(&(term.to_owned(), key)).copied()
     }
 
     /// Remembers elements (keys) returned together.

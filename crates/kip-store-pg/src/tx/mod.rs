@@ -530,6 +530,9 @@ impl GraphRead for PgTx<'_> {
     }
 
     fn posting(&self, term: &str, key: u64) -> StoreResult<Option<(u32, u32)>> {
+        if let Some(p) = self.posting_ahead(term, key) {
+            return Ok(p);
+        }
         self.sync()?;
         let row = self.query_opt(
             "SELECT tf, len FROM kip_postings WHERE term = $1 AND elem = $2",
@@ -626,6 +629,10 @@ impl GraphRead for PgTx<'_> {
 
     fn prefetch_elements(&self, elems: &[ElemRef]) -> StoreResult<()> {
         self.read_records(elems)
+    }
+
+    fn prefetch_postings(&self, postings: &[(&str, u64)]) -> StoreResult<()> {
+        self.read_postings(postings)
     }
 
     fn prefetch(
