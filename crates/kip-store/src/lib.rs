@@ -384,6 +384,21 @@ pub trait GraphRead {
     fn prefetch_elements(&self, _elems: &[ElemRef]) -> StoreResult<()> {
         Ok(())
     }
+    /// The number of links into each of `nodes` with predicate `p`, in the order of
+    /// `nodes`. The default counts what [`GraphRead::scan_in`] visits; a backend whose
+    /// scans are round trips counts where the links are.
+    fn count_in_many(&self, nodes: &[ElemRef], p: &str) -> StoreResult<Vec<u64>> {
+        let mut out = Vec::with_capacity(nodes.len());
+        for n in nodes {
+            let mut k = 0u64;
+            self.scan_in(*n, Some(p), &mut |_, _, _| {
+                k += 1;
+                Ok(true)
+            })?;
+            out.push(k);
+        }
+        Ok(out)
+    }
     /// A hint that [`GraphRead::posting`] is about to be asked for each of `postings`
     /// (`(term, element key)`), one by one: a backend whose reads are round trips reads
     /// them at once. Never needed for correctness; the default does nothing.

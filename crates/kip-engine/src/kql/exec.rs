@@ -97,6 +97,20 @@ impl<'g> Ctx<'g> {
         Ok(())
     }
 
+    /// Counts `n` units of work at once (what a store counted for the query), with
+    /// the checks of [`Ctx::tick`].
+    pub fn tick_by(&self, n: u64) -> Result<(), KipError> {
+        let before = self.work.get();
+        if n > 0 {
+            self.work.set(before.saturating_add(n - 1));
+            self.tick()?;
+        }
+        if before / 1024 != self.work.get() / 1024 {
+            self.check_time()?;
+        }
+        Ok(())
+    }
+
     /// `KIP_4001` when the query's deadline has passed or its request was cancelled.
     pub fn check_time(&self) -> Result<(), KipError> {
         if self.limits.interrupt.is_some() || self.limits.deadline.is_some() {

@@ -635,6 +635,23 @@ impl GraphRead for PgTx<'_> {
         self.read_postings(postings)
     }
 
+    fn count_in_many(&self, nodes: &[ElemRef], p: &str) -> StoreResult<Vec<u64>> {
+        self.sync()?;
+        let mut out = Vec::with_capacity(nodes.len());
+        for chunk in nodes.chunks(PREFETCH_CHUNK) {
+            let keys: Vec<i64> = chunk.iter().map(|e| ek(e.encode())).collect();
+            let rows = self.query(
+                "SELECT (SELECT count(*) FROM kip_props WHERE o = f.e AND p = $2) \
+                 FROM unnest($1::bigint[]) WITH ORDINALITY AS f(e, i) ORDER BY f.i",
+                &[&keys, &p.as_bytes()],
+            )?;
+            for r in &rows {
+                out.push(u64::try_from(get::<i64>(r, 0)?).unwrap_or(0));
+            }
+        }
+        Ok(out)
+    }
+
     fn prefetch(
         &self,
         concepts: &[(&str, &str)],
