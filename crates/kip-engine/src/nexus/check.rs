@@ -37,25 +37,32 @@ impl Nexus {
                 concept_ids.push(n);
                 Ok(true)
             })?;
-            // In chunks, each announced first (records, then the text index entries
-            // their text implies): one round trip per chunk on PostgreSQL, not per
-            // element and term.
+            // In chunks, each read once; a store whose reads are round trips is told
+            // first what the chunk reads (records, then the text index entries their
+            // text implies): one round trip per chunk on PostgreSQL, not per element
+            // and term.
+            let announce = r.wants_prefetch();
             for chunk in concept_ids.chunks(CHECK_CHUNK) {
-                let elems: Vec<ElemRef> = chunk.iter().map(|n| ElemRef::Concept(*n)).collect();
-                r.prefetch_elements(&elems)?;
-                let mut terms: Vec<(String, u64)> = Vec::new();
-                for n in chunk {
-                    if let Some(c) = r.concept(*n)? {
-                        let doc = crate::meta::text::concept_doc(&c);
-                        let key = ElemRef::Concept(*n).encode();
-                        terms.extend(doc.terms.keys().map(|t| (t.clone(), key)));
-                    }
+                if announce {
+                    let elems: Vec<ElemRef> = chunk.iter().map(|n| ElemRef::Concept(*n)).collect();
+                    r.prefetch_elements(&elems)?;
                 }
-                let wanted: Vec<(&str, u64)> =
-                    terms.iter().map(|(t, k)| (t.as_str(), *k)).collect();
-                r.prefetch_postings(&wanted)?;
+                let mut recs = Vec::with_capacity(chunk.len());
                 for n in chunk {
-                    let Some(c) = r.concept(*n)? else {
+                    let c = r.concept(*n)?;
+                    let doc = c.as_ref().map(crate::meta::text::concept_doc);
+                    recs.push((n, c, doc));
+                }
+                if announce {
+                    let wanted: Vec<(&str, u64)> = recs
+                        .iter()
+                        .filter_map(|(n, _, d)| Some((ElemRef::Concept(**n).encode(), d.as_ref()?)))
+                        .flat_map(|(key, d)| d.terms.keys().map(move |t| (t.as_str(), key)))
+                        .collect();
+                    r.prefetch_postings(&wanted)?;
+                }
+                for (n, c, doc) in recs {
+                    let (Some(c), Some(doc)) = (c, doc) else {
                         problems.push(format!("C:{n} listed but unreadable"));
                         continue;
                     };
@@ -76,7 +83,6 @@ impl Nexus {
                             .or_default()
                             .push((v, *n));
                     }
-                    let doc = crate::meta::text::concept_doc(&c);
                     check_doc(r, ElemRef::Concept(*n), &doc, &mut problems)?;
                 }
             }
@@ -96,24 +102,26 @@ impl Nexus {
             let mut pred_counts: std::collections::HashMap<String, u64> = Default::default();
             for chunk in prop_ids.chunks(CHECK_CHUNK) {
                 // Announced: the links, then their ends and (subject, predicate, object).
-                let elems: Vec<ElemRef> = chunk.iter().map(|n| ElemRef::Prop(*n)).collect();
-                r.prefetch_elements(&elems)?;
-                let mut ends = Vec::new();
-                let mut recs = Vec::new();
-                for n in chunk {
-                    if let Some(p) = r.prop(*n)? {
-                        ends.extend([p.subject, p.object]);
-                        recs.push(p);
-                    }
+                if announce {
+                    let elems: Vec<ElemRef> = chunk.iter().map(|n| ElemRef::Prop(*n)).collect();
+                    r.prefetch_elements(&elems)?;
                 }
-                r.prefetch_elements(&ends)?;
-                let triples: Vec<(ElemRef, &str, ElemRef)> = recs
-                    .iter()
-                    .map(|p| (p.subject, p.predicate.as_str(), p.object))
-                    .collect();
-                r.prefetch(&[], &triples)?;
+                let mut recs = Vec::with_capacity(chunk.len());
                 for n in chunk {
-                    let Some(p) = r.prop(*n)? else {
+                    recs.push((n, r.prop(*n)?));
+                }
+                if announce {
+                    let live = recs.iter().filter_map(|(_, p)| p.as_ref());
+                    let ends: Vec<ElemRef> =
+                        live.clone().flat_map(|p| [p.subject, p.object]).collect();
+                    r.prefetch_elements(&ends)?;
+                    let triples: Vec<(ElemRef, &str, ElemRef)> = live
+                        .map(|p| (p.subject, p.predicate.as_str(), p.object))
+                        .collect();
+                    r.prefetch(&[], &triples)?;
+                }
+                for (n, p) in recs {
+                    let Some(p) = p else {
                         problems.push(format!("P:{n} listed but unreadable"));
                         continue;
                     };
