@@ -3,14 +3,15 @@
 //! instead of a few per row, without the engine knowing.
 //!
 //! The ids a scan returns together (a page of a type, name, attribute or whole-table
-//! scan; the far ends of a batch of links read ahead, and those links) form a *group*. When the records
-//! of a second member of a group are read one by one, the records of the whole group
-//! are read in one query; when the links at one end (one direction, one predicate or
-//! all) of a second member are, those of the whole group are, in one query per 1,024
-//! members and at most [`LINKS_PER_ELEM`] links each (a member with more, a hub, is
-//! read on its own, paged, as before). The first miss of a group is served alone, so a
-//! query that reads one element of a page does not read the page. Write transactions
-//! do not read ahead: their reads must see their own buffered writes.
+//! scan; the far ends of a batch of links read ahead, and those links) form a *group*.
+//! From the second one-by-one read of a group member's record on, the records of the
+//! [`PART`] (1,024) members around each member asked for are read in one query; the
+//! same for the links at one end (one direction, one predicate or all), at most
+//! [`LINKS_PER_ELEM`] per member (a member with more, a hub, is read on its own, paged,
+//! as before). The first miss of a group is served alone, so a query that reads one
+//! element of a page does not read the page, and one miss never reads more than a
+//! part. Write transactions do not read ahead: their reads must see their own
+//! buffered writes.
 
 use super::*;
 use std::collections::{HashSet, VecDeque};
@@ -50,29 +51,48 @@ pub(crate) struct Ahead {
     adj: RefCell<HashMap<LinksKey, Links>>,
 }
 
+/// Members of a group read ahead at once: the part around the element asked for, so
+/// one miss costs one bounded query however big the group (a batch's far ends can be
+/// 32 times the page that led to them).
+const PART: usize = 1_024;
+
+/// One-by-one reads of a group's members so far, and the parts read ahead.
+type Reads = (u32, HashSet<usize>);
+
 /// Elements returned together.
 struct Group {
+    /// In key order.
     keys: Vec<u64>,
     members: HashSet<u64>,
-    /// Records read one by one so far (`u32::MAX`: the group's were read).
-    record_misses: Cell<u32>,
-    /// Per (forward, predicate filter): link scans one by one so far (`u32::MAX`: the
-    /// group's were read).
-    link_misses: RefCell<HashMap<(bool, Option<String>), u32>>,
+    /// Records read one by one so far (at 2 the group is read ahead), and the parts
+    /// read ahead.
+    records: RefCell<Reads>,
+    /// The same per (forward, predicate filter), for the links at one end.
+    links: RefCell<HashMap<(bool, Option<String>), Reads>>,
 }
 
-/// Counts a miss; true on the second (the time to read the group), after which the
-/// counter says "read".
-fn second_miss(m: &mut u32) -> bool {
-    if *m == u32::MAX {
-        return false;
+impl Group {
+    /// The part of the group `key` is in.
+    fn part_of(&self, key: u64) -> usize {
+        self.keys.binary_search(&key).unwrap_or(0) / PART
     }
-    *m += 1;
-    if *m >= 2 {
-        *m = u32::MAX;
-        return true;
+
+    fn part(&self, i: usize) -> &[u64] {
+        let lo = (i * PART).min(self.keys.len());
+        &self.keys[lo..(lo + PART).min(self.keys.len())]
     }
-    false
+}
+
+/// Counts a one-by-one read of a member of part `part`; true when that part is to be
+/// read ahead now: from the second read of the group on, once per part.
+fn due(state: &mut Reads, part: usize) -> bool {
+    if state.0 < 2 {
+        state.0 += 1;
+        if state.0 < 2 {
+            return false;
+        }
+    }
+    state.1.insert(part)
 }
 
 impl PgTx<'_> {
@@ -198,8 +218,8 @@ impl PgTx<'_> {
         groups.push_front(Rc::new(Group {
             keys,
             members,
-            record_misses: Cell::new(0),
-            link_misses: RefCell::new(HashMap::new()),
+            records: RefCell::new((0, HashSet::new())),
+            links: RefCell::new(HashMap::new()),
         }));
     }
 
@@ -221,14 +241,10 @@ impl PgTx<'_> {
         let Some(g) = self.group_of(key) else {
             return Ok(());
         };
-        let mut m = g.record_misses.get();
-        let now = second_miss(&mut m);
-        g.record_misses.set(m);
-        if now {
-            let elems: Vec<ElemRef> = g.keys.iter().map(|k| ElemRef::decode(*k)).collect();
-            for chunk in elems.chunks(PREFETCH_CHUNK) {
-                self.prefetch_elements(chunk)?;
-            }
+        let part = g.part_of(key);
+        if due(&mut g.records.borrow_mut(), part) {
+            let elems: Vec<ElemRef> = g.part(part).iter().map(|k| ElemRef::decode(*k)).collect();
+            self.read_records(&elems)?;
         }
         Ok(())
     }
@@ -252,14 +268,18 @@ impl PgTx<'_> {
         let Some(g) = self.group_of(at) else {
             return Ok(None);
         };
+        let part = g.part_of(at);
         let now = {
-            let mut misses = g.link_misses.borrow_mut();
-            second_miss(misses.entry((forward, key.1.clone())).or_insert(0))
+            let mut links = g.links.borrow_mut();
+            let state = links
+                .entry((forward, key.1.clone()))
+                .or_insert_with(|| (0, HashSet::new()));
+            due(state, part)
         };
         if !now {
             return Ok(None);
         }
-        self.read_links(&g.keys, forward, p)?;
+        self.read_links(g.part(part), forward, p)?;
         Ok(self.ahead.adj.borrow().get(&key).cloned())
     }
 
