@@ -235,8 +235,9 @@ impl PgTx<'_> {
             .cloned()
     }
 
-    /// Before a record is read on its own: on the second such read in its group, reads
-    /// the records of the whole group (into the transaction's record cache).
+    /// Before a record is read on its own: from the second such read in its group on,
+    /// reads the records of the part of the group around it (into the transaction's
+    /// record cache), once per part.
     pub(super) fn records_ahead(&self, key: u64) -> StoreResult<()> {
         let Some(g) = self.group_of(key) else {
             return Ok(());
@@ -249,9 +250,9 @@ impl PgTx<'_> {
         Ok(())
     }
 
-    /// The links at one end of `at` (an element key) if read ahead; on the second
-    /// scan one by one in its group (same direction and predicate filter), reads those
-    /// of the whole group first.
+    /// The links at one end of `at` (an element key) if read ahead; from the second
+    /// scan one by one in its group on (same direction and predicate filter), reads
+    /// those of the part of the group around it first, once per part.
     pub(super) fn links_ahead(
         &self,
         forward: bool,
