@@ -230,28 +230,38 @@ pub(crate) fn tls(
             )
             .build()
             .map_err(|e| StoreError::Other(format!("TLS setup: {e}")))?;
-            with_identity(
-                builder
-                    .dangerous()
-                    .with_custom_certificate_verifier(std::sync::Arc::new(ChainOnly(chain))),
-            )?
+            with_identity(builder.dangerous().with_custom_certificate_verifier(
+                std::sync::Arc::new(Lenient {
+                    provider: provider.clone(),
+                    chain: Some(chain),
+                }),
+            ))?
         }
     } else {
         with_identity(
             builder
                 .dangerous()
-                .with_custom_certificate_verifier(std::sync::Arc::new(Unverified(provider))),
+                .with_custom_certificate_verifier(std::sync::Arc::new(Lenient {
+                    provider,
+                    chain: None,
+                })),
         )?
     };
     Ok(tokio_postgres_rustls::MakeRustlsConnect::new(config))
 }
 
-/// Checks the server's certificate chain but not the name it is for (libpq's
-/// `verify-ca`): a name mismatch is the one error it lets through.
+/// The server certificate checks other than `verify-full`'s: with `chain`, the chain
+/// up to a trusted root but not the name the certificate is for (libpq's `verify-ca`:
+/// a name mismatch is the one error let through); without, none at all (libpq's
+/// `sslmode=require`). The handshake's signatures are verified either way, so the
+/// session is encrypted with the holder of that certificate's key.
 #[derive(Debug)]
-struct ChainOnly(std::sync::Arc<rustls::client::WebPkiServerVerifier>);
+struct Lenient {
+    provider: std::sync::Arc<rustls::crypto::CryptoProvider>,
+    chain: Option<std::sync::Arc<rustls::client::WebPkiServerVerifier>>,
+}
 
-impl rustls::client::danger::ServerCertVerifier for ChainOnly {
+impl rustls::client::danger::ServerCertVerifier for Lenient {
     fn verify_server_cert(
         &self,
         end_entity: &rustls::pki_types::CertificateDer<'_>,
@@ -261,10 +271,10 @@ impl rustls::client::danger::ServerCertVerifier for ChainOnly {
         now: rustls::pki_types::UnixTime,
     ) -> Result<rustls::client::danger::ServerCertVerified, rustls::Error> {
         use rustls::CertificateError::{NotValidForName, NotValidForNameContext};
-        match self
-            .0
-            .verify_server_cert(end_entity, intermediates, server_name, ocsp_response, now)
-        {
+        let Some(chain) = &self.chain else {
+            return Ok(rustls::client::danger::ServerCertVerified::assertion());
+        };
+        match chain.verify_server_cert(end_entity, intermediates, server_name, ocsp_response, now) {
             Err(rustls::Error::InvalidCertificate(
                 NotValidForName | NotValidForNameContext { .. },
             )) => Ok(rustls::client::danger::ServerCertVerified::assertion()),
@@ -278,52 +288,11 @@ impl rustls::client::danger::ServerCertVerifier for ChainOnly {
         cert: &rustls::pki_types::CertificateDer<'_>,
         dss: &rustls::DigitallySignedStruct,
     ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
-        self.0.verify_tls12_signature(message, cert, dss)
-    }
-
-    fn verify_tls13_signature(
-        &self,
-        message: &[u8],
-        cert: &rustls::pki_types::CertificateDer<'_>,
-        dss: &rustls::DigitallySignedStruct,
-    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
-        self.0.verify_tls13_signature(message, cert, dss)
-    }
-
-    fn supported_verify_schemes(&self) -> Vec<rustls::SignatureScheme> {
-        self.0.supported_verify_schemes()
-    }
-}
-
-/// Accepts the server's certificate without checking who signed it or for which name
-/// (libpq's `sslmode=require`); the handshake's signatures are still verified, so the
-/// session is encrypted with the holder of that certificate's key.
-#[derive(Debug)]
-struct Unverified(std::sync::Arc<rustls::crypto::CryptoProvider>);
-
-impl rustls::client::danger::ServerCertVerifier for Unverified {
-    fn verify_server_cert(
-        &self,
-        _end_entity: &rustls::pki_types::CertificateDer<'_>,
-        _intermediates: &[rustls::pki_types::CertificateDer<'_>],
-        _server_name: &rustls::pki_types::ServerName<'_>,
-        _ocsp_response: &[u8],
-        _now: rustls::pki_types::UnixTime,
-    ) -> Result<rustls::client::danger::ServerCertVerified, rustls::Error> {
-        Ok(rustls::client::danger::ServerCertVerified::assertion())
-    }
-
-    fn verify_tls12_signature(
-        &self,
-        message: &[u8],
-        cert: &rustls::pki_types::CertificateDer<'_>,
-        dss: &rustls::DigitallySignedStruct,
-    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
         rustls::crypto::verify_tls12_signature(
             message,
             cert,
             dss,
-            &self.0.signature_verification_algorithms,
+            &self.provider.signature_verification_algorithms,
         )
     }
 
@@ -337,12 +306,14 @@ impl rustls::client::danger::ServerCertVerifier for Unverified {
             message,
             cert,
             dss,
-            &self.0.signature_verification_algorithms,
+            &self.provider.signature_verification_algorithms,
         )
     }
 
     fn supported_verify_schemes(&self) -> Vec<rustls::SignatureScheme> {
-        self.0.signature_verification_algorithms.supported_schemes()
+        self.provider
+            .signature_verification_algorithms
+            .supported_schemes()
     }
 }
 
