@@ -117,6 +117,9 @@ impl PgTx<'_> {
             }
             return Ok(());
         }
+        // The far ends of a page of links read one by one form a read-ahead group:
+        // their records and links are what a caller visits next.
+        let far_end = |r: &Row| -> StoreResult<u64> { Ok(uk(get(r, 1)?)) };
         let mut visit = |r: &Row| -> StoreResult<Continue> {
             let p = std::str::from_utf8(get::<&[u8]>(r, 0)?)
                 .map_err(|_| StoreError::Corruption("a stored predicate is not UTF-8".into()))?;
@@ -130,11 +133,12 @@ impl PgTx<'_> {
                 let next = format!(
                     "SELECT p, {other}, id FROM kip_props WHERE {end} = $1 AND p = $2 AND {other} > $3 ORDER BY {other} LIMIT $4"
                 );
-                self.paged(
+                self.paged_grouped(
                     &first,
                     &next,
                     &[&at, &p.as_bytes()],
                     &|r| Ok(vec![Box::new(get::<i64>(r, 1)?)]),
+                    Some(&far_end),
                     &mut visit,
                 )
             }
@@ -145,7 +149,7 @@ impl PgTx<'_> {
                 let next = format!(
                     "SELECT p, {other}, id FROM kip_props WHERE {end} = $1 AND (p, {other}) > ($2, $3) ORDER BY p, {other} LIMIT $4"
                 );
-                self.paged(
+                self.paged_grouped(
                     &first,
                     &next,
                     &[&at],
@@ -155,6 +159,7 @@ impl PgTx<'_> {
                             Box::new(get::<i64>(r, 1)?),
                         ])
                     },
+                    Some(&far_end),
                     &mut visit,
                 )
             }
