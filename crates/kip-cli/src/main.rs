@@ -248,7 +248,8 @@ fn data_dir(cli: &Cli) -> PathBuf {
 }
 
 /// Whether `data` holds a nexus: a directory with a database file, or a PostgreSQL URL
-/// (a database is opened, and initialized if it has no kip tables yet).
+/// whose schema holds a memory's tables (opening a database without them initializes
+/// one, which a command that only reads or maintains a memory must not do).
 pub fn store_exists(data: &Path) -> bool {
     match data
         .to_str()
