@@ -3,7 +3,7 @@
 //! executing KIP commands with one write transaction per KML statement (concurrent
 //! statements are combined into one transaction by the write combiner here).
 //!
-//! Kept in one file (about 880 lines): opening, the write combiner and command
+//! Kept in one file (about 900 lines): opening, the write combiner and command
 //! execution share the `Nexus` fields and the combiner's queue, and the order of a
 //! statement's steps (prepare, combine, commit, answer) is read top to bottom here.
 //! The parts that only use the public surface live beside it: `check.rs` (integrity),
