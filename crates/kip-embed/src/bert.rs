@@ -44,10 +44,10 @@ fn default_eps() -> f64 {
     1e-12
 }
 
-struct SelfAttention {
-    query: Linear,
-    key: Linear,
-    value: Linear,
+pub(crate) struct SelfAttention {
+    pub(crate) query: Linear,
+    pub(crate) key: Linear,
+    pub(crate) value: Linear,
     heads: usize,
     head_dim: usize,
 }
@@ -74,24 +74,27 @@ impl Act {
     }
 }
 
-struct Layer {
+pub(crate) struct Layer {
     act: Act,
-    attention: SelfAttention,
-    attention_out: Linear,
-    attention_norm: LayerNorm,
-    intermediate: Linear,
-    output: Linear,
-    output_norm: LayerNorm,
+    pub(crate) attention: SelfAttention,
+    pub(crate) attention_out: Linear,
+    pub(crate) attention_norm: LayerNorm,
+    pub(crate) intermediate: Linear,
+    pub(crate) output: Linear,
+    pub(crate) output_norm: LayerNorm,
 }
 
 /// The loaded encoder.
 pub(crate) struct Bert {
-    words: Embedding,
-    positions: Embedding,
-    token_types: Embedding,
-    norm: LayerNorm,
-    layers: Vec<Layer>,
+    pub(crate) words: Embedding,
+    pub(crate) positions: Embedding,
+    pub(crate) token_types: Embedding,
+    pub(crate) norm: LayerNorm,
+    pub(crate) layers: Vec<Layer>,
     pub(crate) max_positions: usize,
+    pub(crate) hidden: usize,
+    pub(crate) heads: usize,
+    pub(crate) act: Act,
 }
 
 impl Bert {
@@ -137,6 +140,9 @@ impl Bert {
             norm,
             layers,
             max_positions: cfg.max_position_embeddings,
+            hidden: h,
+            heads,
+            act,
         })
     }
 

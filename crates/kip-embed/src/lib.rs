@@ -14,6 +14,7 @@
 //!   vLLM, llama.cpp server), key from `KIP_EMBEDDER_API_KEY` ([`OpenAiEmbedder`]).
 
 mod bert;
+mod fast;
 mod local;
 mod openai;
 

@@ -1,6 +1,7 @@
 //! `local:DIR`: a sentence-transformers model directory run in process on the CPU.
 
 use crate::bert::{self, Act, Bert, BertConfig};
+use crate::fast::{self, Fast};
 use crate::{EmbedError, Embedder};
 use candle_core::{DType, Tensor};
 use candle_nn::VarBuilder;
@@ -12,10 +13,18 @@ use tokenizers::{Tokenizer, TruncationParams};
 /// Texts per forward pass (sorted by length first, so a batch pads little).
 const BATCH: usize = 32;
 
+/// The longest text (in tokens) a call with a single text runs through the
+/// single-text path ([`crate::fast`]); longer ones, and every call with several texts,
+/// go through candle, whose matrix kernels win once many rows share each weight.
+const FAST_TOKENS: usize = 64;
+
 /// A sentence-transformers model (BERT encoder, mean or CLS pooling, optional
 /// normalization) loaded from a directory.
 pub struct LocalEmbedder {
     model: Bert,
+    /// The single-text layout of the same weights (`None` for a model whose weights do
+    /// not fit half floats).
+    fast: Option<Fast>,
     tokenizer: Tokenizer,
     id: String,
     dim: usize,
@@ -139,6 +148,8 @@ impl LocalEmbedder {
             .map_err(|e| EmbedError::Config(format!("model.safetensors: {e}")))?;
         let model = Bert::load(vb, &cfg, act)
             .map_err(|e| EmbedError::Config(format!("model.safetensors: {e}")))?;
+        let fast = Fast::from_bert(&model)
+            .map_err(|e| EmbedError::Config(format!("model.safetensors: {e}")))?;
         let name = dir
             .canonicalize()
             .ok()
@@ -148,12 +159,38 @@ impl LocalEmbedder {
             id: format!("local:{name}@{crc:08x}"),
             dim: cfg.hidden_size,
             model,
+            fast,
             tokenizer,
             mean_pooling,
             normalize,
         })
     }
 
+    /// One text through the single-text path, when there is one and the text is at
+    /// most [`FAST_TOKENS`] tokens long.
+    fn run_one(&self, text: &str) -> Result<Option<Vec<f32>>, EmbedError> {
+        let Some(fast) = &self.fast else {
+            return Ok(None);
+        };
+        let encoding = self.tokenizer.encode(text, true).map_err(model_err)?;
+        let ids = encoding.get_ids();
+        if ids.is_empty() || ids.len() > FAST_TOKENS.min(self.model.max_positions) {
+            return Ok(None);
+        }
+        let states = fast.forward(ids).map_err(model_err)?;
+        Ok(Some(if self.mean_pooling {
+            fast::mean_pool(&states, self.dim, self.normalize)
+        } else {
+            let mut cls = states[..self.dim].to_vec();
+            if self.normalize {
+                let n = cls.iter().map(|v| v * v).sum::<f32>().sqrt().max(1e-12);
+                cls.iter_mut().for_each(|v| *v /= n);
+            }
+            cls
+        }))
+    }
+
+    /// The texts through candle, padded to the longest of them.
     fn run_batch(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
         let encodings = self
             .tokenizer
@@ -235,6 +272,11 @@ impl Embedder for LocalEmbedder {
     }
 
     fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
+        if let [one] = texts {
+            if let Some(v) = self.run_one(one)? {
+                return Ok(vec![v]);
+            }
+        }
         // Shortest first, so that each batch pads to a length close to its own texts'.
         let mut order: Vec<usize> = (0..texts.len()).collect();
         order.sort_by_key(|&i| texts[i].len());
