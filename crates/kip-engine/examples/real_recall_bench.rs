@@ -2,8 +2,9 @@
 //! real_recall_bench -- N MODEL_DIR [CACHE_FILE]`. Generates N short memory-like
 //! sentences from a seeded vocabulary of everyday English, embeds them with the local
 //! model (a sentence-transformers directory, e.g. target/models/all-MiniLM-L6-v2; the
-//! vectors are kept in CACHE_FILE when given, so a rerun with the same or a smaller N
-//! skips the model), builds the
+//! vectors are appended to CACHE_FILE when given, 6,400 at a time, so a rerun with the
+//! same or a smaller N skips the model, and a larger N or an interrupted run only
+//! embeds what is missing), builds the
 //! HNSW graph over them (threshold lowered to N / 2), then embeds 200 new sentences as
 //! queries and reports recall@10 of the graph against the exact search, the median
 //! search time of both, and the median time of a whole semantic lookup of a new text
@@ -18,190 +19,9 @@ use std::time::{Duration, Instant};
 #[path = "../tests/common/embedders.rs"]
 mod embedders;
 
-const PEOPLE: &[&str] = &[
-    "Alice",
-    "Bob",
-    "Carol",
-    "Dan",
-    "Erin",
-    "Frank",
-    "Grace",
-    "Hugo",
-    "Ines",
-    "Jack",
-    "Kira",
-    "Liam",
-    "Maya",
-    "Noah",
-    "Olga",
-    "Pablo",
-    "Quinn",
-    "Rosa",
-    "Sam",
-    "Tara",
-    "my sister",
-    "my manager",
-    "the landlord",
-    "the dentist",
-    "our neighbour",
-    "the team",
-    "the client",
-    "my father",
-    "the doctor",
-    "the teacher",
-];
-const VERBS: &[&str] = &[
-    "asked about",
-    "recommended",
-    "complained about",
-    "forgot",
-    "booked",
-    "cancelled",
-    "paid for",
-    "fixed",
-    "ordered",
-    "returned",
-    "reviewed",
-    "postponed",
-    "planned",
-    "finished",
-    "lost",
-    "found",
-    "bought",
-    "sold",
-    "borrowed",
-    "painted",
-    "cleaned",
-    "moved",
-    "rescheduled",
-    "approved",
-    "rejected",
-    "discussed",
-    "signed",
-    "renewed",
-    "sent",
-    "printed",
-];
-const THINGS: &[&str] = &[
-    "the quarterly budget",
-    "a dinner reservation",
-    "the car insurance",
-    "the roof repair",
-    "a flight to Lisbon",
-    "the kitchen sink",
-    "the marketing plan",
-    "a birthday present",
-    "the lease contract",
-    "the server migration",
-    "a yoga class",
-    "the tax return",
-    "the wedding venue",
-    "a new laptop",
-    "the garden fence",
-    "the database backup",
-    "the school trip",
-    "a concert ticket",
-    "the medical report",
-    "the website redesign",
-    "the hiking trip",
-    "a piano lesson",
-    "the electricity bill",
-    "the job interview",
-    "the book club",
-    "the project deadline",
-    "a bike repair",
-    "the vaccination",
-    "the conference talk",
-    "the phone contract",
-    "the moving boxes",
-    "the holiday photos",
-    "a loan application",
-    "the team offsite",
-    "the security audit",
-    "the grocery list",
-    "the passport renewal",
-    "a gym membership",
-    "the podcast episode",
-    "the bakery order",
-];
-const WHEN: &[&str] = &[
-    "last Monday",
-    "yesterday",
-    "this morning",
-    "next week",
-    "in March",
-    "before the holidays",
-    "after lunch",
-    "on Friday evening",
-    "two days ago",
-    "at the end of the month",
-    "during the call",
-    "over the weekend",
-];
-const DETAILS: &[&str] = &[
-    "it was expensive",
-    "it took longer than expected",
-    "needs a follow-up",
-    "was urgent",
-    "went well",
-    "caused some stress",
-    "is still pending",
-    "was cheaper online",
-    "needs a signature",
-    "must be done before the deadline",
-    "was a nice surprise",
-    "is blocked by the bank",
-    "depends on the weather",
-    "requires two approvals",
-    "was mentioned twice",
-    "can wait",
-];
-
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-    fn pick<'a>(&mut self, xs: &[&'a str]) -> &'a str {
-        xs[(self.next() % xs.len() as u64) as usize]
-    }
-    fn sentence(&mut self) -> String {
-        format!(
-            "{} {} {} {}; {}.",
-            self.pick(PEOPLE),
-            self.pick(VERBS),
-            self.pick(THINGS),
-            self.pick(WHEN),
-            self.pick(DETAILS)
-        )
-    }
-}
-
-fn median(mut v: Vec<Duration>) -> Duration {
-    v.sort();
-    v[v.len() / 2]
-}
-
-fn embed_all(e: &kip_embed::LocalEmbedder, texts: &[String]) -> Vec<Vec<f32>> {
-    let mut out = Vec::with_capacity(texts.len());
-    let t = Instant::now();
-    for (i, chunk) in texts.chunks(64).enumerate() {
-        let refs: Vec<&str> = chunk.iter().map(String::as_str).collect();
-        out.extend(e.embed(&refs).expect("embed"));
-        if i % 100 == 0 {
-            eprintln!(
-                "embedded {} / {} ({:.0} texts/s)",
-                out.len(),
-                texts.len(),
-                out.len() as f64 / t.elapsed().as_secs_f64().max(1e-9)
-            );
-        }
-    }
-    out
-}
+#[path = "common/sentences.rs"]
+mod sentences;
+use sentences::{embed_all, median, Rng};
 
 fn main() {
     kip_embed::pin_thread_count();
@@ -212,39 +32,49 @@ fn main() {
     let mut rng = Rng(0x2545_f491_4f6c_dd1d);
     let texts: Vec<String> = (0..n).map(|_| rng.sentence()).collect();
     let distinct: std::collections::HashSet<&String> = texts.iter().collect();
-    let vectors: Vec<Vec<f32>> = match args.get(3).map(std::path::Path::new) {
-        Some(p) if p.exists() => {
-            let mut b = Vec::new();
-            std::fs::File::open(p)
-                .and_then(|mut f| f.read_to_end(&mut b))
-                .expect("cache");
-            b.chunks_exact(384 * 4)
-                .map(|r| {
-                    r.chunks_exact(4)
-                        .map(|x| f32::from_le_bytes([x[0], x[1], x[2], x[3]]))
-                        .collect()
-                })
-                .collect()
-        }
-        cache => {
-            let t = Instant::now();
-            let v = embed_all(&e, &texts);
-            println!(
-                "embedded {n} texts in {:.0} s ({:.0} texts/s)",
-                t.elapsed().as_secs_f64(),
-                n as f64 / t.elapsed().as_secs_f64()
-            );
-            if let Some(p) = cache {
-                let mut f = std::fs::File::create(p).expect("cache");
-                for x in v.iter().flatten() {
-                    f.write_all(&x.to_le_bytes()).expect("write");
-                }
+    // The cache holds the vectors of the first sentences, in order; the missing ones
+    // are embedded and appended as they come (an interrupted run keeps its progress, and
+    // a cache made for fewer sentences is extended, not redone).
+    let mut vectors: Vec<Vec<f32>> = Vec::new();
+    if let Some(p) = args.get(3).map(std::path::Path::new).filter(|p| p.exists()) {
+        let mut b = Vec::new();
+        std::fs::File::open(p)
+            .and_then(|mut f| f.read_to_end(&mut b))
+            .expect("cache");
+        vectors = b
+            .chunks_exact(384 * 4)
+            .map(|r| {
+                r.chunks_exact(4)
+                    .map(|x| f32::from_le_bytes([x[0], x[1], x[2], x[3]]))
+                    .collect()
+            })
+            .collect();
+    }
+    if vectors.len() < n {
+        let from = vectors.len();
+        let mut cache = args.get(3).map(|p| {
+            std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(p)
+                .expect("cache")
+        });
+        let t = Instant::now();
+        for chunk in texts[from..].chunks(6400) {
+            let v = embed_all(&e, chunk);
+            if let Some(f) = cache.as_mut() {
+                let bytes: Vec<u8> = v.iter().flatten().flat_map(|x| x.to_le_bytes()).collect();
+                f.write_all(&bytes).and_then(|()| f.flush()).expect("write");
             }
-            v
+            vectors.extend(v);
+            println!(
+                "embedded {} / {n} ({:.0} texts/s)",
+                vectors.len(),
+                (vectors.len() - from) as f64 / t.elapsed().as_secs_f64().max(1e-9)
+            );
         }
-    };
+    }
     // A cache made for more texts serves fewer (the same generator, in order).
-    let mut vectors = vectors;
     assert!(vectors.len() >= n, "the cache holds fewer vectors than N");
     vectors.truncate(n);
     let mut nexus = Nexus::in_memory().expect("nexus");

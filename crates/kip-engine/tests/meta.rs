@@ -182,6 +182,53 @@ fn search_ranks_an_exact_name_above_description_mentions() {
 }
 
 #[test]
+fn search_finds_an_exact_name_ranked_far_behind_and_keeps_the_order_of_the_rest() {
+    // 120 symptoms mention "orchid" three times in a short description: each outscores,
+    // by BM25, the drug named "Orchid" whose long description never says it. The drug is
+    // far outside the candidates a search reads (LIMIT 10: the best 40), yet named
+    // exactly as the query it must come first; the rest keep their BM25 order and ties
+    // go by concept number.
+    let n = setup();
+    let mut s = String::from("UPSERT {");
+    for i in 0..120 {
+        let tf = if i % 2 == 0 {
+            "orchid orchid orchid"
+        } else {
+            "orchid orchid"
+        };
+        s.push_str(&format!(
+            r#" CONCEPT ?s{i} {{ {{type: "Symptom", name: "S{i:03}"}} SET ATTRIBUTES {{ description: "{tf} rash" }} }}"#
+        ));
+    }
+    s.push_str(r#" CONCEPT ?d { {type: "Drug", name: "Orchid"} SET ATTRIBUTES { description: "a long text about flowers that grow in greenhouses and need care, water, light and patience from their gardeners" } } }"#);
+    ok(&n, &s);
+    let r = ok(&n, r#"SEARCH CONCEPT "orchid""#);
+    let got = names(&r);
+    assert_eq!(got.len(), 10, "{r}");
+    assert_eq!(got[0], "Orchid", "{r}");
+    // Then the three-mention symptoms, lowest numbers first (equal scores).
+    let want: Vec<String> = (0..9).map(|i| format!("S{:03}", i * 2)).collect();
+    assert_eq!(&got[1..], &want[..], "{r}");
+    let scores: Vec<f64> = r
+        .as_array()
+        .expect("arr")
+        .iter()
+        .map(|x| x["metadata"]["_score"].as_f64().expect("score"))
+        .collect();
+    assert!(scores.windows(2).all(|w| w[0] >= w[1]), "{scores:?}");
+    // WITH TYPE reads only the wanted type, wherever it ranks.
+    assert_eq!(
+        names(&ok(&n, r#"SEARCH CONCEPT "orchid" WITH TYPE "Drug""#)),
+        vec!["Orchid"]
+    );
+    let symptoms = names(&ok(
+        &n,
+        r#"SEARCH CONCEPT "orchid" WITH TYPE "Symptom" LIMIT 3"#,
+    ));
+    assert_eq!(symptoms, vec!["S000", "S002", "S004"]);
+}
+
+#[test]
 fn search_matches_prefixes_case_and_accents() {
     let n = setup();
     ok(

@@ -18,10 +18,10 @@ use crate::kql::QueryLimits;
 use crate::outcome::Outcome;
 use crate::schema::{self, PROPOSITION_TYPE};
 use crate::store::{ElemRef, GraphRead, Stat};
+use foldhash::{HashMap, HashMapExt, HashSet, HashSetExt};
 use kip_lang::ast::{Search, SearchMode, SearchTarget, Slot};
 use kip_lang::{ErrorCode, KipError};
 use serde_json::{json, Value};
-use std::collections::HashMap;
 
 /// Default number of results.
 pub const DEFAULT_LIMIT: usize = 10;
@@ -105,7 +105,8 @@ fn concept_scores(
                 None => break,
             }
         }
-        let mut best: HashMap<u64, f64> = HashMap::new();
+        let mut best: HashMap<u64, f64> =
+            HashMap::with_capacity(groups.iter().map(|g| g.1.len()).sum());
         for (t, postings, df) in groups {
             let df = df.max(1) as f64;
             let idf = ((docs - df + 0.5) / (df + 0.5) + 1.0).ln();
@@ -120,11 +121,39 @@ fn concept_scores(
                 }
             }
         }
+        scores.reserve(best.len());
         for (n, sc) in best {
             *scores.entry(n).or_insert(0.0) += sc;
         }
     }
     Ok(scores)
+}
+
+/// The spellings of a query looked up in the name index: as typed, lower case, Title
+/// Case (each word's first letter upper case, the rest lower case), upper case.
+fn name_variants(term: &str) -> Vec<String> {
+    let title = term
+        .split(' ')
+        .map(|w| {
+            let mut c = w.chars();
+            c.next().map_or_else(String::new, |f| {
+                f.to_uppercase()
+                    .chain(c.flat_map(char::to_lowercase))
+                    .collect()
+            })
+        })
+        .collect::<Vec<String>>()
+        .join(" ");
+    let mut out = vec![
+        term.to_string(),
+        term.to_lowercase(),
+        title,
+        term.to_uppercase(),
+    ];
+    out.sort();
+    out.dedup();
+    out.retain(|v| !v.is_empty());
+    out
 }
 
 /// The raw-score bonus of a concept named exactly as the (normalized) query, or
@@ -140,32 +169,53 @@ fn name_bonus(name: &str, query_norm: &str) -> f64 {
     }
 }
 
-/// Concepts ranked by score with name bonuses: `(score, number, record)`, best first,
-/// looking at no more than `window` candidates.
+/// A ranked concept: `(score, number, (type, name))`.
+type Ranked = (f64, u64, (String, String));
+
+/// Concepts ranked by score with name bonuses: `(score, number, (type, name))`, best
+/// first, looking at no more than `window` candidates, of `concept_type` when given.
+/// Only each candidate's head (type and name) is read; the caller reads the records of
+/// the few it returns.
 fn ranked_concepts(
     g: &dyn GraphRead,
     scores: HashMap<u64, f64>,
     query_norm: &str,
     window: usize,
-    must: &std::collections::HashSet<u64>,
-    keep: &dyn Fn(&crate::store::ConceptRecord) -> bool,
-) -> Result<Vec<(f64, u64, crate::store::ConceptRecord)>, KipError> {
+    must: &HashSet<u64>,
+    concept_type: Option<&str>,
+) -> Result<Vec<Ranked>, KipError> {
+    let best_first = |a: &(u64, f64), b: &(u64, f64)| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0));
     let mut ranked: Vec<(u64, f64)> = scores.into_iter().collect();
-    ranked.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+    // Each candidate costs a read: look at the best `window` (found without sorting the
+    // rest), plus the concepts named exactly as the query wherever they rank.
+    let mut candidates: Vec<(u64, f64)> = if ranked.len() > window {
+        ranked.select_nth_unstable_by(window, best_first);
+        let named: Vec<(u64, f64)> = ranked[window..]
+            .iter()
+            .filter(|(n, _)| must.contains(n))
+            .copied()
+            .collect();
+        ranked.truncate(window);
+        ranked.extend(named);
+        ranked
+    } else {
+        ranked
+    };
+    candidates.sort_by(best_first);
     let mut out = Vec::new();
-    // Each candidate costs a record read: look at the best `window`, plus the concepts
-    // named exactly as the query wherever they rank.
-    let candidates = ranked
-        .into_iter()
-        .enumerate()
-        .filter(|(i, (n, _))| *i < window || must.contains(n));
-    for (_, (n, score)) in candidates {
-        let Some(c) = g.concept(n)? else { continue };
-        if !keep(&c) {
+    if g.wants_prefetch() {
+        let elems: Vec<ElemRef> = candidates.iter().map(|c| ElemRef::Concept(c.0)).collect();
+        g.prefetch_elements(&elems)?;
+    }
+    for (n, score) in candidates {
+        let Some(head) = g.concept_head(n)? else {
+            continue;
+        };
+        if concept_type.is_some_and(|t| t != head.0) {
             continue;
         }
-        let bonus = name_bonus(&c.name, query_norm);
-        out.push((score + bonus, n, c));
+        let bonus = name_bonus(&head.1, query_norm);
+        out.push((score + bonus, n, head));
     }
     out.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
     Ok(out)
@@ -179,24 +229,28 @@ fn ranked_concepts(
 ///   keyword join with their keyword score, so a fresh write is found at once.
 /// - hybrid: the keyword candidates and the nearest vectors together, each scored
 ///   `0.1 * keyword + 0.9 * cosine` (a concept not embedded yet: its keyword score).
+///
+/// The nearest vectors are looked for among `vector_window` (+16) of the wanted type:
+/// the vector index filters by type itself, so unlike the keyword side it needs no
+/// wider window for `WITH TYPE`. Returns `(_score, number)`; only heads are read.
 #[allow(clippy::too_many_arguments)]
 fn fused(
     g: &dyn GraphRead,
     scores: HashMap<u64, f64>,
     query_norm: &str,
     window: usize,
-    must: &std::collections::HashSet<u64>,
-    keep: &dyn Fn(&crate::store::ConceptRecord) -> bool,
+    vector_window: usize,
+    must: &HashSet<u64>,
     mode: SearchMode,
     q: &Semantic<'_>,
     concept_type: Option<&str>,
-) -> Result<Vec<(f64, u64, crate::store::ConceptRecord)>, KipError> {
+) -> Result<Vec<(f64, u64)>, KipError> {
     let raw = scores.clone();
-    let keyword = ranked_concepts(g, scores, query_norm, window, must, keep)?;
-    let mut out: Vec<(f64, u64, crate::store::ConceptRecord)> = Vec::new();
-    let mut seen = std::collections::HashSet::new();
+    let keyword = ranked_concepts(g, scores, query_norm, window, must, concept_type)?;
+    let mut out: Vec<(f64, u64)> = Vec::new();
+    let mut seen = HashSet::new();
     let hybrid = mode == SearchMode::Hybrid;
-    for (kw, n, c) in keyword {
+    for (kw, n, _) in keyword {
         let kw = normalized(kw);
         let cos = q.vectors.cosine(n, &q.query).map(|c| f64::from(c.max(0.0)));
         let score = match cos {
@@ -206,27 +260,40 @@ fn fused(
             None => kw,
         };
         seen.insert(n);
-        out.push((score, n, c));
+        out.push((score, n));
     }
     // Over-fetch: some nearest vectors may belong to concepts deleted since.
-    for (cos, n) in q.vectors.nearest(&q.query, window + 16, concept_type) {
+    let nearest = q
+        .vectors
+        .nearest(&q.query, vector_window + 16, concept_type);
+    if g.wants_prefetch() {
+        let elems: Vec<ElemRef> = nearest
+            .iter()
+            .filter(|(_, n)| !seen.contains(n))
+            .map(|(_, n)| ElemRef::Concept(*n))
+            .collect();
+        g.prefetch_elements(&elems)?;
+    }
+    for (cos, n) in nearest {
         if !seen.insert(n) {
             continue;
         }
-        let Some(c) = g.concept(n)? else { continue };
-        if !keep(&c) {
+        let Some((ty, name)) = g.concept_head(n)? else {
+            continue;
+        };
+        if concept_type.is_some_and(|t| t != ty) {
             continue;
         }
         let cos = f64::from(cos.max(0.0));
         let score = if hybrid {
             let kw = raw
                 .get(&n)
-                .map_or(0.0, |r| normalized(r + name_bonus(&c.name, query_norm)));
+                .map_or(0.0, |r| normalized(r + name_bonus(&name, query_norm)));
             HYBRID_KEYWORD_WEIGHT * kw + (1.0 - HYBRID_KEYWORD_WEIGHT) * cos
         } else {
             cos
         };
-        out.push((score, n, c));
+        out.push((score, n));
     }
     for x in &mut out {
         x.0 = round4(x.0);
@@ -378,13 +445,17 @@ pub fn search_with(
         concept_scores(g, &qterms, limits)?
     };
     // Concepts named exactly as the query are candidates even when their terms were
-    // beyond the posting caps.
-    let mut exact = std::collections::HashSet::new();
-    g.scan_name(term.trim(), &mut |n| {
-        scores.entry(n).or_insert(0.0);
-        exact.insert(n);
-        Ok(true)
-    })?;
+    // beyond the posting caps or they rank behind the window: the name as typed, in
+    // lower case, in Title Case and in upper case (the name index is exact; "orchid"
+    // finds "Orchid").
+    let mut exact = HashSet::new();
+    for name in name_variants(term.trim()) {
+        g.scan_name(&name, &mut |n| {
+            scores.entry(n).or_insert(0.0);
+            exact.insert(n);
+            Ok(true)
+        })?;
+    }
     let query_norm = text::normalize(term.trim());
     match s.target {
         SearchTarget::Concept => {
@@ -394,44 +465,41 @@ pub fn search_with(
             } else {
                 limit * 3 + 10
             };
-            let keep = |c: &crate::store::ConceptRecord| {
-                with_type.as_ref().is_none_or(|t| *t == c.concept_type)
-            };
-            let ranked = match sem {
-                None => ranked_concepts(g, scores, &query_norm, window, &exact, &keep)?
-                    .into_iter()
-                    .map(|(score, n, c)| (normalized(score), n, c))
-                    .collect(),
+            let ranked: Vec<(f64, u64)> = match sem {
+                None => {
+                    ranked_concepts(g, scores, &query_norm, window, &exact, with_type.as_deref())?
+                        .into_iter()
+                        .map(|(score, n, _)| (normalized(score), n))
+                        .collect()
+                }
                 Some(q) => fused(
                     g,
                     scores,
                     &query_norm,
                     window,
+                    limit * 3 + 10,
                     &exact,
-                    &keep,
                     mode,
                     q,
                     with_type.as_deref(),
                 )?,
             };
-            let results: Vec<Value> = ranked
-                .into_iter()
-                .filter(|(score, _, _)| *score >= threshold)
-                .take(limit)
-                .map(|(score, n, c)| {
-                    let mut meta = c.metadata.clone();
-                    meta.insert("_score".into(), json!(score));
-                    json!({"id": ElemRef::Concept(n).id_string(), "type": c.concept_type, "name": c.name, "attributes": c.attributes, "metadata": meta})
-                })
-                .collect();
+            // The records of the results only.
+            let mut results = Vec::new();
+            for (score, n) in ranked.into_iter().filter(|(score, _)| *score >= threshold) {
+                if results.len() >= limit {
+                    break;
+                }
+                let Some(c) = g.concept(n)? else { continue };
+                let mut meta = c.metadata.clone();
+                meta.insert("_score".into(), json!(score));
+                results.push(json!({"id": ElemRef::Concept(n).id_string(), "type": c.concept_type, "name": c.name, "attributes": c.attributes, "metadata": meta}));
+            }
             Ok(Outcome::ok(Value::Array(results)))
         }
         SearchTarget::Proposition => {
             // Raw keyword scores, normalized once the links are ranked (below).
-            let seeds =
-                ranked_concepts(g, scores, &query_norm, LINK_SEED_CONCEPTS, &exact, &|_| {
-                    true
-                })?;
+            let seeds = ranked_concepts(g, scores, &query_norm, LINK_SEED_CONCEPTS, &exact, None)?;
             let per_seed = (limit * 2).max(20);
             let mut links: HashMap<u64, f64> = HashMap::new();
             let mut offer = |id: u64, score: f64| {
@@ -440,13 +508,12 @@ pub fn search_with(
                     *e = score;
                 }
             };
-            for (score, n, c) in seeds.into_iter().take(LINK_SEED_CONCEPTS) {
+            for (score, n, (concept_type, name)) in seeds.into_iter().take(LINK_SEED_CONCEPTS) {
                 // A matching predicate: its links.
-                if c.concept_type == PROPOSITION_TYPE
-                    && with_type.as_ref().is_none_or(|t| *t == c.name)
+                if concept_type == PROPOSITION_TYPE && with_type.as_ref().is_none_or(|t| *t == name)
                 {
                     let mut taken = 0;
-                    g.scan_predicate(&c.name, &mut |_, _, id| {
+                    g.scan_predicate(&name, &mut |_, _, id| {
                         offer(id, score);
                         taken += 1;
                         Ok(taken < per_seed)
