@@ -81,10 +81,13 @@ impl LocalEmbedder {
                 )));
             }
         }
-        if cfg.num_attention_heads == 0 || !cfg.hidden_size.is_multiple_of(cfg.num_attention_heads)
+        if cfg.num_attention_heads == 0
+            || cfg.hidden_size == 0
+            || cfg.intermediate_size == 0
+            || !cfg.hidden_size.is_multiple_of(cfg.num_attention_heads)
         {
             return Err(EmbedError::Config(
-                "config.json: hidden_size must be a multiple of num_attention_heads".into(),
+                "config.json: hidden_size must be a positive multiple of num_attention_heads (and intermediate_size positive)".into(),
             ));
         }
         let act = Act::parse(&cfg.hidden_act).ok_or_else(|| {

@@ -144,6 +144,14 @@ fn a_missing_or_wrong_model_directory_is_a_clear_error() {
     .expect("write");
     let err = LocalEmbedder::open(dir.path()).expect_err("t5");
     assert!(err.to_string().contains("not supported"), "{err}");
+    std::fs::write(
+        dir.path().join("config.json"),
+        r#"{"model_type": "bert", "vocab_size": 1, "hidden_size": 0, "num_hidden_layers": 1,
+            "num_attention_heads": 2, "intermediate_size": 8, "max_position_embeddings": 8}"#,
+    )
+    .expect("write");
+    let err = LocalEmbedder::open(dir.path()).expect_err("no width");
+    assert!(err.to_string().contains("positive multiple"), "{err}");
     let err = "local:".parse::<EmbedderSpec>().expect_err("empty dir");
     assert!(err.to_string().contains("model directory"), "{err}");
 }
