@@ -19,8 +19,9 @@
 //! search embeds its query: `SEARCH CONCEPT "<text>" WITH TYPE "Note" MODE "hybrid"
 //! LIMIT 10`, the same in mode `semantic` and `keyword`, and the hybrid again with the
 //! query embeddings cached (what the search costs without the model). It prints the
-//! medians, the graph's recall@10 against the exact search over 200 new sentences, and
-//! the peak RSS.
+//! medians, the graph's recall@10 against the exact search over 200 new sentences, the
+//! peak RSS, and the median of 200 small durable UPSERTs with the model configured (the
+//! worker embedding each new concept in the background) and without an embedder.
 
 use kip_embed::{EmbedError, Embedder, LocalEmbedder};
 use kip_engine::{Access, Nexus};
@@ -98,12 +99,13 @@ impl Embedder for Table {
     }
 }
 
-fn peak_rss_mib() -> f64 {
+/// `VmHWM` (peak) or `VmRSS` (now) of this process, in MiB.
+fn rss_mib(field: &str) -> f64 {
     std::fs::read_to_string("/proc/self/status")
         .ok()
         .and_then(|s| {
             s.lines()
-                .find(|l| l.starts_with("VmHWM:"))
+                .find(|l| l.starts_with(field))
                 .and_then(|l| l.split_whitespace().nth(1))
                 .and_then(|kb| kb.parse::<f64>().ok())
         })
@@ -116,14 +118,16 @@ fn main() {
     let n: usize = args.get(1).and_then(|a| a.parse().ok()).unwrap_or(100_000);
     let model =
         LocalEmbedder::open(std::path::Path::new(args.get(2).expect("MODEL_DIR"))).expect("model");
-    let mut real = Vec::new();
-    std::fs::File::open(args.get(3).expect("CACHE"))
-        .and_then(|mut f| f.read_to_end(&mut real))
-        .expect("cache");
-    let real: Vec<f32> = real
-        .chunks_exact(4)
-        .map(|x| f32::from_le_bytes([x[0], x[1], x[2], x[3]]))
-        .collect();
+    let real: Vec<f32> = {
+        let mut bytes = Vec::new();
+        std::fs::File::open(args.get(3).expect("CACHE"))
+            .and_then(|mut f| f.read_to_end(&mut bytes))
+            .expect("cache");
+        bytes
+            .chunks_exact(4)
+            .map(|x| f32::from_le_bytes([x[0], x[1], x[2], x[3]]))
+            .collect()
+    };
     let rows = real.len() / DIM;
     assert!(rows > 0, "the cache holds no vectors");
     let tmp = tempfile::tempdir().expect("tempdir");
@@ -265,5 +269,36 @@ fn main() {
         median(exact_t),
         recall / qs.len() as f64
     );
-    println!("  peak RSS {:.0} MiB", peak_rss_mib());
+    println!(
+        "  RSS after the searches {:.0} MiB (peak {:.0} MiB, with the vector table and the file it was read from)",
+        rss_mib("VmRSS:"),
+        rss_mib("VmHWM:")
+    );
+    // A small durable UPSERT (one new Note) with the model configured, where the
+    // background worker embeds each new concept right after its commit, then the same
+    // on the same store opened without an embedder.
+    let upserts = |nx: &Nexus, tag: &str| -> Duration {
+        let mut rng = Rng(0x0123_4567_89ab_cdef);
+        let times: Vec<Duration> = (0..200)
+            .map(|i| {
+                let cmd = format!(
+                    "UPSERT {{ CONCEPT ?n {{ {{type: \"Note\", name: \"{tag}-{i}\"}} SET ATTRIBUTES {{ description: {} }} }} }}",
+                    json!(rng.sentence())
+                );
+                let t = Instant::now();
+                run(nx, &cmd);
+                let took = t.elapsed();
+                // A pause, as between an agent's writes, so the worker can embed.
+                std::thread::sleep(Duration::from_millis(10));
+                took
+            })
+            .collect();
+        median(times)
+    };
+    let with_model = upserts(&nexus, "with-model");
+    drop(sem);
+    drop(nexus);
+    let plain = Nexus::open(&dir).expect("reopen");
+    let without = upserts(&plain, "without-model");
+    println!("  small UPSERT, median of 200: {with_model:?} with the model configured, {without:?} without an embedder");
 }
