@@ -8,8 +8,10 @@
 //! in the product kernels and their packing and 25% in waking and parking threads, for
 //! 6.5 ms on this machine's two cores. Here the weights of the dense layers are stored
 //! once, at load time, as IEEE half floats in the layout the products read them in
-//! (row per output), so a query streams 21 MB instead of 42 MB (small enough to stay in
-//! a server CPU's last-level cache between queries) and no operand is copied. Each row
+//! (row per output), so a query streams 21 MB instead of 42 MB and no operand is copied
+//! (back-to-back queries find them in a 32 MiB last-level cache; a search in between
+//! evicts them, which is most of what a query embedding costs inside a server:
+//! docs/performance.md, "Session 20"). Each row
 //! is widened back to `f32` before use and every sum is computed in `f32`, so the
 //! vectors stay within rounding of the reference implementation (golden test: cosine
 //! >= 0.999; against the candle path, tests in this crate: >= 0.9999).
@@ -274,7 +276,7 @@ struct Halves {
 }
 
 /// Outputs `outs` of `y = x W^T + b` (row per input row, `outs.len()` wide), with the
-/// instruction set `pulp` finds (AVX2 and FMA where present).
+/// instruction set `pulp` finds (AVX2 and FMA where present), then the activation.
 fn part(
     d: &Dense,
     x: &[f32],
@@ -284,22 +286,7 @@ fn part(
     block: &mut Vec<f32>,
     act: Option<Act>,
 ) {
-    struct Op<'a> {
-        d: &'a Dense,
-        x: &'a [f32],
-        m: usize,
-        outs: std::ops::Range<usize>,
-        y: &'a mut Vec<f32>,
-        block: &'a mut Vec<f32>,
-    }
-    impl pulp::WithSimd for Op<'_> {
-        type Output = ();
-        #[inline(always)]
-        fn with_simd<S: pulp::Simd>(self, simd: S) {
-            product(simd, self.d, self.x, self.m, self.outs, self.y, self.block);
-        }
-    }
-    pulp::Arch::new().dispatch(Op {
+    pulp::Arch::new().dispatch(Product {
         d,
         x,
         m,
@@ -312,52 +299,67 @@ fn part(
     }
 }
 
-#[inline(always)]
-fn product<S: pulp::Simd>(
-    simd: S,
-    d: &Dense,
-    x: &[f32],
+/// One [`part`]'s product, compiled per instruction set by `pulp`.
+struct Product<'a> {
+    d: &'a Dense,
+    x: &'a [f32],
     m: usize,
     outs: std::ops::Range<usize>,
-    y: &mut Vec<f32>,
-    block: &mut Vec<f32>,
-) {
-    let k = d.inputs;
-    let width = outs.len();
-    y.clear();
-    y.resize(m * width, 0.0);
-    block.resize(ROWS * k, 0.0);
-    let x = &x[..m * k];
-    let mut j = outs.start;
-    while j < outs.end {
-        let rows = ROWS.min(outs.end - j);
-        let at = j * k;
-        widen(&d.w[at..at + rows * k], &mut block[..rows * k]);
-        let bias = &d.b[j..j + rows];
-        let col = j - outs.start;
-        let mut put = |i: usize, s: [f32; ROWS]| {
-            for (r, o) in y[i * width + col..i * width + col + rows]
-                .iter_mut()
-                .enumerate()
-            {
-                *o = s[r] + bias[r];
+    y: &'a mut Vec<f32>,
+    /// Scratch: [`ROWS`] weight rows widened to `f32`.
+    block: &'a mut Vec<f32>,
+}
+
+impl pulp::WithSimd for Product<'_> {
+    type Output = ();
+
+    #[inline(always)]
+    fn with_simd<S: pulp::Simd>(self, simd: S) {
+        let Product {
+            d,
+            x,
+            m,
+            outs,
+            y,
+            block,
+        } = self;
+        let k = d.inputs;
+        let width = outs.len();
+        y.clear();
+        y.resize(m * width, 0.0);
+        block.resize(ROWS * k, 0.0);
+        let x = &x[..m * k];
+        let mut j = outs.start;
+        while j < outs.end {
+            let rows = ROWS.min(outs.end - j);
+            let at = j * k;
+            widen(&d.w[at..at + rows * k], &mut block[..rows * k]);
+            let bias = &d.b[j..j + rows];
+            let col = j - outs.start;
+            let mut put = |i: usize, s: [f32; ROWS]| {
+                for (r, o) in y[i * width + col..i * width + col + rows]
+                    .iter_mut()
+                    .enumerate()
+                {
+                    *o = s[r] + bias[r];
+                }
+            };
+            let w = &block[..ROWS * k];
+            let mut pairs = x.chunks_exact(2 * k);
+            let mut i = 0;
+            for two in pairs.by_ref() {
+                let (s0, s1) = dots(simd, &two[..k], &two[k..], w, k);
+                put(i, s0);
+                put(i + 1, s1);
+                i += 2;
             }
-        };
-        let w = &block[..ROWS * k];
-        let mut pairs = x.chunks_exact(2 * k);
-        let mut i = 0;
-        for two in pairs.by_ref() {
-            let (s0, s1) = dots(simd, &two[..k], &two[k..], w, k);
-            put(i, s0);
-            put(i + 1, s1);
-            i += 2;
+            let last = pairs.remainder();
+            if !last.is_empty() {
+                let (s0, _) = dots(simd, last, last, w, k);
+                put(i, s0);
+            }
+            j += rows;
         }
-        let last = pairs.remainder();
-        if !last.is_empty() {
-            let (s0, _) = dots(simd, last, last, w, k);
-            put(i, s0);
-        }
-        j += rows;
     }
 }
 
