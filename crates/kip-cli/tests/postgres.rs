@@ -627,11 +627,18 @@ fn kip_check_finds_damage_done_behind_its_back() {
         "SET search_path = {schema}; \
          DELETE FROM kip_postings WHERE ctid = (SELECT ctid FROM kip_postings WHERE elem = \
              (SELECT id FROM kip_concepts WHERE name = 'person 5'::bytea) - 9223372036854775807 - 1 LIMIT 1); \
-         DELETE FROM kip_concepts WHERE id = (SELECT min(id) FROM kip_concepts WHERE name = 'person 700'::bytea)"
+         DELETE FROM kip_concepts WHERE id = (SELECT min(id) FROM kip_concepts WHERE name = 'person 700'::bytea); \
+         UPDATE kip_concepts SET name = 'someone else'::bytea WHERE name = 'person 1100'::bytea"
     ))
     .expect("damage");
     let (ok, out, _) = kip(&url, &["check"], None);
     assert!(!ok, "the damage went unseen: {out}");
     assert!(out.contains("missing the text index term"), "{out}");
     assert!(out.contains("references missing C:"), "{out}");
+    // The name column no longer matches the record's name: the name index check (many
+    // names per query) sees the record's name without its entry.
+    assert!(
+        out.contains(r#"name \"person 1100\" index disagrees with the records: 1 entries missing"#),
+        "{out}"
+    );
 }

@@ -399,6 +399,28 @@ pub trait GraphRead {
         }
         Ok(out)
     }
+    /// The concepts named each of `names`, as [`GraphRead::scan_name`] gives them for
+    /// one name: `f(name, concept number)`, the names in the order given, each one's
+    /// numbers ascending; `f` returning `false` stops the whole scan. The default scans
+    /// one name after the other; a backend whose scans are round trips reads many names
+    /// per query (`kip check` compares the whole name index this way).
+    fn scan_names(
+        &self,
+        names: &[&str],
+        f: &mut dyn FnMut(&str, u64) -> StoreResult<Continue>,
+    ) -> StoreResult<()> {
+        for name in names {
+            let mut go = true;
+            self.scan_name(name, &mut |n| {
+                go = f(name, n)?;
+                Ok(go)
+            })?;
+            if !go {
+                break;
+            }
+        }
+        Ok(())
+    }
     /// A hint that [`GraphRead::posting`] is about to be asked for each of `postings`
     /// (`(term, element key)`), one by one: a backend whose reads are round trips reads
     /// them at once. Never needed for correctness; the default does nothing.

@@ -245,6 +245,24 @@ fn check_secondary(
     type ScanIds =
         fn(&dyn GraphRead, &str, &mut dyn FnMut(u64) -> StoreResult<bool>) -> StoreResult<()>;
     type IdsByKey = HashMap<String, Vec<u64>>;
+    let mut by_name = by_name;
+    if r.wants_prefetch() {
+        // A store whose scans are round trips: many names per query, in chunks.
+        let names: Vec<String> = by_name.keys().cloned().collect();
+        for chunk in names.chunks(CHECK_CHUNK) {
+            let refs: Vec<&str> = chunk.iter().map(String::as_str).collect();
+            let mut got: HashMap<String, Vec<u64>> = HashMap::new();
+            r.scan_names(&refs, &mut |name, n| {
+                got.entry(name.to_owned()).or_default().push(n);
+                Ok(true)
+            })?;
+            for name in refs {
+                let ids = by_name.remove(name).unwrap_or_default();
+                let found = got.remove(name).unwrap_or_default();
+                compare_index(&format!("name {name:?}"), ids, found, problems);
+            }
+        }
+    }
     let by_key: [(&str, IdsByKey, ScanIds); 2] = [
         ("type", by_type, |r, k, f| r.scan_type(k, f)),
         ("name", by_name, |r, k, f| r.scan_name(k, f)),

@@ -387,6 +387,36 @@ impl GraphRead for PgTx<'_> {
         )
     }
 
+    fn scan_names(
+        &self,
+        names: &[&str],
+        f: &mut dyn FnMut(&str, u64) -> StoreResult<Continue>,
+    ) -> StoreResult<()> {
+        self.sync()?;
+        // An index probe per name (LATERAL), many names per query; every concept of a
+        // name comes back at once (a name's concepts are few: one per type).
+        for chunk in names.chunks(PREFETCH_CHUNK) {
+            let keys: Vec<&[u8]> = chunk.iter().map(|n| n.as_bytes()).collect();
+            let rows = self.query(
+                "SELECT k.i, c.id FROM unnest($1::bytea[]) WITH ORDINALITY AS k(n, i) \
+                 CROSS JOIN LATERAL (SELECT id FROM kip_concepts WHERE name = k.n) AS c \
+                 ORDER BY k.i, c.id",
+                &[&keys],
+            )?;
+            for r in &rows {
+                let i = usize::try_from(get::<i64>(r, 0)?)
+                    .ok()
+                    .and_then(|i| i.checked_sub(1))
+                    .and_then(|i| chunk.get(i))
+                    .ok_or_else(|| StoreError::Corruption("a name out of its list".into()))?;
+                if !f(i, unum(get(r, 1)?)?)? {
+                    return Ok(());
+                }
+            }
+        }
+        Ok(())
+    }
+
     fn scan_concepts(&self, f: &mut dyn FnMut(u64) -> StoreResult<Continue>) -> StoreResult<()> {
         self.sync()?;
         self.scan_ids(
