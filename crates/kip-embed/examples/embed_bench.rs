@@ -3,11 +3,13 @@
 //!
 //! `cargo run --release -p kip-embed --example embed_bench -- MODEL_DIR [ROUNDS]`
 //! prints the median, lower and upper quartile of the time to embed one query text of
-//! a few words, of a sentence and of a paragraph, then the throughput in batches.
+//! a few words, of a sentence, of a paragraph (~60 tokens, the single-text path) and of
+//! a longer text (~150 tokens, candle), then the throughput in batches.
 //! It pins the thread count first, as the `kip` binary does
 //! ([`kip_embed::pin_thread_count`]); `EMBED_BENCH_UNPINNED=1` leaves it unset, to
 //! measure what that is worth; `RAYON_NUM_THREADS=1` runs the arithmetic on one thread;
-//! `EMBED_BENCH_ONLY="3 words"` (or `sentence`, `paragraph`) measures one case only.
+//! `EMBED_BENCH_ONLY="3 words"` (or `sentence`, `paragraph`, `long text`) measures one
+//! case only.
 #![allow(clippy::unwrap_used, missing_docs)]
 
 use kip_embed::{Embedder, LocalEmbedder};
@@ -41,6 +43,19 @@ fn main() {
              app to March, Alice owns the payment integration, Bob will review the security \
              audit findings, and we still need a decision on the analytics vendor before the \
              budget review at the end of the quarter.",
+        ),
+        (
+            "long text",
+            "Notes from the planning meeting: the team agreed to move the launch of the mobile \
+             app to March, Alice owns the payment integration, Bob will review the security \
+             audit findings, and we still need a decision on the analytics vendor before the \
+             budget review at the end of the quarter. Carol reported that the data migration \
+             is two weeks behind because the old warehouse exports dates in three different \
+             formats, and proposed a cleanup script that Dan will test on a copy first. The \
+             support team asked for a shared glossary of product names, since customers keep \
+             confusing the starter plan with the free trial. Next meeting on Thursday at ten, \
+             with the vendor's sales engineer joining for the last half hour to answer \
+             questions about pricing, data residency and the service level agreement.",
         ),
     ];
     // Warm up (allocations, the thread pool, page faults on the weights).
