@@ -1,5 +1,5 @@
-//! One short text at a time: the same encoder as [`crate::bert`], laid out for the
-//! case a SEARCH waits on (one query of a few words).
+//! Short texts: the same encoder as [`crate::bert`], laid out for the case a SEARCH
+//! waits on (one query of a few words).
 //!
 //! Why a second path: for one short text the arithmetic is small (a 7-token query is
 //! ~150 MFLOP) but every weight matrix must be read once, and through candle each of
@@ -22,8 +22,10 @@
 //! (libm's `erff` alone 16%); a 3-word query went from 2.6 to 1.6-1.9 ms, a paragraph
 //! from 19.3 to 12.8 ms (embed_bench, docs/performance.md "Session 21").
 //!
-//! Batches (the background worker's embeddings) still go through candle, whose matrix
-//! kernels are the better choice when many rows share each weight.
+//! Batches (the background worker's embeddings) take this path too for their texts of
+//! at most 64 tokens, several texts per forward pass (their rows side by side in every
+//! product, attention within each text, no padding): 200 -> 250-260 texts/s on this
+//! machine. Longer texts go through candle, padded per batch.
 
 use crate::bert::{Act, Bert};
 use candle_core::Tensor;
@@ -164,39 +166,56 @@ impl Fast {
         }))
     }
 
-    /// The last hidden states (`ids.len() * hidden`, row per token) of one sequence of
-    /// token ids (no padding; at most the model's maximum positions).
+    /// The last hidden states (row per token, `hidden` wide) of the sequences of token
+    /// ids `seqs` (no padding; each at most the model's maximum positions), one after
+    /// the other: every dense layer takes the rows of all of them at once, attention
+    /// stays within each sequence.
     ///
     /// Runs on a worker of the thread pool (`rayon::scope` executes its body on one):
     /// from there, each product's second half is handed to the other worker, which is
     /// still spinning from the previous product, instead of waking two pool threads
-    /// from sleep while the calling thread blocks, 24 times per query.
-    pub(crate) fn forward(&self, ids: &[u32]) -> candle_core::Result<Vec<f32>> {
-        rayon::scope(|_| self.forward_here(ids))
+    /// from sleep while the calling thread blocks, 24 times per call.
+    pub(crate) fn forward(&self, seqs: &[&[u32]]) -> candle_core::Result<Vec<f32>> {
+        rayon::scope(|_| self.forward_here(seqs))
     }
 
-    fn forward_here(&self, ids: &[u32]) -> candle_core::Result<Vec<f32>> {
+    fn forward_here(&self, seqs: &[&[u32]]) -> candle_core::Result<Vec<f32>> {
         let h = self.hidden;
+        let ids: Vec<u32> = seqs.iter().flat_map(|s| s.iter().copied()).collect();
         let m = ids.len();
-        let idx = Tensor::from_slice(ids, m, self.words.device())?;
+        let idx = Tensor::from_slice(&ids, m, self.words.device())?;
         let mut x = to_vec(&self.words.index_select(&idx, 0)?)?;
-        for (row, pos) in x.chunks_exact_mut(h).zip(self.positions.chunks_exact(h)) {
-            for (v, p) in row.iter_mut().zip(pos) {
-                *v += p;
+        let mut spans = Vec::with_capacity(seqs.len());
+        let mut at = 0;
+        for seq in seqs {
+            spans.push(at..at + seq.len());
+            let rows = x[at * h..(at + seq.len()) * h].chunks_exact_mut(h);
+            for (row, pos) in rows.zip(self.positions.chunks_exact(h)) {
+                for (v, p) in row.iter_mut().zip(pos) {
+                    *v += p;
+                }
             }
+            at += seq.len();
         }
         layer_norm(&mut x, &self.norm);
         let mut scratch = Scratch::default();
         for layer in &self.layers {
-            self.layer(layer, &mut x, m, &mut scratch);
+            self.layer(layer, &mut x, m, &spans, &mut scratch);
         }
         Ok(x)
     }
 
-    fn layer(&self, l: &Layer, x: &mut [f32], m: usize, s: &mut Scratch) {
+    fn layer(
+        &self,
+        l: &Layer,
+        x: &mut [f32],
+        m: usize,
+        spans: &[std::ops::Range<usize>],
+        s: &mut Scratch,
+    ) {
         let h = self.hidden;
         apply(&l.qkv, x, m, &mut s.qkv, &mut s.halves, None);
-        attend(&s.qkv, m, h, self.heads, &mut s.context, &mut s.scores);
+        attend(&s.qkv, spans, h, self.heads, &mut s.context, &mut s.scores);
         apply(
             &l.attention_out,
             &s.context,
@@ -437,13 +456,21 @@ fn dots<S: pulp::Simd>(
     (sa, sb)
 }
 
-/// Multi-head self-attention of `m` tokens over all of them (one sequence, no mask):
-/// `qkv` holds per token the query, key and value (`3 * h`); the result, per token, the
-/// heads' outputs side by side (`h`). Compiled per instruction set like the products.
-fn attend(qkv: &[f32], m: usize, h: usize, heads: usize, ctx: &mut Vec<f32>, p: &mut Vec<f32>) {
+/// Multi-head self-attention, each token over the tokens of its own sequence (`spans`:
+/// the rows of each sequence; no mask needed): `qkv` holds per token the query, key
+/// and value (`3 * h`); the result, per token, the heads' outputs side by side (`h`).
+/// Compiled per instruction set like the products.
+fn attend(
+    qkv: &[f32],
+    spans: &[std::ops::Range<usize>],
+    h: usize,
+    heads: usize,
+    ctx: &mut Vec<f32>,
+    p: &mut Vec<f32>,
+) {
     pulp::Arch::new().dispatch(Attend {
         qkv,
-        m,
+        spans,
         h,
         heads,
         ctx,
@@ -453,7 +480,7 @@ fn attend(qkv: &[f32], m: usize, h: usize, heads: usize, ctx: &mut Vec<f32>, p: 
 
 struct Attend<'a> {
     qkv: &'a [f32],
-    m: usize,
+    spans: &'a [std::ops::Range<usize>],
     h: usize,
     heads: usize,
     ctx: &'a mut Vec<f32>,
@@ -467,7 +494,7 @@ impl pulp::WithSimd for Attend<'_> {
     fn with_simd<S: pulp::Simd>(self, _: S) {
         let Attend {
             qkv,
-            m,
+            spans,
             h,
             heads,
             ctx,
@@ -475,29 +502,33 @@ impl pulp::WithSimd for Attend<'_> {
         } = self;
         let d = h / heads;
         let scale = 1.0 / (d as f32).sqrt();
+        let m = qkv.len() / (3 * h);
         ctx.clear();
         ctx.resize(m * h, 0.0);
-        p.resize(m, 0.0);
         let row = |t: usize| &qkv[t * 3 * h..(t + 1) * 3 * h];
-        for head in 0..heads {
-            let at = head * d;
-            for i in 0..m {
-                let q = &row(i)[at..at + d];
-                let mut max = f32::NEG_INFINITY;
-                for (j, s) in p.iter_mut().enumerate() {
-                    *s = dot(q, &row(j)[h + at..h + at + d]) * scale;
-                    max = max.max(*s);
-                }
-                for s in p.iter_mut() {
-                    *s = exp(*s - max);
-                }
-                let sum = sum(p);
-                let out = &mut ctx[i * h + at..i * h + at + d];
-                for (j, s) in p.iter().enumerate() {
-                    let w = s / sum;
-                    let v = &row(j)[2 * h + at..2 * h + at + d];
-                    for (o, x) in out.iter_mut().zip(v) {
-                        *o += w * x;
+        for span in spans {
+            p.clear();
+            p.resize(span.len(), 0.0);
+            for head in 0..heads {
+                let at = head * d;
+                for i in span.clone() {
+                    let q = &row(i)[at..at + d];
+                    let mut max = f32::NEG_INFINITY;
+                    for (j, s) in span.clone().zip(p.iter_mut()) {
+                        *s = dot(q, &row(j)[h + at..h + at + d]) * scale;
+                        max = max.max(*s);
+                    }
+                    for s in p.iter_mut() {
+                        *s = exp(*s - max);
+                    }
+                    let sum = sum(p);
+                    let out = &mut ctx[i * h + at..i * h + at + d];
+                    for (j, s) in span.clone().zip(p.iter()) {
+                        let w = s / sum;
+                        let v = &row(j)[2 * h + at..2 * h + at + d];
+                        for (o, x) in out.iter_mut().zip(v) {
+                            *o += w * x;
+                        }
                     }
                 }
             }

@@ -13,10 +13,16 @@ use tokenizers::{Tokenizer, TruncationParams};
 /// Texts per forward pass (sorted by length first, so a batch pads little).
 const BATCH: usize = 32;
 
-/// The longest text (in tokens) a call with a single text runs through the
-/// single-text path ([`crate::fast`]); longer ones, and every call with several texts,
-/// go through candle, whose matrix kernels win once many rows share each weight.
+/// The longest text (in tokens) that runs through the single-text path
+/// ([`crate::fast`]), alone or with others of a batch ([`FAST_CHUNK_TOKENS`]); longer
+/// ones go through candle (padded batches; ~10% slower for one 150-token text, and
+/// the path the long golden texts check).
 const FAST_TOKENS: usize = 64;
+
+/// Tokens the single-text path takes per forward pass when several texts are embedded
+/// at once (the rows of every dense layer's product; each weight block widened once is
+/// used for all of them).
+const FAST_CHUNK_TOKENS: usize = 256;
 
 /// A sentence-transformers model (BERT encoder, mean or CLS pooling, optional
 /// normalization) loaded from a directory.
@@ -169,20 +175,61 @@ impl LocalEmbedder {
         })
     }
 
-    /// One text through the single-text path, when there is one and the text is at
-    /// most [`FAST_TOKENS`] tokens long.
-    fn run_one(&self, text: &str) -> Result<Option<Vec<f32>>, EmbedError> {
+    /// Texts of at most [`FAST_TOKENS`] tokens through the single-text path, several
+    /// per forward pass (up to [`FAST_CHUNK_TOKENS`] tokens together; no padding):
+    /// `(index in texts, vector)`. Returns the indexes it left to candle too (longer
+    /// texts, or all of them when the model has no such path).
+    #[allow(clippy::type_complexity)]
+    fn run_fast(&self, texts: &[&str]) -> Result<(Vec<(usize, Vec<f32>)>, Vec<usize>), EmbedError> {
         let Some(fast) = &self.fast else {
-            return Ok(None);
+            return Ok((Vec::new(), (0..texts.len()).collect()));
         };
-        let encoding = self.tokenizer.encode(text, true).map_err(model_err)?;
-        let ids = encoding.get_ids();
-        if ids.is_empty() || ids.len() > FAST_TOKENS.min(self.model.max_positions) {
-            return Ok(None);
+        let encodings = match texts {
+            [one] => vec![self.tokenizer.encode(*one, true).map_err(model_err)?],
+            _ => self
+                .tokenizer
+                .encode_batch(texts.to_vec(), true)
+                .map_err(model_err)?,
+        };
+        let limit = FAST_TOKENS.min(self.model.max_positions);
+        let (short, long): (Vec<usize>, Vec<usize>) = (0..texts.len()).partition(|&i| {
+            let n = encodings[i].get_ids().len();
+            n > 0 && n <= limit
+        });
+        let mut done = Vec::with_capacity(short.len());
+        let mut chunk: Vec<usize> = Vec::new();
+        let mut tokens = 0;
+        let mut run = |chunk: &mut Vec<usize>| -> Result<(), EmbedError> {
+            let seqs: Vec<&[u32]> = chunk.iter().map(|&i| encodings[i].get_ids()).collect();
+            let states = fast.forward(&seqs).map_err(model_err)?;
+            let mut at = 0;
+            for (&i, seq) in chunk.iter().zip(&seqs) {
+                let rows = &states[at * self.dim..(at + seq.len()) * self.dim];
+                at += seq.len();
+                done.push((i, self.pool(rows)));
+            }
+            chunk.clear();
+            Ok(())
+        };
+        for i in short {
+            let n = encodings[i].get_ids().len();
+            if !chunk.is_empty() && tokens + n > FAST_CHUNK_TOKENS {
+                run(&mut chunk)?;
+                tokens = 0;
+            }
+            chunk.push(i);
+            tokens += n;
         }
-        let states = fast.forward(ids).map_err(model_err)?;
-        Ok(Some(if self.mean_pooling {
-            fast::mean_pool(&states, self.dim, self.normalize)
+        if !chunk.is_empty() {
+            run(&mut chunk)?;
+        }
+        Ok((done, long))
+    }
+
+    /// One text's vector from its token states (row per token).
+    fn pool(&self, states: &[f32]) -> Vec<f32> {
+        if self.mean_pooling {
+            fast::mean_pool(states, self.dim, self.normalize)
         } else {
             let mut cls = states[..self.dim].to_vec();
             if self.normalize {
@@ -190,7 +237,34 @@ impl LocalEmbedder {
                 cls.iter_mut().for_each(|v| *v /= n);
             }
             cls
-        }))
+        }
+    }
+
+    /// The texts at `which` through candle, shortest first, so that each batch pads to
+    /// a length close to its own texts'.
+    fn run_batches(
+        &self,
+        texts: &[&str],
+        mut which: Vec<usize>,
+        out: &mut [Vec<f32>],
+    ) -> Result<(), EmbedError> {
+        which.sort_by_key(|&i| texts[i].len());
+        for chunk in which.chunks(BATCH) {
+            let batch: Vec<&str> = chunk.iter().map(|&i| texts[i]).collect();
+            for (&i, v) in chunk.iter().zip(self.run_batch(&batch)?) {
+                out[i] = v;
+            }
+        }
+        Ok(())
+    }
+
+    /// The texts through candle only (the path texts longer than [`FAST_TOKENS`] take),
+    /// for tests comparing the two paths.
+    #[doc(hidden)]
+    pub fn embed_through_candle(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
+        let mut out: Vec<Vec<f32>> = vec![Vec::new(); texts.len()];
+        self.run_batches(texts, (0..texts.len()).collect(), &mut out)?;
+        Ok(out)
     }
 
     /// The texts through candle, padded to the longest of them.
@@ -275,21 +349,12 @@ impl Embedder for LocalEmbedder {
     }
 
     fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
-        if let [one] = texts {
-            if let Some(v) = self.run_one(one)? {
-                return Ok(vec![v]);
-            }
-        }
-        // Shortest first, so that each batch pads to a length close to its own texts'.
-        let mut order: Vec<usize> = (0..texts.len()).collect();
-        order.sort_by_key(|&i| texts[i].len());
         let mut out: Vec<Vec<f32>> = vec![Vec::new(); texts.len()];
-        for chunk in order.chunks(BATCH) {
-            let batch: Vec<&str> = chunk.iter().map(|&i| texts[i]).collect();
-            for (&i, v) in chunk.iter().zip(self.run_batch(&batch)?) {
-                out[i] = v;
-            }
+        let (done, rest) = self.run_fast(texts)?;
+        for (i, v) in done {
+            out[i] = v;
         }
+        self.run_batches(texts, rest, &mut out)?;
         Ok(out)
     }
 }

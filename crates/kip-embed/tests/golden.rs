@@ -85,7 +85,7 @@ fn local_embeddings_match_the_reference_implementation() {
 
 #[test]
 #[ignore = "needs the model from scripts/setup-test-env.sh"]
-fn a_single_text_gets_the_vector_a_batch_gives_it() {
+fn the_single_text_path_alone_or_in_a_batch_gives_candles_vectors() {
     let e = open();
     let mut texts: Vec<String> = golden().into_iter().map(|(t, _)| t).collect();
     texts.extend(
@@ -100,18 +100,31 @@ fn a_single_text_gets_the_vector_a_batch_gives_it() {
     // 62 words: about 64 tokens with [CLS] and [SEP], around the single-text path's limit.
     texts.push(vec!["memory"; 62].join(" "));
     texts.push(vec!["memory"; 63].join(" "));
-    for text in &texts {
-        // Alone: the single-text path (when short enough). Twice in one call: candle's
-        // batch path, the one checked against the reference above.
-        let one = e.embed(&[text.as_str()]).expect("one");
-        let two = e.embed(&[text.as_str(), text.as_str()]).expect("two");
+    // Enough short texts that a batch fills several forward passes of the single-text
+    // path (256 tokens each), with sequences of different lengths side by side.
+    for i in 0..40 {
+        texts.push(format!(
+            "note {i}: {}",
+            vec!["the meeting moved to Thursday"; 1 + i % 7].join(", ")
+        ));
+    }
+    let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
+    // candle, the path checked against the reference above for the long texts.
+    let candle = e.embed_through_candle(&refs).expect("candle");
+    // All in one call: short texts several per pass of the single-text path.
+    let batch = e.embed(&refs).expect("batch");
+    for ((text, c), b) in refs.iter().zip(&candle).zip(&batch) {
+        // Alone: the single-text path (when short enough).
+        let one = e.embed(&[text]).expect("one");
         let norm = dot(&one[0], &one[0]).sqrt();
         assert!((norm - 1.0).abs() < 1e-4, "{text:?}: norm {norm}");
-        let cos = dot(&one[0], &two[0]);
-        assert!(
-            cos >= 0.9999,
-            "{text:?}: cosine {cos} between the two paths"
-        );
+        for (what, v) in [("alone", &one[0]), ("in a batch", b)] {
+            let cos = dot(v, c);
+            assert!(
+                cos >= 0.9999,
+                "{text:?} {what}: cosine {cos} with candle's vector"
+            );
+        }
     }
 }
 
