@@ -510,6 +510,42 @@ fn processes_sharing_a_database_share_one_audit_log_without_losing_records() {
 
 #[test]
 #[ignore = "needs PostgreSQL (KIP_TEST_PG_URL)"]
+fn the_newest_records_kept_are_counted_in_the_shared_log() {
+    let url = fresh_url("auditkeep");
+    let a = Nexus::open_postgres(&url).expect("a");
+    let b = Nexus::open_postgres(&url).expect("b");
+    for n in [&a, &b] {
+        n.audit().configure(kip_engine::audit::AuditConfig {
+            max_entries: 4,
+            ..Default::default()
+        });
+    }
+    let budget = kip_engine::Budget::default();
+    let call = |n: &Nexus, who: &str, i: usize| {
+        n.execute_audited(
+            &json!({ "command": format!("FIND(?p.name) WHERE {{ ?p {{type: \"Person\", name: \"{who}{i}\"}} }}") }),
+            Access::ReadOnly,
+            &budget,
+            who,
+        );
+        n.audit().flush().expect("flush");
+    };
+    // `a` writes 1..3; `b`, which numbered its log from 0 at start, appends three more
+    // that become 4..6: keeping the newest 4 of the shared log leaves 3..6 (counted in
+    // b's own numbering, 1..3, it would have dropped nothing).
+    for i in 0..3 {
+        call(&a, "a", i);
+    }
+    for i in 0..3 {
+        call(&b, "b", i);
+    }
+    let (all, _) = a.audit().list(None, 100).expect("list");
+    let ids: Vec<&str> = all.iter().filter_map(|r| r["id"].as_str()).collect();
+    assert_eq!(ids, ["6", "5", "4", "3"], "{all:?}");
+}
+
+#[test]
+#[ignore = "needs PostgreSQL (KIP_TEST_PG_URL)"]
 fn a_write_waits_for_the_lock_a_bounded_time_and_reads_do_not_wait() {
     let url = fresh_url("lockwait");
     let w = exec_json(

@@ -215,8 +215,10 @@ impl Audit {
             return Ok(());
         }
         let config = *lock(&self.config);
-        let last = records.last().map_or(0, |r| r.0);
-        let mut drop_below = (last + 1).saturating_sub(config.max_entries);
+        let mut keep = crate::store::backend::AuditKeep {
+            newest: config.max_entries,
+            from: 0,
+        };
         if let Some(age) = config.max_age {
             let cutoff = crate::brain::time::format(
                 SystemTime::now()
@@ -236,11 +238,10 @@ impl Audit {
                     }
                     Ok(!young)
                 })?;
-            let young_from = first_young.unwrap_or(records.first().map_or(0, |r| r.0));
-            drop_below = drop_below.max(young_from);
+            keep.from = first_young.unwrap_or(records.first().map_or(0, |r| r.0));
         }
         let durable = force_durable || lock(&self.last_durable).elapsed() >= DURABLE_EVERY;
-        match self.store.audit_append(&records, drop_below, durable) {
+        match self.store.audit_append(&records, keep, durable) {
             Ok(()) => {
                 if durable {
                     *lock(&self.last_durable) = std::time::Instant::now();

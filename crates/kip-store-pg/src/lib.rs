@@ -431,7 +431,7 @@ impl Backend for PgStore {
     fn audit_append(
         &self,
         records: &[(u64, Vec<u8>)],
-        drop_below: u64,
+        keep: kip_store::backend::AuditKeep,
         _durable: bool,
     ) -> StoreResult<()> {
         // Several processes append to one log, each numbering its records from what it
@@ -457,6 +457,9 @@ impl Backend for PgStore {
                 renumbered.push((top, with_id(bytes, top)));
             }
         }
+        // The count kept is counted in the log's numbering (after renumbering), so a
+        // process whose own numbering lags behind does not keep more than asked.
+        let drop_below = keep.cut(top);
         {
             let mut tx = PgTx::new(&mut t.conn);
             tx.audit_append(&renumbered, drop_below)?;

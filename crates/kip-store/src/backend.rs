@@ -17,6 +17,25 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
+/// Which audit records an append keeps: the newest `newest` by sequence number (counted
+/// after the append, in the numbering the log ends up with: a backend shared by several
+/// processes may renumber what it appends) and none below `from` (a number already in
+/// the log's numbering, e.g. the first record young enough to keep).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct AuditKeep {
+    /// How many of the newest records to keep at most (`u64::MAX`: all).
+    pub newest: u64,
+    /// The lowest sequence number kept (0: no such bound).
+    pub from: u64,
+}
+
+impl AuditKeep {
+    /// The lowest sequence number kept when the log's newest record is `last`.
+    pub fn cut(&self, last: u64) -> u64 {
+        self.from.max((last + 1).saturating_sub(self.newest))
+    }
+}
+
 /// A store the engine reads and writes through [`GraphRead`] and [`GraphWrite`].
 pub trait Backend: Send + Sync + std::fmt::Debug {
     /// Runs `f` on a consistent snapshot.
@@ -59,13 +78,13 @@ pub trait Backend: Send + Sync + std::fmt::Debug {
     /// the bytes read (0 for a backend without local files).
     fn prewarm(&self, max_bytes: u64) -> std::io::Result<u64>;
 
-    /// Appends audit records (`seq -> bytes`, the engine's call log) and drops those with
-    /// a sequence number below `drop_below`; durably when `durable`, else by the next
-    /// checkpoint at the latest. The default keeps no audit log.
+    /// Appends audit records (`seq -> bytes`, the engine's call log) and applies
+    /// `keep` (drops the records it no longer keeps); durably when `durable`, else by
+    /// the next checkpoint at the latest. The default keeps no audit log.
     fn audit_append(
         &self,
         _records: &[(u64, Vec<u8>)],
-        _drop_below: u64,
+        _keep: AuditKeep,
         _durable: bool,
     ) -> StoreResult<()> {
         Err(StoreError::Other("this backend keeps no audit log".into()))

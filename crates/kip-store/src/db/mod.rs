@@ -485,10 +485,12 @@ impl crate::backend::Backend for Store {
     fn audit_append(
         &self,
         records: &[(u64, Vec<u8>)],
-        drop_below: u64,
+        keep: crate::backend::AuditKeep,
         durable: bool,
     ) -> StoreResult<()> {
-        Store::audit_append(self, records, drop_below, durable)
+        // One process writes this log: the records keep their numbers.
+        let last = records.last().map_or(0, |r| r.0);
+        Store::audit_append(self, records, keep.cut(last), durable)
     }
 
     fn audit_range(
