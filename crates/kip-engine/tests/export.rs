@@ -195,3 +195,44 @@ fn a_statement_about_a_statement_uses_a_handle() {
     assert!(text.contains("PROPOSITION ?h0 {"), "{text}");
     assert!(text.contains("(?h0, \"says\""), "{text}");
 }
+
+/// A capsule with an error anywhere loads nothing, and a syntax error is the one
+/// reported even when a statement before it fails for another reason (the syntax is
+/// checked beside the load, which stops once the check finds the error).
+#[test]
+fn a_capsule_with_an_error_anywhere_loads_nothing_and_syntax_errors_come_first() {
+    let n = nexus();
+    n.load_capsule(SCHEMA).expect("schema");
+    let good = |i: usize| {
+        format!("UPSERT {{ CONCEPT ?x {{ {{type: \"Thing\", name: \"thing {i}\"}} }} }}\n")
+    };
+    let count = |n: &Nexus| -> Value {
+        run(n, r#"FIND(COUNT(?x)) WHERE { ?x {type: "Thing"} }"#)["result"].clone()
+    };
+    let before = count(&n);
+    // 400 good statements, then a typo.
+    let mut typo: String = (0..400).map(good).collect();
+    typo.push_str(
+        "UPSERT { CONCEPT ?x { {type: \"Thing\", name: \"last\"} SET ATTRIBUTES { a: } } }\n",
+    );
+    let e = n.load_capsule(&typo).expect_err("a typo at the end");
+    assert_eq!(e.code.as_str(), "KIP_1001", "{e}");
+    assert_eq!(count(&n), before, "nothing written");
+    // A statement that fails on its own (an unknown type) before a typo: the typo wins.
+    let mut both: String = (0..50).map(good).collect();
+    both.push_str("UPSERT { CONCEPT ?x { {type: \"NoSuchType\", name: \"x\"} } }\n");
+    both.push_str(&typo);
+    let e = n.load_capsule(&both).expect_err("two errors");
+    assert_eq!(e.code.as_str(), "KIP_1001", "{e}");
+    assert_eq!(count(&n), before);
+    // Without the typo, the statement's own error, and still nothing written.
+    let mut unknown: String = (0..50).map(good).collect();
+    unknown.push_str("UPSERT { CONCEPT ?x { {type: \"NoSuchType\", name: \"x\"} } }\n");
+    let e = n.load_capsule(&unknown).expect_err("unknown type");
+    assert_ne!(e.code.as_str(), "KIP_1001", "{e}");
+    assert_eq!(count(&n), before);
+    // And a good capsule loads every statement.
+    let all: String = (0..400).map(good).collect();
+    assert_eq!(n.load_capsule(&all).expect("good").len(), 400);
+    assert_ne!(count(&n), before);
+}

@@ -7,11 +7,13 @@
 //! execution share the `Nexus` fields and the combiner's queue, and the order of a
 //! statement's steps (prepare, combine, commit, answer) is read top to bottom here.
 //! The parts that only use the public surface live beside it: `check.rs` (integrity),
-//! `semantic.rs` (embedder glue), `brain.rs` (audit log, health, sleep cycle).
+//! `semantic.rs` (embedder glue), `brain.rs` (audit log, health, sleep cycle),
+//! `capsule.rs` (loading a capsule file in one transaction).
 
 use crate::bootstrap::{bootstrap, bootstrap_with, BOOTSTRAP_CAPSULES};
 mod brain;
 pub use brain::SleepGuard;
+mod capsule;
 mod check;
 mod semantic;
 
@@ -579,65 +581,6 @@ impl Nexus {
             }
             Ok((Some(out), true))
         })
-    }
-
-    /// Loads a capsule (one or more UPSERTs) in one transaction with agent privileges:
-    /// every statement or none. Returns each statement's result.
-    ///
-    /// The capsule may be of any size (an export of a large graph is hundreds of MiB):
-    /// its commands are found with the lexer, then parsed and run one at a time, each
-    /// within the usual per-command size limit. A syntax error anywhere is reported
-    /// before anything is written.
-    pub fn load_capsule(&self, text: &str) -> Result<Vec<Value>, KipError> {
-        let mut out = Vec::new();
-        self.load_capsule_each(text, &mut |v| out.push(v))?;
-        Ok(out)
-    }
-
-    /// [`Nexus::load_capsule`], handing each statement's result to `each` instead of
-    /// collecting them (a large import need not hold millions of ids). The results
-    /// describe the transaction only if this returns `Ok` (it committed).
-    pub fn load_capsule_each(
-        &self,
-        text: &str,
-        each: &mut dyn FnMut(Value),
-    ) -> Result<(), KipError> {
-        let ranges = kip_lang::script_ranges(text)?;
-        if ranges.is_empty() {
-            // Nothing but whitespace and comments: the parser's own error.
-            kip_lang::parse_script(text)?;
-        }
-        // Syntax first (one command at a time, nothing kept), so a capsule with a typo
-        // near its end fails at once rather than after loading everything before it.
-        for r in &ranges {
-            kip_lang::parse_script_part(text, r.clone(), kip_lang::ParseOptions::capsule())?;
-        }
-        self.write(
-            |w| {
-                for r in &ranges {
-                    let cmd = kip_lang::parse_script_part(
-                        text,
-                        r.clone(),
-                        kip_lang::ParseOptions::capsule(),
-                    )?;
-                    let bound = kip_lang::bind_owned(cmd, &serde_json::Map::new())?;
-                    match &bound {
-                        Command::Upsert(u) => {
-                            each(upsert::upsert(w, u, upsert::Privilege::Capsule)?)
-                        }
-                        Command::Delete(d) => each(delete::delete(w, d, &self.limits)?),
-                        _ => {
-                            return Err(KipError::new(
-                                ErrorCode::InvalidSyntax,
-                                "a capsule holds UPSERT and DELETE statements only",
-                            ))
-                        }
-                    }
-                }
-                Ok(())
-            },
-            false,
-        )
     }
 
     /// Every concept and proposition as JSON objects, in id order:
