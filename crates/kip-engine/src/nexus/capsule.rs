@@ -5,6 +5,11 @@ use super::Nexus;
 use crate::kml::{delete, upsert};
 use kip_lang::{Command, ErrorCode, KipError};
 use serde_json::Value;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::Receiver;
+
+/// Statements parsed ahead of the write (each may hold thousands of blocks).
+const PARSED_AHEAD: usize = 4;
 
 impl Nexus {
     /// Loads a capsule (one or more UPSERTs) in one transaction with agent privileges:
@@ -33,13 +38,13 @@ impl Nexus {
             // Nothing but whitespace and comments: the parser's own error.
             kip_lang::parse_script(text)?;
         }
-        // The syntax of the whole capsule is checked on a thread of its own (one command
-        // at a time, nothing kept) while the statements run: a typo near the end stops
-        // the load as soon as the check gets there (parsing is faster than executing),
-        // not after everything before it was loaded, and the check's time overlaps the
-        // load's instead of adding to it. A syntax error always wins over a later
-        // statement's own error, and nothing is written either way.
-        let failed = std::sync::atomic::AtomicBool::new(false);
+        // Two threads beside the write: one checks the syntax of the whole capsule (one
+        // command at a time, nothing kept), so a typo near the end stops the load as
+        // soon as the check gets there (parsing is faster than executing) rather than
+        // after everything before it was loaded; the other parses the statements for
+        // the write, a few ahead of it. A syntax error always wins over a statement's
+        // own error, and nothing is written either way.
+        let failed = AtomicBool::new(false);
         std::thread::scope(|scope| {
             let check = scope.spawn(|| -> Result<(), KipError> {
                 for r in &ranges {
@@ -49,13 +54,35 @@ impl Nexus {
                         kip_lang::ParseOptions::capsule(),
                     );
                     if let Err(e) = parsed {
-                        failed.store(true, std::sync::atomic::Ordering::Relaxed);
+                        failed.store(true, Ordering::Relaxed);
                         return Err(e);
                     }
                 }
                 Ok(())
             });
-            let loaded = self.load_ranges(text, &ranges, &failed, each);
+            let (tx, rx) = std::sync::mpsc::sync_channel(PARSED_AHEAD);
+            let (ranges, failed) = (&ranges, &failed);
+            scope.spawn(move || {
+                for r in ranges {
+                    if failed.load(Ordering::Relaxed) {
+                        break;
+                    }
+                    let cmd = kip_lang::parse_script_part(
+                        text,
+                        r.clone(),
+                        kip_lang::ParseOptions::capsule(),
+                    )
+                    .and_then(|c| kip_lang::bind_owned(c, &serde_json::Map::new()));
+                    let stop = cmd.is_err();
+                    // The write stopped (an error): nothing more to parse.
+                    if tx.send(cmd).is_err() || stop {
+                        break;
+                    }
+                }
+            });
+            let loaded = self.load_parsed(&rx, ranges.len(), failed, each);
+            // The parser stops at its next send once the receiver is gone.
+            drop(rx);
             match check.join() {
                 Ok(Err(syntax)) => Err(syntax),
                 Ok(Ok(())) => loaded,
@@ -67,32 +94,28 @@ impl Nexus {
         })
     }
 
-    /// The write of [`Nexus::load_capsule_each`]: the statements at `ranges`, in one
-    /// transaction, stopping (nothing written) once `failed` says the syntax check
-    /// running beside it found an error.
-    fn load_ranges(
+    /// The write of [`Nexus::load_capsule_each`]: the `count` statements `parsed`
+    /// delivers, in one transaction, stopping (nothing written) once `failed` says the
+    /// syntax check running beside it found an error, and refusing to commit fewer
+    /// statements than the capsule holds.
+    fn load_parsed(
         &self,
-        text: &str,
-        ranges: &[std::ops::Range<usize>],
-        failed: &std::sync::atomic::AtomicBool,
+        parsed: &Receiver<Result<Command, KipError>>,
+        count: usize,
+        failed: &AtomicBool,
         each: &mut dyn FnMut(Value),
     ) -> Result<(), KipError> {
         self.write(
             |w| {
-                for r in ranges {
-                    if failed.load(std::sync::atomic::Ordering::Relaxed) {
+                let mut done = 0;
+                for cmd in parsed.iter().take(count) {
+                    if failed.load(Ordering::Relaxed) {
                         return Err(KipError::new(
                             ErrorCode::InvalidSyntax,
                             "the capsule has a syntax error further on; nothing was written",
                         ));
                     }
-                    let cmd = kip_lang::parse_script_part(
-                        text,
-                        r.clone(),
-                        kip_lang::ParseOptions::capsule(),
-                    )?;
-                    let bound = kip_lang::bind_owned(cmd, &serde_json::Map::new())?;
-                    match &bound {
+                    match &cmd? {
                         Command::Upsert(u) => {
                             each(upsert::upsert(w, u, upsert::Privilege::Capsule)?)
                         }
@@ -104,6 +127,13 @@ impl Nexus {
                             ))
                         }
                     }
+                    done += 1;
+                }
+                if done < count {
+                    return Err(KipError::new(
+                        ErrorCode::InternalError,
+                        "the capsule's statements stopped arriving; nothing was written",
+                    ));
                 }
                 Ok(())
             },
