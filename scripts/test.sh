@@ -16,6 +16,9 @@ cargo fmt --all -- --check
 echo "== cargo clippy (all targets, warnings are errors)"
 cargo clippy --workspace --all-targets --locked -- -D warnings
 
+echo "== rustdoc (the workspace's crates: broken links and bad HTML are errors)"
+RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --locked --quiet
+
 echo "== dependencies: no unused ones (cargo-machete), licenses and bans (cargo-deny, deny.toml)"
 # Pinned versions, built once into target/tools (about 6 minutes on 2 cores the first time).
 TOOLS="$PWD/target/tools"

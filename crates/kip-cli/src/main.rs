@@ -138,7 +138,7 @@ enum Cmd {
     /// Repair a data directory, on explicit request.
     Recover {
         /// The write-ahead log is corrupt (a damaged record followed by newer ones):
-        /// keep a copy of it as nexus.wal.damaged-<time>, then open the nexus as of
+        /// keep a copy of it as `nexus.wal.damaged-<time>`, then open the nexus as of
         /// the last good record. The writes logged after the damage are lost.
         #[arg(long, required = true)]
         salvage_wal: bool,

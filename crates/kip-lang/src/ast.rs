@@ -2,8 +2,9 @@
 //!
 //! Types mirror the grammar one-to-one. Every node carries a [`Span`]; spans are ignored
 //! by equality, so `parse(print(ast)) == ast`. Places where a `:name` placeholder may stand
-//! are typed [`Slot`] (a literal or a parameter) or [`ValueExpr::Param`]; parameters are
-//! replaced on the tree by [`crate::bind`], never by editing text.
+//! are typed [`Slot`] (a literal or a parameter) or are a [`ValueExpr`] of kind
+//! [`ValueKind::Param`]; parameters are replaced on the tree by [`crate::bind`], never by
+//! editing text.
 //!
 //! One file on purpose (about 1,000 lines since RC11's UPDATE, MERGE, EXPORT and
 //! SEARCH modes): the whole tree is one type definition read together, and splitting

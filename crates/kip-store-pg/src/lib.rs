@@ -3,7 +3,7 @@
 //! The Cognitive Nexus in a PostgreSQL database: a [`Backend`] that any number of kip
 //! processes, on any number of machines, open at once.
 //!
-//! - **Tables** mirror the embedded store's ([`schema`]): records by id, with the
+//! - **Tables** mirror the embedded store's (module `schema`): records by id, with the
 //!   `{type, name}` and `(subject, predicate, object)` keys as unique constraints, the
 //!   link indexes (`pos`, `osp`), statistics, text postings, the attribute value index,
 //!   embedding marks and vectors, and the audit log. Records are the same MessagePack
