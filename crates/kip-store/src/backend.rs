@@ -32,7 +32,8 @@ pub struct AuditKeep {
 impl AuditKeep {
     /// The lowest sequence number kept when the log's newest record is `last`.
     pub fn cut(&self, last: u64) -> u64 {
-        self.from.max((last + 1).saturating_sub(self.newest))
+        self.from
+            .max(last.saturating_add(1).saturating_sub(self.newest))
     }
 }
 
