@@ -475,6 +475,17 @@ fn a_client_certificate_logs_in_where_only_certificates_are_accepted() {
     assert!(err.contains("sslkey"), "{err}");
 }
 
+/// One audited read through `n` from interface `who`, its record appended at once.
+fn audited_find(n: &Nexus, who: &str, i: usize) {
+    n.execute_audited(
+        &json!({ "command": format!("FIND(?p.name) WHERE {{ ?p {{type: \"Person\", name: \"{who}{i}\"}} }}") }),
+        Access::ReadOnly,
+        &kip_engine::Budget::default(),
+        who,
+    );
+    n.audit().flush().expect("flush");
+}
+
 #[test]
 #[ignore = "needs PostgreSQL (KIP_TEST_PG_URL)"]
 fn processes_sharing_a_database_share_one_audit_log_without_losing_records() {
@@ -482,16 +493,9 @@ fn processes_sharing_a_database_share_one_audit_log_without_losing_records() {
     // Two processes' worth of nexus, each numbering its log from what it saw at start.
     let a = Nexus::open_postgres(&url).expect("a");
     let b = Nexus::open_postgres(&url).expect("b");
-    let budget = kip_engine::Budget::default();
     for i in 0..3 {
         for (n, who) in [(&a, "a"), (&b, "b")] {
-            n.execute_audited(
-                &json!({ "command": format!("FIND(?p.name) WHERE {{ ?p {{type: \"Person\", name: \"{who}{i}\"}} }}") }),
-                Access::ReadOnly,
-                &budget,
-                who,
-            );
-            n.audit().flush().expect("flush");
+            audited_find(n, who, i);
         }
     }
     let (all, _) = a.audit().list(None, 100).expect("list");
@@ -520,24 +524,14 @@ fn the_newest_records_kept_are_counted_in_the_shared_log() {
             ..Default::default()
         });
     }
-    let budget = kip_engine::Budget::default();
-    let call = |n: &Nexus, who: &str, i: usize| {
-        n.execute_audited(
-            &json!({ "command": format!("FIND(?p.name) WHERE {{ ?p {{type: \"Person\", name: \"{who}{i}\"}} }}") }),
-            Access::ReadOnly,
-            &budget,
-            who,
-        );
-        n.audit().flush().expect("flush");
-    };
     // `a` writes 1..3; `b`, which numbered its log from 0 at start, appends three more
     // that become 4..6: keeping the newest 4 of the shared log leaves 3..6 (counted in
     // b's own numbering, 1..3, it would have dropped nothing).
     for i in 0..3 {
-        call(&a, "a", i);
+        audited_find(&a, "a", i);
     }
     for i in 0..3 {
-        call(&b, "b", i);
+        audited_find(&b, "b", i);
     }
     let (all, _) = a.audit().list(None, 100).expect("list");
     let ids: Vec<&str> = all.iter().filter_map(|r| r["id"].as_str()).collect();
