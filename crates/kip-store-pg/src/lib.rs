@@ -30,6 +30,10 @@
 //!   included ([`kip_store::GraphRead::prefetch`]), so they are looked up in one query,
 //!   an index probe per key (`LATERAL ... LIMIT 1`: a hash join over a whole table is
 //!   what the planner picks for a big key list otherwise).
+//! - **Keys across transactions**: which concept holds a `{type, name}` key is
+//!   remembered by the process (module `keys`), valid while no transaction of any
+//!   process has deleted or renamed a concept since (a counter every such commit
+//!   raises, read with each `BEGIN`).
 //! - **TLS** with rustls, with libpq's `sslmode` meanings (see `conn::tls`).
 //!
 //! - **Reads** are one round trip per index lookup, except where the engine announces
@@ -45,6 +49,7 @@
 
 mod buffer;
 mod conn;
+mod keys;
 mod schema;
 mod tx;
 mod url;
@@ -77,6 +82,8 @@ pub struct PgStore {
     schema: String,
     /// Where, for messages (no password).
     shown: String,
+    /// `{type, name}` -> concept, shared by this process's transactions (`keys.rs`).
+    keys: keys::KeyCache,
 }
 
 impl std::fmt::Debug for PgStore {
@@ -135,6 +142,35 @@ fn with_id(bytes: &[u8], seq: u64) -> Vec<u8> {
     }
 }
 
+/// The statement a transaction's `BEGIN` runs to use the key cache: the last concept
+/// number, the key epoch and the concept table's identity (see `keys.rs`).
+fn key_view_sql() -> String {
+    format!(
+        "SELECT convert_from(key, 'UTF8'), n::text FROM kip_stats \
+         WHERE key IN (convert_to('{}', 'UTF8'), convert_to('{}', 'UTF8')) \
+         UNION ALL SELECT '#table', 'kip_concepts'::regclass::oid::bigint::text",
+        tx::LAST_IDS[0],
+        keys::KEY_EPOCH
+    )
+}
+
+/// The key cache's view of a snapshot, from the rows of [`key_view_sql`] (`None`
+/// when they are not there).
+fn key_view(rows: &conn::TextRows) -> Option<keys::View> {
+    let n = |k: &str| -> Option<i64> {
+        rows.iter()
+            .find(|(key, _)| key == k)
+            .and_then(|(_, v)| v.as_deref()?.parse().ok())
+    };
+    Some(keys::View {
+        token: keys::Token {
+            table: n("#table")?,
+            epoch: n(keys::KEY_EPOCH).unwrap_or(0),
+        },
+        last_concept: u64::try_from(n(tx::LAST_IDS[0]).unwrap_or(0)).unwrap_or(0),
+    })
+}
+
 /// A stable 64-bit hash (FNV-1a) naming an advisory lock.
 fn lock_key(what: &str, schema: &str) -> i64 {
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;
@@ -185,6 +221,7 @@ impl PgStore {
             audit_lock: lock_key("kip-audit", &schema),
             schema,
             shown,
+            keys: keys::KeyCache::from_env(),
         };
         let current = store.read_meta_u64(kip_store::db::TEXT_INDEX_KEY)?
             == Some(kip_store::text::TEXT_INDEX_VERSION)
@@ -237,10 +274,25 @@ impl PgStore {
     }
 
     /// Runs `f` on a read-only snapshot (`REPEATABLE READ, READ ONLY`).
+    /// The key cache's [`keys::View`] is read in the `BEGIN` round trip (it takes the
+    /// snapshot).
     fn read_tx(&self, f: impl FnOnce(&PgTx<'_>) -> StoreResult<()>) -> StoreResult<()> {
-        let mut t = self.begin("BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY")?;
+        let (mut t, rows) = if self.keys.is_on() {
+            self.begin_rows(&format!(
+                "BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY; {}",
+                key_view_sql()
+            ))?
+        } else {
+            (
+                self.begin("BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY")?,
+                Vec::new(),
+            )
+        };
         let mut tx = PgTx::new(&mut t.conn);
         tx.ahead.on = true;
+        if let Some(view) = key_view(&rows) {
+            tx.share_keys(&self.keys, view);
+        }
         let r = f(&tx);
         let end = t.finish(r.is_ok());
         r.and(end)
@@ -256,11 +308,13 @@ impl PgStore {
              SELECT pg_advisory_xact_lock({}); \
              SELECT 'vectors_on', NULL FROM kip_meta WHERE key = convert_to('{}', 'UTF8') \
              UNION ALL SELECT convert_from(key, 'UTF8'), n::text FROM kip_stats \
-             WHERE key IN (convert_to('{c}', 'UTF8'), convert_to('{p}', 'UTF8'))",
+             WHERE key IN (convert_to('{p}', 'UTF8')); {}",
             self.write_wait,
             self.write_lock,
             kip_store::VECTORS_ON,
+            key_view_sql(),
         ))?;
+        let view = key_view(&rows);
         let mut vectors_on = false;
         let mut last = [0u64; 2];
         for (k, v) in rows {
@@ -277,16 +331,34 @@ impl PgStore {
                 last[1] = n();
             }
         }
-        let keep = {
+        let (keep, removed, known) = {
             let mut tx = PgTx::new(&mut t.conn);
             tx.preloaded(vectors_on, last);
+            if let Some(view) = view {
+                tx.share_keys(&self.keys, view);
+            }
             let keep = f(&mut tx)?;
             if keep {
                 tx.flush()?;
             }
-            keep
+            (keep, tx.removed_keys, tx.take_keys())
         };
-        t.finish(keep)
+        t.finish(keep)?;
+        // Committed: what the transaction knows of keys holds under the epoch its
+        // commit produced.
+        if let (true, Some(view)) = (keep, view) {
+            let after = keys::Token {
+                epoch: view.token.epoch.saturating_add(removed),
+                ..view.token
+            };
+            self.keys.committed(
+                after,
+                known
+                    .iter()
+                    .map(|((t, n), id)| (t.as_str(), n.as_str(), *id)),
+            );
+        }
+        Ok(())
     }
 }
 

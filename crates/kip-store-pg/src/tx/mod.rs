@@ -13,6 +13,7 @@ mod write;
 
 use crate::buffer::{Buffer, ConceptRow, PropRow, FLUSH_AT};
 use crate::conn::{get, Conn, Params};
+use crate::keys::{KeyCache, View, KEY_EPOCH};
 use kip_store::text::{self, Doc};
 use kip_store::{
     decode, encode, ConceptRecord, Continue, ElemRef, GraphRead, GraphWrite, PropRecord, Stat,
@@ -97,6 +98,12 @@ pub(crate) struct PgTx<'c> {
     records: RefCell<HashMap<u64, Option<Vec<u8>>>>,
     /// Read-ahead of a read-only transaction (see `ahead.rs`).
     pub(crate) ahead: ahead::Ahead,
+    /// The process's key cache and what this transaction read to use it (see
+    /// `keys.rs`); consulted after `known_keys`.
+    shared: Option<(&'c KeyCache, View)>,
+    /// Keys this transaction took from concepts (deletes, renames): the key epoch
+    /// rises by as much at commit.
+    pub(crate) removed_keys: i64,
 }
 
 /// Records read ahead and kept per transaction at most.
@@ -123,7 +130,20 @@ impl<'c> PgTx<'c> {
             known_spo: RefCell::new(HashMap::new()),
             records: RefCell::new(HashMap::new()),
             ahead: ahead::Ahead::default(),
+            shared: None,
+            removed_keys: 0,
         }
+    }
+
+    /// Lets this transaction use the process's key cache with what it read at `BEGIN`.
+    pub(crate) fn share_keys(&mut self, cache: &'c KeyCache, view: View) {
+        cache.begin(view);
+        self.shared = Some((cache, view));
+    }
+
+    /// What this transaction knows of keys, for the key cache once it has committed.
+    pub(crate) fn take_keys(&mut self) -> HashMap<(String, String), Option<u64>> {
+        std::mem::take(self.known_keys.get_mut())
     }
 
     /// What a write transaction read with its `BEGIN` (see `PgStore::begin_write`):
@@ -170,10 +190,19 @@ impl<'c> PgTx<'c> {
     }
 
     fn remember_key(&self, t: &str, n: &str, id: Option<u64>) {
+        if let (Some((cache, view)), Some(id)) = (self.shared, id) {
+            cache.found(view, [(t, n, id)]);
+        }
         let mut k = self.known_keys.borrow_mut();
         if k.len() < KNOWN_MAX {
             k.insert((t.to_owned(), n.to_owned()), id);
         }
+    }
+
+    /// The concept of a key as the process's key cache knows it (see `keys.rs`).
+    fn shared_key(&self, t: &str, n: &str) -> Option<u64> {
+        let (cache, view) = self.shared?;
+        cache.get(view, t, n)
     }
 
     fn remember_spo(&self, key: (i64, String, i64), id: Option<u64>) {
@@ -283,6 +312,9 @@ impl<'c> PgTx<'c> {
                 *stats.entry(LAST_IDS[kind].to_owned()).or_insert(0) += n;
             }
         }
+        if self.removed_keys > 0 {
+            *stats.entry(KEY_EPOCH.to_owned()).or_insert(0) += self.removed_keys;
+        }
         let (keys, deltas): (Vec<Vec<u8>>, Vec<i64>) = stats
             .into_iter()
             .filter(|(_, d)| *d != 0)
@@ -347,6 +379,9 @@ impl GraphRead for PgTx<'_> {
                     return Ok(*id);
                 }
             }
+        }
+        if let Some(id) = self.shared_key(concept_type, name) {
+            return Ok(Some(id));
         }
         let row = self.query_opt(
             "SELECT id FROM kip_concepts WHERE type = $1 AND name = $2",
@@ -695,6 +730,7 @@ impl GraphRead for PgTx<'_> {
                 .filter(|(t, n)| {
                     !known.contains_key(&((*t).to_owned(), (*n).to_owned()))
                         && seen.insert((*t, *n))
+                        && self.shared_key(t, n).is_none()
                 })
                 .copied()
                 .collect()

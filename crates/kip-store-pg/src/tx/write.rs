@@ -234,6 +234,7 @@ impl GraphWrite for PgTx<'_> {
             let known = self.known_keys.get_mut();
             if let Some(o) = old {
                 known.insert((o.concept_type.clone(), o.name.clone()), None);
+                self.removed_keys += 1;
             }
             known.insert((rec.concept_type.clone(), rec.name.clone()), Some(id));
             if let Some(o) = old {
@@ -261,6 +262,7 @@ impl GraphWrite for PgTx<'_> {
         self.known_keys
             .get_mut()
             .insert((rec.concept_type.clone(), rec.name.clone()), None);
+        self.removed_keys += 1;
         self.bump(&Self::stat_key(Stat::Type(&rec.concept_type)), -1);
         self.bump(CONCEPTS, -1);
         self.grew()
