@@ -28,7 +28,7 @@
 //! seen by the cache of a server that was running: restart the servers after either.
 //! (A schema dropped and made again is seen: the table's identity is part of the token.)
 
-use std::collections::HashMap;
+use crate::tx::FastMap;
 use std::sync::RwLock;
 
 /// `kip_stats` key of the key epoch: raised by each transaction that deletes or renames
@@ -54,12 +54,78 @@ pub(crate) struct View {
     pub(crate) last_concept: u64,
 }
 
+/// A map from `{type, name}` keys, probed with borrowed strings (no key is built for
+/// a lookup): type -> name -> value.
+pub(crate) struct KeyMap<V> {
+    map: FastMap<String, FastMap<String, V>>,
+    len: usize,
+}
+
+impl<V> Default for KeyMap<V> {
+    fn default() -> Self {
+        KeyMap {
+            map: FastMap::default(),
+            len: 0,
+        }
+    }
+}
+
+impl<V: Copy> KeyMap<V> {
+    pub(crate) fn get(&self, t: &str, n: &str) -> Option<V> {
+        self.map.get(t)?.get(n).copied()
+    }
+
+    pub(crate) fn contains(&self, t: &str, n: &str) -> bool {
+        self.map.get(t).is_some_and(|names| names.contains_key(n))
+    }
+
+    pub(crate) fn insert(&mut self, t: &str, n: &str, v: V) {
+        let names = match self.map.get_mut(t) {
+            Some(names) => names,
+            None => self.map.entry(t.to_owned()).or_default(),
+        };
+        match names.get_mut(n) {
+            Some(old) => *old = v,
+            None => {
+                names.insert(n.to_owned(), v);
+                self.len += 1;
+            }
+        }
+    }
+
+    pub(crate) fn remove(&mut self, t: &str, n: &str) {
+        if let Some(names) = self.map.get_mut(t) {
+            if names.remove(n).is_some() {
+                self.len -= 1;
+            }
+        }
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.len
+    }
+
+    pub(crate) fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    pub(crate) fn clear(&mut self) {
+        self.map.clear();
+        self.len = 0;
+    }
+
+    pub(crate) fn iter(&self) -> impl Iterator<Item = (&str, &str, V)> + '_ {
+        self.map
+            .iter()
+            .flat_map(|(t, names)| names.iter().map(move |(n, v)| (t.as_str(), n.as_str(), *v)))
+    }
+}
+
 #[derive(Default)]
 struct Inner {
     token: Option<Token>,
-    /// type -> name -> concept number.
-    map: HashMap<String, HashMap<String, u64>>,
-    len: usize,
+    /// `{type, name}` -> concept number.
+    map: KeyMap<u64>,
 }
 
 impl Inner {
@@ -68,35 +134,15 @@ impl Inner {
     fn align(&mut self, token: Token) {
         if self.token != Some(token) {
             self.map.clear();
-            self.len = 0;
             self.token = Some(token);
         }
     }
 
     fn insert(&mut self, capacity: usize, t: &str, n: &str, id: u64) {
-        if self.len >= capacity {
+        if self.map.len() >= capacity && !self.map.contains(t, n) {
             self.map.clear();
-            self.len = 0;
         }
-        let names = match self.map.get_mut(t) {
-            Some(names) => names,
-            None => self.map.entry(t.to_owned()).or_default(),
-        };
-        match names.get_mut(n) {
-            Some(v) => *v = id,
-            None => {
-                names.insert(n.to_owned(), id);
-                self.len += 1;
-            }
-        }
-    }
-
-    fn remove(&mut self, t: &str, n: &str) {
-        if let Some(names) = self.map.get_mut(t) {
-            if names.remove(n).is_some() {
-                self.len -= 1;
-            }
-        }
+        self.map.insert(t, n, id);
     }
 }
 
@@ -158,7 +204,7 @@ impl KeyCache {
         if inner.token != Some(view.token) {
             return None;
         }
-        let id = *inner.map.get(t)?.get(n)?;
+        let id = inner.map.get(t, n)?;
         (id <= view.last_concept).then_some(id)
     }
 
@@ -202,14 +248,14 @@ impl KeyCache {
         for (t, n, id) in keys {
             match id {
                 Some(id) => inner.insert(self.capacity, t, n, id),
-                None => inner.remove(t, n),
+                None => inner.map.remove(t, n),
             }
         }
     }
 
     #[cfg(test)]
     fn len(&self) -> usize {
-        self.read().len
+        self.read().map.len()
     }
 }
 

@@ -351,12 +351,7 @@ impl PgStore {
                 epoch: view.token.epoch.saturating_add(removed),
                 ..view.token
             };
-            self.keys.committed(
-                after,
-                known
-                    .iter()
-                    .map(|((t, n), id)| (t.as_str(), n.as_str(), *id)),
-            );
+            self.keys.committed(after, known.iter());
         }
         Ok(())
     }

@@ -13,7 +13,7 @@ mod write;
 
 use crate::buffer::{Buffer, ConceptRow, PropRow, FLUSH_AT};
 use crate::conn::{get, Conn, Params};
-use crate::keys::{KeyCache, View, KEY_EPOCH};
+use crate::keys::{KeyCache, KeyMap, View, KEY_EPOCH};
 use kip_store::text::{self, Doc};
 use kip_store::{
     decode, encode, ConceptRecord, Continue, ElemRef, GraphRead, GraphWrite, PropRecord, Stat,
@@ -24,6 +24,10 @@ use postgres::Row;
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 use std::ops::Bound;
+
+/// A map hashed with foldhash: the key maps are probed for every endpoint of a bulk
+/// load, where SipHash was a visible share of the time.
+pub(crate) type FastMap<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
 
 /// Rows read by the first page of a scan (most scans stop early: LIMIT, EXISTS).
 const FIRST_PAGE: i64 = 64;
@@ -89,9 +93,9 @@ pub(crate) struct PgTx<'c> {
     /// (one by one or by [`GraphRead::prefetch`]) or filed/removed by its own writes.
     /// Valid for the whole transaction: a read is one snapshot, and a write holds the
     /// writers' lock, so the tables change only through this transaction.
-    known_keys: RefCell<HashMap<(String, String), Option<u64>>>,
+    known_keys: RefCell<KeyMap<Option<u64>>>,
     /// `(subject, predicate, object)` -> link, likewise.
-    known_spo: RefCell<HashMap<(i64, String, i64), Option<u64>>>,
+    known_spo: RefCell<FastMap<(i64, String, i64), Option<u64>>>,
     /// Records read ahead by [`GraphRead::prefetch_elements`] (`None`: no such
     /// element), by element key; a write of the element drops its entry (the buffer
     /// holds the new state).
@@ -126,8 +130,8 @@ impl<'c> PgTx<'c> {
             vectors_on: false,
             buf: RefCell::new(Buffer::default()),
             floor: Cell::new((None, None)),
-            known_keys: RefCell::new(HashMap::new()),
-            known_spo: RefCell::new(HashMap::new()),
+            known_keys: RefCell::new(KeyMap::default()),
+            known_spo: RefCell::new(FastMap::default()),
             records: RefCell::new(HashMap::new()),
             ahead: ahead::Ahead::default(),
             shared: None,
@@ -142,7 +146,7 @@ impl<'c> PgTx<'c> {
     }
 
     /// What this transaction knows of keys, for the key cache once it has committed.
-    pub(crate) fn take_keys(&mut self) -> HashMap<(String, String), Option<u64>> {
+    pub(crate) fn take_keys(&mut self) -> KeyMap<Option<u64>> {
         std::mem::take(self.known_keys.get_mut())
     }
 
@@ -195,7 +199,7 @@ impl<'c> PgTx<'c> {
         }
         let mut k = self.known_keys.borrow_mut();
         if k.len() < KNOWN_MAX {
-            k.insert((t.to_owned(), n.to_owned()), id);
+            k.insert(t, n, id);
         }
     }
 
@@ -375,8 +379,8 @@ impl GraphRead for PgTx<'_> {
         {
             let known = self.known_keys.borrow();
             if !known.is_empty() {
-                if let Some(id) = known.get(&(concept_type.to_owned(), name.to_owned())) {
-                    return Ok(*id);
+                if let Some(id) = known.get(concept_type, name) {
+                    return Ok(id);
                 }
             }
         }
@@ -728,7 +732,7 @@ impl GraphRead for PgTx<'_> {
             concepts
                 .iter()
                 .filter(|(t, n)| {
-                    !known.contains_key(&((*t).to_owned(), (*n).to_owned()))
+                    !known.contains(t, n)
                         && seen.insert((*t, *n))
                         && self.shared_key(t, n).is_none()
                 })

@@ -233,10 +233,10 @@ impl GraphWrite for PgTx<'_> {
         if !same_key {
             let known = self.known_keys.get_mut();
             if let Some(o) = old {
-                known.insert((o.concept_type.clone(), o.name.clone()), None);
+                known.insert(&o.concept_type, &o.name, None);
                 self.removed_keys += 1;
             }
-            known.insert((rec.concept_type.clone(), rec.name.clone()), Some(id));
+            known.insert(&rec.concept_type, &rec.name, Some(id));
             if let Some(o) = old {
                 self.bump(&Self::stat_key(Stat::Type(&o.concept_type)), -1);
             }
@@ -261,7 +261,7 @@ impl GraphWrite for PgTx<'_> {
         self.buf.get_mut().concepts.insert(num(id)?, None);
         self.known_keys
             .get_mut()
-            .insert((rec.concept_type.clone(), rec.name.clone()), None);
+            .insert(&rec.concept_type, &rec.name, None);
         self.removed_keys += 1;
         self.bump(&Self::stat_key(Stat::Type(&rec.concept_type)), -1);
         self.bump(CONCEPTS, -1);
