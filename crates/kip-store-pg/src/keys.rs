@@ -20,8 +20,8 @@
 //! writes of a committed transaction (its new concepts and renamed keys, filed after the
 //! commit, under the token that commit produced). A transaction that rolled back files
 //! nothing. Memory is bounded: when the cache holds `KIP_PG_KEY_CACHE` entries
-//! (1,000,000 by default, about 100 MB at most; 0 turns it off) it is emptied and
-//! refills with what is used next.
+//! (1,000,000 by default, about 100 MB at most; 0 turns it off), every other entry is
+//! dropped to make room (an emptied cache would miss on every key a moment later).
 //!
 //! What it assumes (docs/deployment.md): concepts change only through kip. A table
 //! edited by hand (a renamed row) or a backup restored under running servers is not
@@ -114,6 +114,20 @@ impl<V: Copy> KeyMap<V> {
         self.len = 0;
     }
 
+    /// Drops every other entry (in the map's order, which has nothing to do with use):
+    /// room for as many new ones, keeping half of what was known.
+    fn drop_half(&mut self) {
+        let mut keep = false;
+        for names in self.map.values_mut() {
+            names.retain(|_, _| {
+                keep = !keep;
+                keep
+            });
+        }
+        self.map.retain(|_, names| !names.is_empty());
+        self.len = self.map.values().map(|names| names.len()).sum();
+    }
+
     pub(crate) fn iter(&self) -> impl Iterator<Item = (&str, &str, V)> + '_ {
         self.map
             .iter()
@@ -140,7 +154,7 @@ impl Inner {
 
     fn insert(&mut self, capacity: usize, t: &str, n: &str, id: u64) {
         if self.map.len() >= capacity && !self.map.contains(t, n) {
-            self.map.clear();
+            self.map.drop_half();
         }
         self.map.insert(t, n, id);
     }
@@ -328,15 +342,25 @@ mod tests {
     }
 
     #[test]
-    fn a_full_cache_starts_over_and_a_zero_capacity_is_off() {
-        let c = KeyCache::new(2);
+    fn a_full_cache_keeps_half_and_a_zero_capacity_is_off() {
+        let c = KeyCache::new(4);
         c.begin(view(0, 100));
-        c.found(view(0, 100), [("T", "a", 1), ("T", "b", 2)]);
-        assert_eq!(c.len(), 2);
-        c.found(view(0, 100), [("T", "c", 3)]);
-        assert_eq!(c.len(), 1);
-        assert_eq!(c.get(view(0, 100), "T", "c"), Some(3));
-        assert_eq!(c.get(view(0, 100), "T", "a"), None);
+        c.found(
+            view(0, 100),
+            [("T", "a", 1), ("T", "b", 2), ("U", "c", 3), ("U", "d", 4)],
+        );
+        assert_eq!(c.len(), 4);
+        // Updating a known key makes no room.
+        c.found(view(0, 100), [("T", "a", 1)]);
+        assert_eq!(c.len(), 4);
+        c.found(view(0, 100), [("T", "e", 5)]);
+        assert_eq!(c.len(), 3);
+        assert_eq!(c.get(view(0, 100), "T", "e"), Some(5));
+        let kept = [("T", "a", 1), ("T", "b", 2), ("U", "c", 3), ("U", "d", 4)]
+            .iter()
+            .filter(|(t, n, id)| c.get(view(0, 100), t, n) == Some(*id))
+            .count();
+        assert_eq!(kept, 2);
         let off = KeyCache::new(0);
         off.begin(view(0, 100));
         off.found(view(0, 100), [("T", "a", 1)]);

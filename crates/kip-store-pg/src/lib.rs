@@ -38,14 +38,17 @@
 //!
 //! - **Reads** are one round trip per index lookup, except where the engine announces
 //!   what it will read ([`kip_store::GraphRead::scan_many`],
-//!   [`kip_store::GraphRead::prefetch_elements`]: a path walk's levels and ends).
+//!   [`kip_store::GraphRead::prefetch_elements`]: a path walk's levels and ends;
+//!   [`kip_store::GraphRead::count_in_many`], [`kip_store::GraphRead::scan_names`])
+//!   and where a read-only transaction's read-ahead (`tx/ahead.rs`) sees a nested loop
+//!   reading the members of one scanned page one by one: it then reads the records, or
+//!   the links at one end, of the page's members in one query.
+//! - **TLS client certificates** (`sslcert`/`sslkey`) for `cert` authentication.
 //!
-//! What it does not do yet (see docs/deployment.md and docs/performance.md): batched
-//! record reads for every query shape (OPTIONAL, NOT, grouping fetch row by row),
-//! client certificates. Calls block (the `postgres` client runs its own runtime): use
-//! a nexus on PostgreSQL from blocking threads (`spawn_blocking` in async code), as
-//! `kip serve` does; a connection dropped inside an async runtime closes on a thread
-//! of its own.
+//! Calls block (the `postgres` client runs its own runtime): use a nexus on PostgreSQL
+//! from blocking threads (`spawn_blocking` in async code), as `kip serve` does; a
+//! connection dropped inside an async runtime closes on a thread of its own. What is
+//! not done yet is listed in docs/deployment.md and docs/performance.md.
 
 mod buffer;
 mod conn;
