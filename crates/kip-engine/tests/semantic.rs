@@ -280,6 +280,39 @@ fn a_fresh_write_is_found_by_keyword_before_it_is_embedded() {
     assert!(err.message.contains("unreachable"), "{}", err.message);
 }
 
+#[test]
+fn a_model_that_panics_on_the_query_leaves_keyword_search_answering() {
+    // The query is embedded on a thread of its own while the postings are read: a
+    // panic there ends that thread only, and the search answers by keyword.
+    #[derive(Debug)]
+    struct Panics;
+    impl Embedder for Panics {
+        fn model_id(&self) -> &str {
+            "test:panics"
+        }
+        fn dim(&self) -> usize {
+            4
+        }
+        fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
+            if texts.contains(&"fuzzy") {
+                panic!("the model broke on the query");
+            }
+            Ok(texts.iter().map(|_| vec![1.0, 0.0, 0.0, 0.0]).collect())
+        }
+    }
+    let mut n = common::nexus();
+    run(&n, NOTE);
+    n.set_embedder(Arc::new(Panics)).expect("embedder");
+    note(&n, "kiwi", "a small fuzzy fruit");
+    for mode in ["semantic", "hybrid"] {
+        let r = run(
+            &n,
+            &format!(r#"SEARCH CONCEPT "fuzzy" WITH TYPE "Note" MODE "{mode}""#),
+        );
+        assert_eq!(names(&r), ["kiwi"], "{mode}");
+    }
+}
+
 fn files(disk: &Disk) -> (SimFile, SimFile) {
     (
         disk.existing(0).expect("database file"),

@@ -233,20 +233,19 @@ fn ranked_concepts(
 /// The nearest vectors are looked for among `vector_window` (+16) of the wanted type:
 /// the vector index filters by type itself, so unlike the keyword side it needs no
 /// wider window for `WITH TYPE`. Returns `(_score, number)`; only heads are read.
+/// `keyword` is the keyword side already ranked ([`ranked_concepts`]), `raw` its raw
+/// scores before ranking.
 #[allow(clippy::too_many_arguments)]
 fn fused(
     g: &dyn GraphRead,
-    scores: HashMap<u64, f64>,
+    keyword: Vec<Ranked>,
+    raw: &HashMap<u64, f64>,
     query_norm: &str,
-    window: usize,
     vector_window: usize,
-    must: &HashSet<u64>,
     mode: SearchMode,
     q: &Semantic<'_>,
     concept_type: Option<&str>,
 ) -> Result<Vec<(f64, u64)>, KipError> {
-    let raw = scores.clone();
-    let keyword = ranked_concepts(g, scores, query_norm, window, must, concept_type)?;
     let mut out: Vec<(f64, u64)> = Vec::new();
     let mut seen = HashSet::new();
     let hybrid = mode == SearchMode::Hybrid;
@@ -404,13 +403,30 @@ pub fn search_with(
     mode: SearchMode,
     sem: Option<&Semantic<'_>>,
 ) -> Result<Outcome, KipError> {
+    search_pending(g, s, limits, mode, &|| sem)
+}
+
+/// [`search_with`] with the query's embedding asked for only once the keyword side has
+/// been read (`sem` is called when the vectors are needed, `None`: keyword search), so
+/// that the model can embed the text while the postings are read.
+pub fn search_pending<'q>(
+    g: &dyn GraphRead,
+    s: &Search,
+    limits: &QueryLimits,
+    mode: SearchMode,
+    sem: &dyn Fn() -> Option<&'q Semantic<'q>>,
+) -> Result<Outcome, KipError> {
     let term = lit(&s.term)?;
     if let Some(Slot::Param(p)) = &s.mode {
         return Err(crate::kml::unbound(&p.name));
     }
-    let (mode, sem) = match sem {
-        Some(q) if mode != SearchMode::Keyword => (mode, Some(q)),
-        _ => (SearchMode::Keyword, None),
+    // The vectors' side, once it is needed (keyword mode never asks).
+    let vectors = || {
+        if mode == SearchMode::Keyword {
+            None
+        } else {
+            sem()
+        }
     };
     let threshold = match &s.threshold {
         Some(Slot::Literal(t, _)) => *t,
@@ -436,7 +452,7 @@ pub fn search_with(
     let mut qterms = text::terms(term);
     qterms.sort();
     qterms.dedup();
-    if qterms.is_empty() && sem.is_none() {
+    if qterms.is_empty() && vectors().is_none() {
         return Ok(Outcome::ok(json!([])));
     }
     let mut scores = if qterms.is_empty() {
@@ -465,20 +481,26 @@ pub fn search_with(
             } else {
                 limit * 3 + 10
             };
-            let ranked: Vec<(f64, u64)> = match sem {
-                None => {
-                    ranked_concepts(g, scores, &query_norm, window, &exact, with_type.as_deref())?
-                        .into_iter()
-                        .map(|(score, n, _)| (normalized(score), n))
-                        .collect()
-                }
+            // The vectors' side scores the nearest concepts' keyword side too.
+            let raw = if mode == SearchMode::Keyword {
+                HashMap::new()
+            } else {
+                scores.clone()
+            };
+            // Ranked (heads read) before the query's vector is waited for.
+            let keyword =
+                ranked_concepts(g, scores, &query_norm, window, &exact, with_type.as_deref())?;
+            let ranked: Vec<(f64, u64)> = match vectors() {
+                None => keyword
+                    .into_iter()
+                    .map(|(score, n, _)| (normalized(score), n))
+                    .collect(),
                 Some(q) => fused(
                     g,
-                    scores,
+                    keyword,
+                    &raw,
                     &query_norm,
-                    window,
                     limit * 3 + 10,
-                    &exact,
                     mode,
                     q,
                     with_type.as_deref(),
@@ -536,7 +558,7 @@ pub fn search_with(
                     }
                 }
             }
-            let mut ranked: Vec<(u64, f64)> = match sem {
+            let mut ranked: Vec<(u64, f64)> = match vectors() {
                 None => links
                     .into_iter()
                     .map(|(id, raw)| (id, normalized(raw)))

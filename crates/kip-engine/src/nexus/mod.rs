@@ -684,32 +684,63 @@ impl Nexus {
         }
     }
 
-    /// SEARCH: the query text is embedded first (outside any transaction) when the mode
-    /// asks for vectors and an embedder is set.
+    /// SEARCH: when the mode asks for vectors and an embedder is set, the query text is
+    /// embedded (outside any transaction) on a thread of its own while the keyword side
+    /// reads its postings; the search waits for it only where it needs the vector. A
+    /// text embedded recently comes from the query cache.
     fn search(&self, s: &kip_lang::ast::Search, limits: &QueryLimits) -> Result<Outcome, KipError> {
-        use crate::meta::search::{effective_mode, Semantic as Sem};
+        use crate::meta::search::{effective_mode, search_pending, Semantic as Sem};
+        use kip_lang::ast::SearchMode;
         let mode = effective_mode(s, self.semantic.is_some())?;
-        let query = match (&self.semantic, mode) {
-            (
-                Some(sem),
-                kip_lang::ast::SearchMode::Semantic | kip_lang::ast::SearchMode::Hybrid,
-            ) => {
-                let term = crate::kml::text(&s.term)?;
-                match sem.embed_query(term) {
-                    Ok(query) => Some(Sem {
-                        vectors: sem.as_ref(),
-                        query,
-                    }),
-                    // Degraded recall, never an error (as without a model): keyword.
-                    Err(e) => {
-                        tracing::warn!("SEARCH runs as keyword search: {}", e.message);
-                        None
-                    }
-                }
-            }
-            _ => None,
+        let sem = match (&self.semantic, mode) {
+            (Some(sem), SearchMode::Semantic | SearchMode::Hybrid) => sem,
+            _ => return self.read(|r| search_pending(r, s, limits, mode, &|| None)),
         };
-        self.read(|r| crate::meta::search::search_with(r, s, limits, mode, query.as_ref()))
+        let term = crate::kml::text(&s.term)?;
+        // Degraded recall, never an error (as without a model): keyword.
+        let ready = |v: Result<Vec<f32>, KipError>| match v {
+            Ok(query) => Some(Sem {
+                vectors: sem.as_ref(),
+                query,
+            }),
+            Err(e) => {
+                tracing::warn!("SEARCH runs as keyword search: {}", e.message);
+                None
+            }
+        };
+        if let Some(query) = sem.cached_query(term) {
+            let q = ready(Ok(query));
+            return self.read(|r| search_pending(r, s, limits, mode, &|| q.as_ref()));
+        }
+        std::thread::scope(|scope| {
+            let pending = std::thread::Builder::new()
+                .name("kip-query-embed".into())
+                .spawn_scoped(scope, || sem.embed_query(term));
+            let (handle, now) = match pending {
+                Ok(h) => (Some(h), None),
+                // No thread to be had: embed here, before reading.
+                Err(_) => (None, Some(ready(sem.embed_query(term)))),
+            };
+            let handle = Mutex::new(handle);
+            let done: std::sync::OnceLock<Option<Sem<'_>>> = std::sync::OnceLock::new();
+            if let Some(q) = now {
+                let _ = done.set(q);
+            }
+            let resolve = || {
+                done.get_or_init(|| {
+                    let h = lock(&handle).take();
+                    match h.map(|h| h.join()) {
+                        Some(Ok(v)) => ready(v),
+                        Some(Err(_)) => ready(Err(KipError::internal(
+                            "the query embedding thread panicked",
+                        ))),
+                        None => None,
+                    }
+                })
+                .as_ref()
+            };
+            self.read(|r| search_pending(r, s, limits, mode, &resolve))
+        })
     }
 
     /// Imports a memory-server JSONL file in one transaction. A malformed line fails the

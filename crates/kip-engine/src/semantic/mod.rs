@@ -232,9 +232,14 @@ impl Semantic {
         self.embedder.model_id()
     }
 
+    /// The embedding of a search text embedded recently (the query cache), if any.
+    pub fn cached_query(&self, text: &str) -> Option<Vec<f32>> {
+        lock(&self.queries).get(text)
+    }
+
     /// Embeds one query text (the last [`QUERY_CACHE`] distinct texts are remembered).
     pub fn embed_query(&self, text: &str) -> Result<Vec<f32>, KipError> {
-        if let Some(v) = lock(&self.queries).get(text) {
+        if let Some(v) = self.cached_query(text) {
             return Ok(v);
         }
         let v = self
