@@ -781,3 +781,54 @@ fn the_key_cache_of_each_process_follows_the_others_deletes_merges_and_rollbacks
     let (ok_check, out, err) = kip(&url, &["check"], None);
     assert!(ok_check, "{out}{err}");
 }
+
+#[test]
+#[ignore = "needs PostgreSQL (KIP_TEST_PG_URL)"]
+fn the_key_cache_sees_concept_rows_deleted_behind_kips_back() {
+    // The key epoch is raised by triggers in the database, so a delete kip did not
+    // make (an older kip's, an operator's) empties the caches too.
+    let url = fresh_url("keyhand");
+    let b = Nexus::open_postgres(&url).expect("b");
+    let c = Nexus::open_postgres(&url).expect("c");
+    let ok = |n: &Nexus, cmd: &str| -> Value {
+        let r = n
+            .execute_json(&json!({ "command": cmd }), Access::ReadWrite)
+            .to_json();
+        assert!(r.get("error").is_none(), "{cmd}: {r}");
+        r["result"].clone()
+    };
+    let find = r#"FIND(?p.attributes.n) WHERE { ?p {type: "Person", name: "Dan"} }"#;
+    ok(
+        &b,
+        r#"UPSERT { CONCEPT ?d { {type: "Person", name: "Dan"} SET ATTRIBUTES { n: 4 } } }"#,
+    );
+    assert_eq!(ok(&b, find), json!([4]));
+    let schema = url
+        .rsplit("search_path%3D")
+        .next()
+        .expect("schema in the URL")
+        .to_string();
+    let base = std::env::var("KIP_TEST_PG_URL").expect("url");
+    let mut db = postgres::Client::connect(&base, postgres::NoTls).expect("a session");
+    // By hand, in a session whose search_path does not name the memory's schema.
+    db.batch_execute(&format!(
+        "DELETE FROM {schema}.kip_concepts WHERE name = 'Dan'::bytea"
+    ))
+    .expect("delete by hand");
+    // c, which never saw the first Dan, makes another one (a new concept number).
+    ok(
+        &c,
+        r#"UPSERT { CONCEPT ?d { {type: "Person", name: "Dan"} SET ATTRIBUTES { n: 5 } } }"#,
+    );
+    assert_eq!(ok(&b, find), json!([5]), "b answered from a stale key");
+    let epoch: i64 = db
+        .query_one(
+            &format!(
+                "SELECT n FROM {schema}.kip_stats WHERE key = convert_to('#key_epoch', 'UTF8')"
+            ),
+            &[],
+        )
+        .expect("the key epoch")
+        .get(0);
+    assert_eq!(epoch, 1, "one statement deleted concept rows");
+}

@@ -9,7 +9,9 @@
 //! knows that no concept lost its key in between.
 //!
 //! That is what the **key epoch** says: a count in `kip_stats` (`#key_epoch`) that
-//! every transaction deleting or renaming a concept raises, in its own commit. Each
+//! the database raises in every transaction that deletes, renames or truncates
+//! concept rows (triggers on `kip_concepts`, schema migration 2: so whoever does it,
+//! a kip of any version or an operator by hand, is seen). Each
 //! transaction reads it with its `BEGIN` (in the same round trip), together with the
 //! last concept number allocated and the table's identity; the cache answers only when
 //! its entries were gathered under the same [`Token`] — no concept has lost its key
@@ -23,16 +25,16 @@
 //! (1,000,000 by default, about 100 MB at most; 0 turns it off), every other entry is
 //! dropped to make room (an emptied cache would miss on every key a moment later).
 //!
-//! What it assumes (docs/deployment.md): concepts change only through kip. A table
-//! edited by hand (a renamed row) or a backup restored under running servers is not
-//! seen by the cache of a server that was running: restart the servers after either.
-//! (A schema dropped and made again is seen: the table's identity is part of the token.)
+//! What it does not see (docs/deployment.md): a backup restored into the tables under
+//! running servers brings back an older `kip_stats`, epoch included; restart the
+//! servers after a restore. (A schema dropped and made again is seen: the table's
+//! identity is part of the token.)
 
 use crate::tx::FastMap;
 use std::sync::RwLock;
 
-/// `kip_stats` key of the key epoch: raised by each transaction that deletes or renames
-/// a concept.
+/// `kip_stats` key of the key epoch: raised by the database in each transaction that
+/// deletes or renames concept rows.
 pub(crate) const KEY_EPOCH: &str = "#key_epoch";
 
 /// Entries the cache holds at most, unless `KIP_PG_KEY_CACHE` says otherwise.

@@ -334,24 +334,29 @@ impl PgStore {
                 last[1] = n();
             }
         }
-        let (keep, removed, known) = {
+        let (keep, epoch_after, known) = {
             let mut tx = PgTx::new(&mut t.conn);
             tx.preloaded(vectors_on, last);
             if let Some(view) = view {
                 tx.share_keys(&self.keys, view);
             }
             let keep = f(&mut tx)?;
+            let mut epoch_after = None;
             if keep {
                 tx.flush()?;
+                // Keys removed: the triggers raised the epoch; what the commit leaves.
+                if tx.removed_keys > 0 && view.is_some() {
+                    epoch_after = Some(tx.stored_stat(keys::KEY_EPOCH)?);
+                }
             }
-            (keep, tx.removed_keys, tx.take_keys())
+            (keep, epoch_after, tx.take_keys())
         };
         t.finish(keep)?;
         // Committed: what the transaction knows of keys holds under the epoch its
         // commit produced.
         if let (true, Some(view)) = (keep, view) {
             let after = keys::Token {
-                epoch: view.token.epoch.saturating_add(removed),
+                epoch: epoch_after.unwrap_or(view.token.epoch),
                 ..view.token
             };
             self.keys.committed(after, known.iter());

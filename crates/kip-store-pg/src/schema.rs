@@ -17,9 +17,10 @@
 //! keeps their order in a signed column (concepts first, then propositions).
 
 /// `(version, SQL)` of every migration, in order.
-pub(crate) const MIGRATIONS: &[(i32, &str)] = &[(
-    1,
-    r#"
+pub(crate) const MIGRATIONS: &[(i32, &str)] = &[
+    (
+        1,
+        r#"
 CREATE TABLE kip_meta (
     key bytea PRIMARY KEY,
     value bytea NOT NULL
@@ -73,7 +74,33 @@ CREATE TABLE kip_audit (
     rec bytea NOT NULL
 );
 "#,
-)];
+    ),
+    (
+        2,
+        // The key epoch (`keys.rs`): raised by the database itself whenever a concept
+        // row loses its key (deleted, renamed, the table truncated), whoever does it: a
+        // kip of any version, or an operator by hand. The count lives in the table's own
+        // schema's `kip_stats`, whatever the session's search_path.
+        r#"
+CREATE FUNCTION kip_key_epoch_bump() RETURNS trigger LANGUAGE plpgsql AS $kip$
+BEGIN
+    EXECUTE format(
+        'INSERT INTO %I.kip_stats (key, n) VALUES (convert_to(''#key_epoch'', ''UTF8''), 1) '
+        'ON CONFLICT (key) DO UPDATE SET n = kip_stats.n + 1',
+        TG_TABLE_SCHEMA);
+    RETURN NULL;
+END
+$kip$;
+CREATE TRIGGER kip_concepts_deleted AFTER DELETE ON kip_concepts
+    FOR EACH STATEMENT EXECUTE FUNCTION kip_key_epoch_bump();
+CREATE TRIGGER kip_concepts_truncated AFTER TRUNCATE ON kip_concepts
+    FOR EACH STATEMENT EXECUTE FUNCTION kip_key_epoch_bump();
+CREATE TRIGGER kip_concepts_rekeyed AFTER UPDATE ON kip_concepts
+    FOR EACH ROW WHEN (OLD.type IS DISTINCT FROM NEW.type OR OLD.name IS DISTINCT FROM NEW.name)
+    EXECUTE FUNCTION kip_key_epoch_bump();
+"#,
+    ),
+];
 
 /// The newest schema version this build knows.
 pub(crate) fn latest() -> i32 {

@@ -13,7 +13,7 @@ mod write;
 
 use crate::buffer::{Buffer, ConceptRow, PropRow, FLUSH_AT};
 use crate::conn::{get, Conn, Params};
-use crate::keys::{KeyCache, KeyMap, View, KEY_EPOCH};
+use crate::keys::{KeyCache, KeyMap, View};
 use kip_store::text::{self, Doc};
 use kip_store::{
     decode, encode, ConceptRecord, Continue, ElemRef, GraphRead, GraphWrite, PropRecord, Stat,
@@ -105,8 +105,9 @@ pub(crate) struct PgTx<'c> {
     /// The process's key cache and what this transaction read to use it (see
     /// `keys.rs`); consulted after `known_keys`.
     shared: Option<(&'c KeyCache, View)>,
-    /// Keys this transaction took from concepts (deletes, renames): the key epoch
-    /// rises by as much at commit.
+    /// Keys this transaction took from concepts (deletes, renames). The database raises
+    /// the key epoch for them (triggers on `kip_concepts`, schema migration 2); the
+    /// cache then reads the new value before the commit.
     pub(crate) removed_keys: i64,
 }
 
@@ -258,7 +259,7 @@ impl<'c> PgTx<'c> {
         key.key().into_owned()
     }
 
-    fn stored_stat(&self, key: &str) -> StoreResult<i64> {
+    pub(crate) fn stored_stat(&self, key: &str) -> StoreResult<i64> {
         let row = self.query_opt("SELECT n FROM kip_stats WHERE key = $1", &[&key.as_bytes()])?;
         Ok(match row {
             Some(r) => get::<i64>(&r, 0)?,
@@ -315,9 +316,6 @@ impl<'c> PgTx<'c> {
                 let n = i64::try_from(self.allocated[kind]).unwrap_or(i64::MAX);
                 *stats.entry(LAST_IDS[kind].to_owned()).or_insert(0) += n;
             }
-        }
-        if self.removed_keys > 0 {
-            *stats.entry(KEY_EPOCH.to_owned()).or_insert(0) += self.removed_keys;
         }
         let (keys, deltas): (Vec<Vec<u8>>, Vec<i64>) = stats
             .into_iter()
