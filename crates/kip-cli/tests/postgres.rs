@@ -53,6 +53,32 @@ fn exec_json(data: &str, cmd: &str) -> Value {
     serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}\n{err}"))
 }
 
+/// A statement through `n`, in process, as `execute_kip` runs it.
+fn run_on(n: &Nexus, cmd: &str) -> Value {
+    n.execute_json(&json!({ "command": cmd }), Access::ReadWrite)
+        .to_json()
+}
+
+/// [`run_on`] for a statement that must succeed: its result.
+fn ok_on(n: &Nexus, cmd: &str) -> Value {
+    let r = run_on(n, cmd);
+    assert!(r.get("error").is_none(), "{cmd}: {r}");
+    r["result"].clone()
+}
+
+/// The schema a [`fresh_url`] names, and a plain session on the test database (for
+/// changes made behind kip's back).
+fn raw_session(url: &str) -> (String, postgres::Client) {
+    let schema = url
+        .rsplit("search_path%3D")
+        .next()
+        .expect("schema in the URL")
+        .to_string();
+    let base = std::env::var("KIP_TEST_PG_URL").expect("url");
+    let db = postgres::Client::connect(&base, postgres::NoTls).expect("a session");
+    (schema, db)
+}
+
 #[test]
 #[ignore = "needs PostgreSQL (KIP_TEST_PG_URL)"]
 fn every_command_takes_a_database_url_and_a_memory_moves_both_ways() {
@@ -646,13 +672,7 @@ fn kip_check_finds_damage_done_behind_its_back() {
     assert!(ok, "a clean memory: {out}{err}");
     // Behind kip's back: one text index entry (element keys are stored with bit 63
     // flipped) and one link's subject gone.
-    let schema = url
-        .rsplit("search_path%3D")
-        .next()
-        .expect("schema in the URL")
-        .to_string();
-    let base = std::env::var("KIP_TEST_PG_URL").expect("url");
-    let mut db = postgres::Client::connect(&base, postgres::NoTls).expect("a session");
+    let (schema, mut db) = raw_session(&url);
     db.batch_execute(&format!(
         "SET search_path = {schema}; \
          DELETE FROM kip_postings WHERE ctid = (SELECT ctid FROM kip_postings WHERE elem = \
@@ -682,15 +702,7 @@ fn the_key_cache_of_each_process_follows_the_others_deletes_merges_and_rollbacks
     let url = fresh_url("keycache");
     let a = Nexus::open_postgres(&url).expect("a");
     let b = Nexus::open_postgres(&url).expect("b");
-    let run = |n: &Nexus, cmd: &str| -> Value {
-        n.execute_json(&json!({ "command": cmd }), Access::ReadWrite)
-            .to_json()
-    };
-    let ok = |n: &Nexus, cmd: &str| -> Value {
-        let r = run(n, cmd);
-        assert!(r.get("error").is_none(), "{cmd}: {r}");
-        r["result"].clone()
-    };
+    let (run, ok) = (run_on, ok_on);
     let rank = r#"FIND(?p.attributes.n) WHERE { ?p {type: "Person", name: "Ada"} }"#;
     ok(
         &a,
@@ -790,26 +802,14 @@ fn the_key_cache_sees_concept_rows_deleted_behind_kips_back() {
     let url = fresh_url("keyhand");
     let b = Nexus::open_postgres(&url).expect("b");
     let c = Nexus::open_postgres(&url).expect("c");
-    let ok = |n: &Nexus, cmd: &str| -> Value {
-        let r = n
-            .execute_json(&json!({ "command": cmd }), Access::ReadWrite)
-            .to_json();
-        assert!(r.get("error").is_none(), "{cmd}: {r}");
-        r["result"].clone()
-    };
+    let ok = ok_on;
     let find = r#"FIND(?p.attributes.n) WHERE { ?p {type: "Person", name: "Dan"} }"#;
     ok(
         &b,
         r#"UPSERT { CONCEPT ?d { {type: "Person", name: "Dan"} SET ATTRIBUTES { n: 4 } } }"#,
     );
     assert_eq!(ok(&b, find), json!([4]));
-    let schema = url
-        .rsplit("search_path%3D")
-        .next()
-        .expect("schema in the URL")
-        .to_string();
-    let base = std::env::var("KIP_TEST_PG_URL").expect("url");
-    let mut db = postgres::Client::connect(&base, postgres::NoTls).expect("a session");
+    let (schema, mut db) = raw_session(&url);
     // By hand, in a session whose search_path does not name the memory's schema.
     db.batch_execute(&format!(
         "DELETE FROM {schema}.kip_concepts WHERE name = 'Dan'::bytea"

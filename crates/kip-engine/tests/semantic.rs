@@ -247,24 +247,36 @@ fn propositions_have_their_own_vectors() {
     );
 }
 
-#[test]
-fn a_fresh_write_is_found_by_keyword_before_it_is_embedded() {
-    #[derive(Debug)]
-    struct Stuck;
-    impl Embedder for Stuck {
-        fn model_id(&self) -> &str {
-            "test:stuck"
-        }
-        fn dim(&self) -> usize {
-            4
-        }
-        fn embed(&self, _: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
-            Err(EmbedError::Remote("unreachable".into()))
-        }
+/// What a [`Scripted`] model answers for a batch of texts.
+type Answer = Result<Vec<Vec<f32>>, EmbedError>;
+
+/// A 4-dimension test model whose answers come from a function.
+struct Scripted(fn(&[&str]) -> Answer);
+
+impl std::fmt::Debug for Scripted {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Scripted")
     }
+}
+
+impl Embedder for Scripted {
+    fn model_id(&self) -> &str {
+        "test:scripted"
+    }
+    fn dim(&self) -> usize {
+        4
+    }
+    fn embed(&self, texts: &[&str]) -> Answer {
+        (self.0)(texts)
+    }
+}
+
+/// A note "kiwi" ("a small fuzzy fruit") under `model`, found for "fuzzy" in both
+/// modes that ask the model for the query's vector.
+fn kiwi_found_by_keyword(model: Scripted) -> kip_engine::Nexus {
     let mut n = common::nexus();
     run(&n, NOTE);
-    n.set_embedder(Arc::new(Stuck)).expect("embedder");
+    n.set_embedder(Arc::new(model)).expect("embedder");
     note(&n, "kiwi", "a small fuzzy fruit");
     for mode in ["semantic", "hybrid"] {
         let r = run(
@@ -273,6 +285,12 @@ fn a_fresh_write_is_found_by_keyword_before_it_is_embedded() {
         );
         assert_eq!(names(&r), ["kiwi"], "{mode}");
     }
+    n
+}
+
+#[test]
+fn a_fresh_write_is_found_by_keyword_before_it_is_embedded() {
+    let n = kiwi_found_by_keyword(Scripted(|_| Err(EmbedError::Remote("unreachable".into()))));
     // Waiting reports the model's failure instead of hanging.
     let err = n
         .wait_for_embeddings(Duration::from_secs(20), &mut |_| {})
@@ -284,33 +302,12 @@ fn a_fresh_write_is_found_by_keyword_before_it_is_embedded() {
 fn a_model_that_panics_on_the_query_leaves_keyword_search_answering() {
     // The query is embedded on a thread of its own while the postings are read: a
     // panic there ends that thread only, and the search answers by keyword.
-    #[derive(Debug)]
-    struct Panics;
-    impl Embedder for Panics {
-        fn model_id(&self) -> &str {
-            "test:panics"
+    kiwi_found_by_keyword(Scripted(|texts| {
+        if texts.contains(&"fuzzy") {
+            panic!("the model broke on the query");
         }
-        fn dim(&self) -> usize {
-            4
-        }
-        fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
-            if texts.contains(&"fuzzy") {
-                panic!("the model broke on the query");
-            }
-            Ok(texts.iter().map(|_| vec![1.0, 0.0, 0.0, 0.0]).collect())
-        }
-    }
-    let mut n = common::nexus();
-    run(&n, NOTE);
-    n.set_embedder(Arc::new(Panics)).expect("embedder");
-    note(&n, "kiwi", "a small fuzzy fruit");
-    for mode in ["semantic", "hybrid"] {
-        let r = run(
-            &n,
-            &format!(r#"SEARCH CONCEPT "fuzzy" WITH TYPE "Note" MODE "{mode}""#),
-        );
-        assert_eq!(names(&r), ["kiwi"], "{mode}");
-    }
+        Ok(texts.iter().map(|_| vec![1.0, 0.0, 0.0, 0.0]).collect())
+    }));
 }
 
 fn files(disk: &Disk) -> (SimFile, SimFile) {
