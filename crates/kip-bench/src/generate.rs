@@ -147,25 +147,61 @@ impl Loader<'_> {
 /// The capsule texts are generated on a second thread while this one executes them, as
 /// a client with its capsules ready (read from files, or produced by another process)
 /// would send them: the time measured is the engine's, not the generator's (about 7% of
-/// a 1M load when both ran on one thread).
+/// a 1M load when both ran on one thread). Each capsule is parsed and bound on a third
+/// thread while the one before it executes, as `kip serve` parses a request on the
+/// request's own thread while the writer runs the previous one (a client with two
+/// capsules in flight); the parsed command goes back to that thread to be dropped (a
+/// syntax tree freed on another thread than the one that built it costs more).
 pub(crate) fn load(
     nexus: &Nexus,
     n: usize,
     seed: u64,
     size: usize,
 ) -> Result<(Duration, usize, usize)> {
+    use kip_engine::Outcome;
     run_ok(nexus, SCHEMA)?;
     let start = Instant::now();
     let (tx, rx) = std::sync::mpsc::sync_channel(2);
+    let (parsed_tx, parsed_rx) = std::sync::mpsc::sync_channel::<Parsed>(1);
+    let (done_tx, done_rx) = std::sync::mpsc::channel::<Box<kip_lang::Command>>();
     let (concepts, links) = std::thread::scope(|scope| -> Result<(usize, usize)> {
         let generator = scope.spawn(move || generate(&tx, n, seed, size));
-        let loaded = (|| -> Result<()> {
+        let parser = scope.spawn(move || -> Result<()> {
             for capsule in rx {
-                match capsule {
+                let parsed = match capsule {
                     Capsule::Text(text) => {
-                        run_ok(nexus, &text)?;
+                        let cmd = kip_lang::parse_command(&text)
+                            .and_then(|c| kip_lang::bind_owned(c, &Map::new()))
+                            .map_err(|e| {
+                                anyhow::anyhow!(
+                                    "benchmark capsule does not parse: {e}\n{}",
+                                    text.chars().take(300).collect::<String>()
+                                )
+                            })?;
+                        Parsed::Command(Box::new(cmd))
                     }
-                    Capsule::ConceptsDone(blocks) => eprintln!(
+                    Capsule::ConceptsDone(blocks) => Parsed::ConceptsDone(blocks),
+                };
+                if parsed_tx.send(parsed).is_err() {
+                    break;
+                }
+                // The commands executed since, dropped here.
+                while done_rx.try_recv().is_ok() {}
+            }
+            drop(parsed_tx);
+            while done_rx.recv().is_ok() {}
+            Ok(())
+        });
+        let loaded = (|| -> Result<()> {
+            for parsed in parsed_rx {
+                match parsed {
+                    Parsed::Command(cmd) => {
+                        if let Outcome::Err(e) = nexus.execute_command(&cmd, false) {
+                            anyhow::bail!("benchmark capsule failed: {e}");
+                        }
+                        let _ = done_tx.send(cmd);
+                    }
+                    Parsed::ConceptsDone(blocks) => eprintln!(
                         "[{n}] {blocks} concepts loaded in {:.1}s",
                         start.elapsed().as_secs_f64()
                     ),
@@ -173,15 +209,28 @@ pub(crate) fn load(
             }
             Ok(())
         })();
-        // On a failed load the receiver is gone, so the generator's next send fails and
-        // it stops; its own error is then only an echo of this one.
+        drop(done_tx);
+        // On a failed load the receivers are gone, so the next sends fail and the
+        // threads stop; their own errors are then only echoes of this one.
+        let parsed = parser
+            .join()
+            .map_err(|_| anyhow::anyhow!("the capsule parser panicked"))?;
         let generated = generator
             .join()
             .map_err(|_| anyhow::anyhow!("the capsule generator panicked"))?;
         loaded?;
+        parsed?;
         generated
     })?;
     Ok((start.elapsed(), concepts, links))
+}
+
+/// What the parsing thread hands to the loading thread.
+enum Parsed {
+    /// One UPSERT capsule, parsed and bound.
+    Command(Box<kip_lang::Command>),
+    /// All concept capsules (this many blocks) have been sent; the links follow.
+    ConceptsDone(usize),
 }
 
 /// Generates the capsules of the graph (concepts first, then links) into `tx`; returns
