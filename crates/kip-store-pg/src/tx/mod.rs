@@ -195,7 +195,7 @@ impl<'c> PgTx<'c> {
     }
 
     fn remember_key(&self, t: &str, n: &str, id: Option<u64>) {
-        if let (Some((cache, view)), Some(id)) = (self.shared, id) {
+        if let (Some((cache, view)), Some(id)) = (self.shared(), id) {
             cache.found(view, [(t, n, id)]);
         }
         let mut k = self.known_keys.borrow_mut();
@@ -204,9 +204,21 @@ impl<'c> PgTx<'c> {
         }
     }
 
+    /// The process's key cache, while this transaction may use it: not once it has
+    /// taken a key from a concept. From then on its own lookups may see its flushed
+    /// rename (which a rollback undoes, so it must not be filed), and its own record
+    /// of the keys it removed may have been forgotten (`grew`), so the cache's older
+    /// answer must not be taken either.
+    fn shared(&self) -> Option<(&'c KeyCache, View)> {
+        if self.removed_keys > 0 {
+            return None;
+        }
+        self.shared
+    }
+
     /// The concept of a key as the process's key cache knows it (see `keys.rs`).
     fn shared_key(&self, t: &str, n: &str) -> Option<u64> {
-        let (cache, view) = self.shared?;
+        let (cache, view) = self.shared()?;
         cache.get(view, t, n)
     }
 
