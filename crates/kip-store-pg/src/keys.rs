@@ -18,10 +18,12 @@
 //! since — and only with concepts that exist in the transaction's snapshot (number at
 //! most the last one allocated as of it). A different token empties the cache.
 //!
-//! Entries come from lookups (a concept found by key is filed at once) and from the
-//! writes of a committed transaction (its new concepts and renamed keys, filed after the
-//! commit, under the token that commit produced). A transaction that rolled back files
-//! nothing. Memory is bounded: when the cache holds `KIP_PG_KEY_CACHE` entries
+//! Entries come from lookups (a concept committed before the transaction began, found
+//! by key, is filed at once) and from the writes of a committed transaction (its new
+//! concepts and renamed keys, filed after the commit, under the token that commit
+//! produced). A transaction that rolled back files nothing; a write transaction that
+//! took a key from a concept neither files nor consults anything until it ends (its
+//! own flushed rename would look committed). Memory is bounded: when the cache holds `KIP_PG_KEY_CACHE` entries
 //! (1,000,000 by default, about 100 MB at most; 0 turns it off), every other entry is
 //! dropped to make room (an emptied cache would miss on every key a moment later).
 //!
