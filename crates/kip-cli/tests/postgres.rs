@@ -6,6 +6,10 @@
 //! These need a PostgreSQL server: `KIP_TEST_PG_URL` (scripts/test.sh starts a
 //! throwaway cluster with scripts/pg-test-cluster.sh and sets it). Each test works in a
 //! schema of its own.
+//!
+//! One file (about 830 lines) for the suite that only runs against a live PostgreSQL:
+//! its tests share the helpers at the top (a fresh schema, kip processes, statements in
+//! process, a plain session for changes made behind kip's back).
 
 use kip_engine::{Access, Nexus};
 use serde_json::{json, Value};

@@ -6,6 +6,11 @@
 //! little, a scan of a million rows holds one page in memory, and the visitor may query
 //! the transaction again between pages. Statistics deltas and id counters are kept in
 //! memory and written once, at commit ([`PgTx::flush`]).
+//!
+//! Why one file of about 850 lines: the `GraphRead` implementation (its second half, 500
+//! lines) is one `impl` block, which Rust keeps in one file; the transaction's state
+//! and helpers above it are what that block reads. Writes (`write.rs`), paged scans
+//! (`scan.rs`) and the read-ahead (`ahead.rs`) live beside it.
 
 mod ahead;
 mod scan;
