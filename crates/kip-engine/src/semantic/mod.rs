@@ -31,7 +31,7 @@ mod index;
 mod persist;
 mod text;
 
-pub use index::{Kind, ANN_EF_SEARCH, ANN_MIN};
+pub use index::{Kind, ANN_EF_LARGE_FROM, ANN_EF_SEARCH, ANN_EF_SEARCH_SMALL, ANN_MIN};
 pub use persist::DIR as GRAPH_DIR;
 pub use text::{check_vectors, embedding_text, prop_embedding_text, stale_elements};
 
@@ -727,5 +727,18 @@ mod tests {
             Some(vec![(QUERY_CACHE + 1) as f32])
         );
         assert_eq!(decode_vector(&b[..5]), None);
+    }
+
+    #[test]
+    fn a_larger_graph_explores_more_candidates_and_never_fewer_than_asked() {
+        use index::{ef_search, ANN_EF_LARGE_FROM, ANN_EF_SEARCH, ANN_EF_SEARCH_SMALL};
+        const { assert!(ANN_EF_SEARCH_SMALL < ANN_EF_SEARCH) };
+        assert_eq!(ef_search(ANN_MIN, 10), ANN_EF_SEARCH_SMALL);
+        assert_eq!(ef_search(ANN_EF_LARGE_FROM - 1, 40), ANN_EF_SEARCH_SMALL);
+        assert_eq!(ef_search(ANN_EF_LARGE_FROM, 40), ANN_EF_SEARCH);
+        assert_eq!(ef_search(5_000_000, 10), ANN_EF_SEARCH);
+        // A page larger than the walk's candidates widens the walk to the page.
+        assert_eq!(ef_search(ANN_MIN, 500), 500);
+        assert_eq!(ef_search(ANN_EF_LARGE_FROM, 500), 500);
     }
 }
