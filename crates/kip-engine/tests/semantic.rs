@@ -454,3 +454,107 @@ fn the_real_model_recalls_by_meaning() {
         assert_eq!(r[0]["object"], b[0]["id"], "{mode}: {r}");
     }
 }
+
+/// [`Words`], except that a batch holding a text with "HOLD" waits until the test lets
+/// it go: the worker is then busy, so vectors of elements deleted meanwhile stay in
+/// memory until it is released.
+#[derive(Debug)]
+struct Held {
+    words: Words,
+    go: std::sync::Mutex<bool>,
+    wake: std::sync::Condvar,
+}
+
+impl Held {
+    fn release(&self) {
+        *self.go.lock().unwrap_or_else(|p| p.into_inner()) = true;
+        self.wake.notify_all();
+    }
+}
+
+impl Embedder for Held {
+    fn model_id(&self) -> &str {
+        self.words.model_id()
+    }
+    fn dim(&self) -> usize {
+        self.words.dim()
+    }
+    fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
+        if texts.iter().any(|t| t.contains("HOLD")) {
+            let mut go = self.go.lock().unwrap_or_else(|p| p.into_inner());
+            while !*go {
+                go = self.wake.wait(go).unwrap_or_else(|p| p.into_inner());
+            }
+        }
+        self.words.embed(texts)
+    }
+}
+
+#[test]
+fn an_element_deleted_before_its_vector_is_dropped_is_never_a_result() {
+    let mut n = common::nexus();
+    run(&n, NOTE);
+    run(
+        &n,
+        r#"UPSERT { CONCEPT ?l { {type: "$PropositionType", name: "bakes"} SET ATTRIBUTES { description: "baking", subject_types: ["*"], object_types: ["*"] } } }"#,
+    );
+    let model = Arc::new(Held {
+        words: Words::new(1024),
+        go: std::sync::Mutex::new(false),
+        wake: std::sync::Condvar::new(),
+    });
+    n.set_embedder(Arc::clone(&model) as Arc<dyn Embedder>)
+        .expect("embedder");
+    for (name, d) in [
+        ("pie", "apple pie with cinnamon"),
+        ("tart", "apple tart with cinnamon"),
+        ("crumble", "apple crumble with cinnamon"),
+        ("cake", "apple cake"),
+        ("soup", "leek soup"),
+    ] {
+        note(&n, name, d);
+    }
+    for cook in ["pie", "tart", "crumble"] {
+        run(
+            &n,
+            &format!(
+                r#"UPSERT {{ PROPOSITION ?x {{ ({{type: "Note", name: "{cook}"}}, "bakes", {{type: "Note", name: "cake"}}) }} }}"#
+            ),
+        );
+    }
+    settle(&n);
+    // The worker is now held on a new note: the deletions below mark their elements,
+    // but their vectors stay in memory until it is released.
+    note(&n, "held", "HOLD");
+    let vectors = n.semantic().expect("semantic").len();
+    run(
+        &n,
+        r#"DELETE CONCEPT ?n DETACH WHERE { ?n {type: "Note", name: "pie"} }"#,
+    );
+    for mode in ["semantic", "hybrid"] {
+        let r = run(
+            &n,
+            &format!(
+                r#"SEARCH CONCEPT "apple pie cinnamon" WITH TYPE "Note" MODE "{mode}" LIMIT 3"#
+            ),
+        );
+        let got = names(&r);
+        assert_eq!(got.len(), 3, "{mode}: {r}");
+        assert!(!got.contains(&"pie".to_string()), "{mode}: {r}");
+        assert!(got.contains(&"tart".to_string()), "{mode}: {r}");
+        // The pie's link went with it; the two others fill the page.
+        let r = run(
+            &n,
+            &format!(r#"SEARCH PROPOSITION "pie bakes cake" MODE "{mode}" LIMIT 2"#),
+        );
+        let links = r.as_array().unwrap_or_else(|| panic!("{r}"));
+        assert_eq!(links.len(), 2, "{mode}: {r}");
+        assert!(links.iter().all(|l| l["predicate"] == "bakes"), "{r}");
+    }
+    // The deleted pie's and its link's vectors were still there all along.
+    assert_eq!(n.semantic().expect("semantic").len(), vectors);
+    model.release();
+    settle(&n);
+    assert_eq!(n.semantic().expect("semantic").len(), vectors - 1);
+    assert_eq!(n.check_integrity().expect("check"), Vec::<String>::new());
+}

@@ -232,7 +232,9 @@ fn ranked_concepts(
 ///
 /// The nearest vectors are looked for among `vector_window` (+16) of the wanted type:
 /// the vector index filters by type itself, so unlike the keyword side it needs no
-/// wider window for `WITH TYPE`. Returns `(_score, number)`; only heads are read.
+/// wider window for `WITH TYPE`. Returns `(_score, number)`; no record is read but
+/// the heads of neighbours the keyword side scored outside its window (for their
+/// names' bonus): the caller reads the results' records and skips any gone since.
 /// `keyword` is the keyword side already ranked ([`ranked_concepts`]), `raw` its raw
 /// scores before ranking.
 #[allow(clippy::too_many_arguments)]
@@ -261,37 +263,47 @@ fn fused(
         seen.insert(n);
         out.push((score, n));
     }
-    // Over-fetch: some nearest vectors may belong to concepts deleted since.
+    // Over-fetch: some nearest vectors may belong to concepts deleted since (the
+    // caller reads the records of the results and skips those).
     let nearest = q
         .vectors
         .nearest(&q.query, vector_window + 16, concept_type);
+    // Only a neighbour the keyword side scored outside its window needs its head read
+    // here (its name's bonus counts in hybrid); for the others the vector index already
+    // applied the type, and the keyword score is 0.
+    let needs_head = |n: &u64| hybrid && raw.contains_key(n);
     if g.wants_prefetch() {
         let elems: Vec<ElemRef> = nearest
             .iter()
-            .filter(|(_, n)| !seen.contains(n))
+            .filter(|(_, n)| !seen.contains(n) && needs_head(n))
             .map(|(_, n)| ElemRef::Concept(*n))
             .collect();
-        g.prefetch_elements(&elems)?;
+        if !elems.is_empty() {
+            g.prefetch_elements(&elems)?;
+        }
     }
     for (cos, n) in nearest {
-        if !seen.insert(n) {
-            continue;
-        }
-        let Some((ty, name)) = g.concept_head(n)? else {
-            continue;
-        };
-        if concept_type.is_some_and(|t| t != ty) {
+        if seen.contains(&n) {
             continue;
         }
         let cos = f64::from(cos.max(0.0));
-        let score = if hybrid {
+        let score = if needs_head(&n) {
+            let Some((ty, name)) = g.concept_head(n)? else {
+                continue;
+            };
+            if concept_type.is_some_and(|t| t != ty) {
+                continue;
+            }
             let kw = raw
                 .get(&n)
                 .map_or(0.0, |r| normalized(r + name_bonus(&name, query_norm)));
             HYBRID_KEYWORD_WEIGHT * kw + (1.0 - HYBRID_KEYWORD_WEIGHT) * cos
+        } else if hybrid {
+            (1.0 - HYBRID_KEYWORD_WEIGHT) * cos
         } else {
             cos
         };
+        seen.insert(n);
         out.push((score, n));
     }
     for x in &mut out {
@@ -308,13 +320,12 @@ fn fused(
 /// cosine (semantic) or `0.1 * keyword + 0.9 * cosine` (hybrid); a link not embedded
 /// yet keeps its keyword score.
 fn fused_links(
-    g: &dyn GraphRead,
     keyword: &HashMap<u64, f64>,
     window: usize,
     mode: SearchMode,
     q: &Semantic<'_>,
     predicate: Option<&str>,
-) -> Result<Vec<(u64, f64)>, KipError> {
+) -> Vec<(u64, f64)> {
     let hybrid = mode == SearchMode::Hybrid;
     let mix = |kw: f64, cos: f64| {
         if hybrid {
@@ -332,15 +343,14 @@ fn fused_links(
         };
         out.insert(id, round4(score));
     }
-    // Over-fetch: some nearest vectors may belong to links deleted since.
+    // Over-fetch: some nearest vectors may belong to links deleted since (the caller
+    // reads the records of the results and skips those). A neighbour the keyword side
+    // did not reach has a keyword score of 0.
     for (cos, id) in q.vectors.nearest_links(&q.query, window + 16, predicate) {
-        if out.contains_key(&id) || g.prop(id)?.is_none() {
-            continue;
-        }
-        let kw = keyword.get(&id).map_or(0.0, |r| normalized(*r));
-        out.insert(id, round4(mix(kw, f64::from(cos.max(0.0)))));
+        out.entry(id)
+            .or_insert_with(|| round4(mix(0.0, f64::from(cos.max(0.0)))));
     }
-    Ok(out.into_iter().collect())
+    out.into_iter().collect()
 }
 
 /// Raw scores (BM25 plus name bonuses) at which the normalized `_score` is one half.
@@ -506,13 +516,29 @@ pub fn search_pending<'q>(
                     with_type.as_deref(),
                 )?,
             };
-            // The records of the results only.
+            // The records of the results only (a neighbour from the vector index may be
+            // gone since it was embedded: skipped here; its type was the index's).
+            let ranked: Vec<(f64, u64)> = ranked
+                .into_iter()
+                .filter(|(score, _)| *score >= threshold)
+                .collect();
+            if g.wants_prefetch() && mode != SearchMode::Keyword {
+                let first: Vec<ElemRef> = ranked
+                    .iter()
+                    .take(limit + 16)
+                    .map(|(_, n)| ElemRef::Concept(*n))
+                    .collect();
+                g.prefetch_elements(&first)?;
+            }
             let mut results = Vec::new();
-            for (score, n) in ranked.into_iter().filter(|(score, _)| *score >= threshold) {
+            for (score, n) in ranked {
                 if results.len() >= limit {
                     break;
                 }
                 let Some(c) = g.concept(n)? else { continue };
+                if with_type.as_deref().is_some_and(|t| t != c.concept_type) {
+                    continue;
+                }
                 let mut meta = c.metadata.clone();
                 meta.insert("_score".into(), json!(score));
                 results.push(json!({"id": ElemRef::Concept(n).id_string(), "type": c.concept_type, "name": c.name, "attributes": c.attributes, "metadata": meta}));
@@ -563,16 +589,32 @@ pub fn search_pending<'q>(
                     .into_iter()
                     .map(|(id, raw)| (id, normalized(raw)))
                     .collect(),
-                Some(q) => fused_links(g, &links, limit * 3 + 10, mode, q, with_type.as_deref())?,
+                Some(q) => fused_links(&links, limit * 3 + 10, mode, q, with_type.as_deref()),
             };
             ranked.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
-            let mut results = Vec::new();
-            let kept = ranked
+            // The records of the results only (a neighbour from the vector index may be
+            // gone since it was embedded: skipped here; its predicate was the index's).
+            let ranked: Vec<(u64, f64)> = ranked
                 .into_iter()
                 .filter(|(_, score)| *score >= threshold)
-                .take(limit);
-            for (id, score) in kept {
+                .collect();
+            if g.wants_prefetch() && mode != SearchMode::Keyword {
+                let first: Vec<ElemRef> = ranked
+                    .iter()
+                    .take(limit + 16)
+                    .map(|(id, _)| ElemRef::Prop(*id))
+                    .collect();
+                g.prefetch_elements(&first)?;
+            }
+            let mut results = Vec::new();
+            for (id, score) in ranked {
+                if results.len() >= limit {
+                    break;
+                }
                 let Some(p) = g.prop(id)? else { continue };
+                if with_type.as_deref().is_some_and(|t| t != p.predicate) {
+                    continue;
+                }
                 let mut meta = p.metadata.clone();
                 meta.insert("_score".into(), json!(score));
                 results.push(json!({"id": ElemRef::Prop(id).id_string(), "subject": p.subject.id_string(), "predicate": p.predicate, "object": p.object.id_string(), "attributes": p.attributes, "metadata": meta}));
