@@ -178,14 +178,14 @@ type Ranked = (f64, u64, (String, String));
 /// the few it returns.
 fn ranked_concepts(
     g: &dyn GraphRead,
-    scores: HashMap<u64, f64>,
+    scores: &HashMap<u64, f64>,
     query_norm: &str,
     window: usize,
     must: &HashSet<u64>,
     concept_type: Option<&str>,
 ) -> Result<Vec<Ranked>, KipError> {
     let best_first = |a: &(u64, f64), b: &(u64, f64)| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0));
-    let mut ranked: Vec<(u64, f64)> = scores.into_iter().collect();
+    let mut ranked: Vec<(u64, f64)> = scores.iter().map(|(&n, &x)| (n, x)).collect();
     // Each candidate costs a read: look at the best `window` (found without sorting the
     // rest), plus the concepts named exactly as the query wherever they rank.
     let mut candidates: Vec<(u64, f64)> = if ranked.len() > window {
@@ -491,15 +491,16 @@ pub fn search_pending<'q>(
             } else {
                 limit * 3 + 10
             };
-            // The vectors' side scores the nearest concepts' keyword side too.
-            let raw = if mode == SearchMode::Keyword {
-                HashMap::new()
-            } else {
-                scores.clone()
-            };
-            // Ranked (heads read) before the query's vector is waited for.
-            let keyword =
-                ranked_concepts(g, scores, &query_norm, window, &exact, with_type.as_deref())?;
+            // Ranked (heads read) before the query's vector is waited for. The vectors'
+            // side scores the nearest concepts' keyword side too (`scores`).
+            let keyword = ranked_concepts(
+                g,
+                &scores,
+                &query_norm,
+                window,
+                &exact,
+                with_type.as_deref(),
+            )?;
             let ranked: Vec<(f64, u64)> = match vectors() {
                 None => keyword
                     .into_iter()
@@ -508,7 +509,7 @@ pub fn search_pending<'q>(
                 Some(q) => fused(
                     g,
                     keyword,
-                    &raw,
+                    &scores,
                     &query_norm,
                     limit * 3 + 10,
                     mode,
@@ -547,7 +548,7 @@ pub fn search_pending<'q>(
         }
         SearchTarget::Proposition => {
             // Raw keyword scores, normalized once the links are ranked (below).
-            let seeds = ranked_concepts(g, scores, &query_norm, LINK_SEED_CONCEPTS, &exact, None)?;
+            let seeds = ranked_concepts(g, &scores, &query_norm, LINK_SEED_CONCEPTS, &exact, None)?;
             let per_seed = (limit * 2).max(20);
             let mut links: HashMap<u64, f64> = HashMap::new();
             let mut offer = |id: u64, score: f64| {

@@ -225,7 +225,9 @@ pub(super) struct Space {
     pub(super) types: Vec<u32>,
     pub(super) data: Vec<i8>,
     pub(super) scales: Vec<f32>,
-    pub(super) slot: HashMap<u64, usize>,
+    /// Slot per element (foldhash: a search looks up the slot of each keyword
+    /// candidate to score it).
+    pub(super) slot: foldhash::HashMap<u64, usize>,
     pub(super) dead: usize,
     pub(super) type_names: Vec<String>,
     pub(super) type_ids: HashMap<String, u32>,
