@@ -472,6 +472,16 @@ impl Held {
     }
 }
 
+/// Releases a [`Held`] model when dropped, so a failed assertion ends the test instead
+/// of leaving the worker (and the nexus's shutdown) waiting for ever.
+struct ReleaseOnDrop(Arc<Held>);
+
+impl Drop for ReleaseOnDrop {
+    fn drop(&mut self) {
+        self.0.release();
+    }
+}
+
 impl Embedder for Held {
     fn model_id(&self) -> &str {
         self.words.model_id()
@@ -505,6 +515,8 @@ fn an_element_deleted_before_its_vector_is_dropped_is_never_a_result() {
     });
     n.set_embedder(Arc::clone(&model) as Arc<dyn Embedder>)
         .expect("embedder");
+    // Dropped before the nexus (declared after it), on success or failure.
+    let _release = ReleaseOnDrop(Arc::clone(&model));
     for (name, d) in [
         ("pie", "apple pie with cinnamon"),
         ("tart", "apple tart with cinnamon"),
