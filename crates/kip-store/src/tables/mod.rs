@@ -23,6 +23,8 @@ use std::sync::Arc;
 
 mod graph_read;
 use graph_read::read;
+#[cfg(test)]
+mod ceiling;
 mod graph_write;
 mod oplog;
 use oplog::{OP_DEL_CONCEPT, OP_DEL_PROP, OP_META, OP_PUT_CONCEPT, OP_PUT_PROP};
