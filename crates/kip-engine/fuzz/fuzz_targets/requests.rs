@@ -1,0 +1,41 @@
+//! Fuzz target: arbitrary JSON as the arguments of a tool call, the way a client's
+//! request body reaches the engine: `execute_kip` (`command` or `commands`,
+//! `parameters`, `dry_run`, read-only and read-write access) and each memory-server
+//! tool (`create_entities`, `search_nodes`, ...). Nothing may panic, and the store's
+//! invariants must hold afterwards.
+#![no_main]
+
+use kip_engine::{Access, Nexus};
+use libfuzzer_sys::fuzz_target;
+
+const TOOLS: [&str; 9] = [
+    "create_entities",
+    "create_relations",
+    "add_observations",
+    "delete_entities",
+    "delete_observations",
+    "delete_relations",
+    "read_graph",
+    "search_nodes",
+    "open_nodes",
+];
+
+fuzz_target!(|data: &[u8]| {
+    let Some((&which, body)) = data.split_first() else { return };
+    let Ok(args) = serde_json::from_slice::<serde_json::Value>(body) else { return };
+    let nexus = Nexus::in_memory().expect("nexus");
+    let _ = nexus.memory_tool(
+        "create_entities",
+        &serde_json::json!({"entities": [
+            {"name": "Ann", "entityType": "person", "observations": ["likes tea"]},
+            {"name": "Bob", "entityType": "person", "observations": []}
+        ]}),
+    );
+    match usize::from(which) % (TOOLS.len() + 2) {
+        0 => drop(nexus.execute_json(&args, Access::ReadOnly)),
+        1 => drop(nexus.execute_json(&args, Access::ReadWrite)),
+        n => drop(nexus.memory_tool(TOOLS[n - 2], &args)),
+    }
+    let problems = nexus.check_integrity().expect("integrity");
+    assert!(problems.is_empty(), "{problems:?}");
+});
