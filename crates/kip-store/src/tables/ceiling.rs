@@ -10,10 +10,12 @@
 //! ```
 //!
 //! It copies every graph table of that directory's `nexus.redb` (records and every
-//! index, as the load left them) into a fresh database in key order, in one durable
-//! transaction (or, with `KIP_CEILING_CHUNK=N`, in unsynced transactions of N entries
-//! and a durable one at the end): no KIP text, no encoding, no lookups, no log: the best order redb can be
-//! given. Its time is a lower bound for loading that graph into these tables.
+//! index, as the load left them) into a fresh database in key order: one unsynced
+//! transaction per table (or per `KIP_CEILING_CHUNK=N` entries), then one durable
+//! commit that takes them all to the disk. No KIP text, no encoding, no lookups, no
+//! log: the best order redb can be given, so its time is a lower bound for loading that
+//! graph into these tables. A read-only pass over the same tables is timed first, to
+//! tell the reading apart from the writing.
 
 use super::*;
 use redb::{Database, Durability, Key, ReadableDatabase, Value};
