@@ -94,6 +94,15 @@ fn update_mistakes_are_syntax_errors_with_hints() {
             "DELETE CONCEPT ?x DETACH EXPECT VERSION 2 WHERE { ?x {type: \"T\"} }",
             "UPSERT blocks only",
         ),
+        // ... and after the WHERE, where an agent used to UPSERT's guard puts it.
+        (
+            "UPDATE ?x SET ATTRIBUTES { n: 1 } WHERE { ?x {type: \"T\"} } EXPECT VERSION 2",
+            "UPSERT blocks only",
+        ),
+        (
+            "DELETE CONCEPT ?x DETACH WHERE { ?x {type: \"T\"} } EXPECT VERSION 2",
+            "UPSERT blocks only",
+        ),
         // A path that is not attributes/metadata.
         (
             "UPDATE ?x SET ATTRIBUTES { n: ADD(?x.name, 1) } WHERE { ?x {type: \"T\"} }",

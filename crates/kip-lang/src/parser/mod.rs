@@ -75,7 +75,11 @@ pub fn parse_command_with(src: &str, opts: ParseOptions) -> KipResult<Command> {
         let cmd = p.command()?;
         p.eat(&Tok::Semicolon);
         if !p.at_eof() {
-            let hint = if p.at_statement_keyword() {
+            let hint = if p.at_kw("EXPECT") {
+                // Not after an UPSERT: its guards sit inside the blocks, so a trailing
+                // one follows an UPDATE, DELETE, MERGE or query.
+                "EXPECT VERSION guards UPSERT blocks only, right after a block's identity; guard an UPDATE's or DELETE's targets with FILTER conditions in its WHERE (e.g. FILTER(?x.metadata._version == 3))"
+            } else if p.at_statement_keyword() {
                 "a `command` holds one KIP command: send several as a `commands` array (or load them as a capsule)"
             } else {
                 "remove the extra text after the end of the command; check that braces and parentheses are balanced"
