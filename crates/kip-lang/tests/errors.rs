@@ -37,6 +37,8 @@ const CASES: &[Case] = &[
     Case { src: "FIND(?x) WHERE { ?x {type: \"Drug\"} FILTER(CONTAINS(?x.name)) }", code: "KIP_1001", line: 1, column: 43, hint_contains: "CONTAINS(?x.name, \"sub\")" },
     Case { src: "", code: "KIP_1001", line: 1, column: 1, hint_contains: "start with FIND" },
     Case { src: "DESCRIBE PRIMER DESCRIBE DOMAINS", code: "KIP_1001", line: 1, column: 17, hint_contains: "`commands` array" },
+    Case { src: "FIND ?x WHERE { ?x {type: \"Drug\"} }", code: "KIP_1001", line: 1, column: 6, hint_contains: "FIND(?x)" },
+    Case { src: "UPDATE ?x SET ATTRIBUTES { n: 1 } WHERE { ?x {type: \"Drug\"} } EXPECT VERSION 2", code: "KIP_1001", line: 1, column: 63, hint_contains: "UPSERT blocks only" },
 ];
 
 #[test]

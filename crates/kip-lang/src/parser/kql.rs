@@ -25,7 +25,12 @@ pub(crate) const TOP_FIELDS: [&str; 8] = [
 impl Parser<'_> {
     pub(crate) fn find(&mut self) -> KipResult<FindQuery> {
         let start = self.expect_kw("FIND", "a query starts with FIND(...)")?;
-        self.expect(&Tok::LParen, "'(' after FIND")?;
+        if *self.peek_tok() != Tok::LParen {
+            return Err(self.unexpected("'(' after FIND").with_hint(
+                "FIND takes what to return in parentheses: FIND(?x) or FIND(?x.name, COUNT(?y))",
+            ));
+        }
+        self.bump();
         let mut projections = Vec::new();
         loop {
             if *self.peek_tok() == Tok::RParen {
