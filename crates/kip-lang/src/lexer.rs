@@ -276,7 +276,7 @@ impl<'a> Lexer<'a> {
             '=' if next == Some(b'=') => two(self, Tok::EqEq),
             '=' => Err(self
                 .err(ErrorCode::InvalidSyntax, start, "unexpected '='")
-                .with_hint("comparison is '==' (a single '=' is not a KIP operator)")),
+                .with_hint("a single '=' is not a KIP operator: compare with '==' (FILTER(?x.name == \"A\")); write attributes and object entries as key: value")),
             '!' if next == Some(b'=') => two(self, Tok::NotEq),
             '!' => {
                 self.pos += 1;

@@ -37,6 +37,16 @@ const CASES: &[Case] = &[
     Case { src: "FIND(?x) WHERE { ?x {type: \"Drug\"} FILTER(CONTAINS(?x.name)) }", code: "KIP_1001", line: 1, column: 43, hint_contains: "CONTAINS(?x.name, \"sub\")" },
     Case { src: "", code: "KIP_1001", line: 1, column: 1, hint_contains: "start with FIND" },
     Case { src: "DESCRIBE PRIMER DESCRIBE DOMAINS", code: "KIP_1001", line: 1, column: 17, hint_contains: "`commands` array" },
+    // A missing comma is named as such, not as an unclosed bracket.
+    Case { src: "UPSERT { CONCEPT ?d { {type: \"Drug\", name: \"A\"} SET ATTRIBUTES { a: 1 b: 2 } } }", code: "KIP_1001", line: 1, column: 71, hint_contains: "separate object entries with commas" },
+    Case { src: "FIND(?x) WHERE { ?x {type: \"Drug\" name: \"A\"} }", code: "KIP_1001", line: 1, column: 35, hint_contains: "separate entries with commas" },
+    Case { src: "FIND(?x ?y) WHERE { ?x {type: \"Drug\"} }", code: "KIP_1001", line: 1, column: 9, hint_contains: "FIND(?x, ?y.name)" },
+    Case { src: "FIND(?x) WHERE { ?x {type: \"Drug\"} FILTER(IN(?x.name, [\"a\" \"b\"])) }", code: "KIP_1001", line: 1, column: 60, hint_contains: "separate array items" },
+    Case { src: "FIND(?x) WHERE { ?x {type: \"Drug\"} FILTER(CONTAINS(?x.name \"a\")) }", code: "KIP_1001", line: 1, column: 60, hint_contains: "separate the arguments" },
+    Case { src: "DELETE ATTRIBUTES {\"a\" \"b\"} FROM ?x WHERE { ?x {type: \"Drug\"} }", code: "KIP_1001", line: 1, column: 24, hint_contains: "separate the keys" },
+    Case { src: "UPDATE ?x SET ATTRIBUTES { a: 1 b: 2 } WHERE { ?x {type: \"Drug\"} }", code: "KIP_1001", line: 1, column: 33, hint_contains: "separate the entries" },
+    Case { src: "FIND(?x) WHERE { ?x {type: \"Drug\"} FILTER(CONTAINS(?x.name, \"a\") }", code: "KIP_1001", line: 1, column: 66, hint_contains: "not closed" },
+    Case { src: "UPSERT { CONCEPT ?d { {type: \"Drug\", name: \"A\"} SET ATTRIBUTES { a = 1 } } }", code: "KIP_1001", line: 1, column: 68, hint_contains: "key: value" },
     Case { src: "FIND ?x WHERE { ?x {type: \"Drug\"} }", code: "KIP_1001", line: 1, column: 6, hint_contains: "FIND(?x)" },
     Case { src: "UPDATE ?x SET ATTRIBUTES { n: 1 } WHERE { ?x {type: \"Drug\"} } EXPECT VERSION 2", code: "KIP_1001", line: 1, column: 63, hint_contains: "UPSERT blocks only" },
 ];

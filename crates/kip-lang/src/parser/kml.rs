@@ -303,7 +303,11 @@ impl Parser<'_> {
                 break;
             }
         }
-        let close = self.expect(&Tok::RBrace, "',' or '}'")?;
+        let close = self.expect_list_end(
+            &Tok::RBrace,
+            "',' or '}'",
+            "separate the keys with commas: {\"key1\", \"key2\"}",
+        )?;
         if keys.is_empty() {
             return Err(self
                 .error_at(ErrorCode::InvalidSyntax, open.to(close), "empty key list")

@@ -46,7 +46,11 @@ impl Parser<'_> {
                 break;
             }
         }
-        self.expect(&Tok::RParen, "',' or ')' closing FIND(...)")?;
+        self.expect_list_end(
+            &Tok::RParen,
+            "',' or ')' closing FIND(...)",
+            "separate what FIND returns with commas: FIND(?x, ?y.name)",
+        )?;
         if !self.at_kw("WHERE") {
             return Err(self
                 .unexpected("keyword WHERE")
@@ -386,15 +390,11 @@ impl Parser<'_> {
                 break;
             }
         }
-        let end = self
-            .expect(&Tok::RBrace, "',' or '}' in a concept clause")
-            .map_err(|e| {
-                if e.hint.is_none() {
-                    e.with_hint("separate entries with commas: {type: \"Drug\", name: \"Aspirin\"}")
-                } else {
-                    e
-                }
-            })?;
+        let end = self.expect_list_end(
+            &Tok::RBrace,
+            "',' or '}' in a concept clause",
+            "separate entries with commas: {type: \"Drug\", name: \"Aspirin\"}",
+        )?;
         m.span = start.to(end);
         if m.id.is_none() && m.concept_type.is_none() && m.name.is_none() {
             return Err(self
@@ -762,7 +762,11 @@ impl Parser<'_> {
                 }
             }
         }
-        let end = self.expect(&Tok::RParen, &format!("',' or ')' closing {kw}(...)"))?;
+        let end = self.expect_list_end(
+            &Tok::RParen,
+            &format!("',' or ')' closing {kw}(...)"),
+            "separate the arguments with commas",
+        )?;
         let span = start.to(end);
         let usage = match func {
             Function::In => "IN(?x.attributes.k, [\"a\", \"b\"])",

@@ -421,6 +421,28 @@ impl<'a> Parser<'a> {
         Err(e)
     }
 
+    /// Expects the `close` token ending a comma-separated list. When the next token
+    /// could start another item, the likely slip is a missing comma, and `comma_hint`
+    /// replaces the generic "not closed" hint.
+    pub(crate) fn expect_list_end(
+        &mut self,
+        close: &Tok,
+        what: &str,
+        comma_hint: &str,
+    ) -> KipResult<Span> {
+        let missing_comma = matches!(
+            self.peek_tok(),
+            Tok::Ident(_) | Tok::Str(_) | Tok::Var(_) | Tok::Num(_) | Tok::LBrace | Tok::LBracket
+        );
+        self.expect(close, what).map_err(|e| {
+            if missing_comma {
+                e.with_hint(comma_hint)
+            } else {
+                e
+            }
+        })
+    }
+
     pub(crate) fn expect_kw(&mut self, kw: &str, hint: &str) -> KipResult<Span> {
         if self.at_kw(kw) {
             Ok(self.bump().span)

@@ -109,7 +109,11 @@ impl Parser<'_> {
                 break;
             }
         }
-        let end = self.expect(&Tok::RBrace, "',' or '}'")?;
+        let end = self.expect_list_end(
+            &Tok::RBrace,
+            "',' or '}'",
+            "separate the entries with commas: {a: 1, b: ADD(?x.attributes.b, 1)}",
+        )?;
         self.leave();
         Ok(UpdateObject {
             entries,
@@ -203,7 +207,11 @@ impl Parser<'_> {
                 break;
             }
         }
-        let end = self.expect(&Tok::RParen, "',' or ')' closing the update expression")?;
+        let end = self.expect_list_end(
+            &Tok::RParen,
+            "',' or ')' closing the update expression",
+            "separate the arguments with commas",
+        )?;
         self.leave();
         let span = start.to(end);
         if args.len() != func.arity() {

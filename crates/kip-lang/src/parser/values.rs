@@ -98,7 +98,11 @@ impl Parser<'_> {
                 break;
             }
         }
-        let end = self.expect(&Tok::RBracket, "',' or ']'")?;
+        let end = self.expect_list_end(
+            &Tok::RBracket,
+            "',' or ']'",
+            "separate array items with commas: [\"a\", \"b\"]",
+        )?;
         self.leave();
         Ok(ValueExpr {
             kind: ValueKind::Array(items),
@@ -123,21 +127,11 @@ impl Parser<'_> {
                 break;
             }
         }
-        let end = match self.expect(&Tok::RBrace, "',' or '}'") {
-            Ok(s) => s,
-            Err(e) => {
-                let hint = if matches!(self.peek_tok(), Tok::Ident(_) | Tok::Str(_)) {
-                    "separate object entries with commas: {a: 1, b: 2}"
-                } else {
-                    "close the object with '}'"
-                };
-                return Err(if e.hint.is_none() {
-                    e.with_hint(hint)
-                } else {
-                    e
-                });
-            }
-        };
+        let end = self.expect_list_end(
+            &Tok::RBrace,
+            "',' or '}'",
+            "separate object entries with commas: {a: 1, b: 2}",
+        )?;
         self.leave();
         Ok(ObjectExpr {
             entries,
