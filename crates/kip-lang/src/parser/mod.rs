@@ -606,13 +606,27 @@ impl<'a> Parser<'a> {
                     Err(e)
                 }
             },
-            _ => Err(self
-                .unexpected(&format!("a KIP command ({COMMANDS})"))
-                .with_hint(format!(
-                "a command starts with {COMMANDS}; check for unbalanced braces before this point"
-            ))),
+            tok => {
+                let rest = self.src.get(self.peek().span.start..).unwrap_or_default();
+                let hint = if tok == Tok::LBrace && is_request_object(rest) {
+                    "this is an execute_kip request object (JSON), not KIP text: put the KIP command itself in `command` (from the shell: kip exec --json FILE)".to_string()
+                } else {
+                    format!("a command starts with {COMMANDS}; check for unbalanced braces before this point")
+                };
+                Err(self
+                    .unexpected(&format!("a KIP command ({COMMANDS})"))
+                    .with_hint(hint))
+            }
         }
     }
+}
+
+/// Whether `text` is a JSON object with a `command` or `commands` key: the arguments of
+/// an `execute_kip` call sent where the KIP text belongs (nested in `command`, or given
+/// to `kip exec` as the command text).
+fn is_request_object(text: &str) -> bool {
+    serde_json::from_str::<serde_json::Map<String, serde_json::Value>>(text.trim_end())
+        .is_ok_and(|m| m.contains_key("command") || m.contains_key("commands"))
 }
 
 fn is_known_keyword(w: &str) -> bool {
