@@ -49,6 +49,7 @@ const CASES: &[Case] = &[
     Case { src: "UPSERT { CONCEPT ?d { {type: \"Drug\", name: \"A\"} SET ATTRIBUTES { a = 1 } } }", code: "KIP_1001", line: 1, column: 68, hint_contains: "key: value" },
     Case { src: "{\"command\": \"DESCRIBE PRIMER\", \"parameters\": {}}", code: "KIP_1001", line: 1, column: 1, hint_contains: "execute_kip request object" },
     Case { src: "{ ?x {type: \"Drug\"} }", code: "KIP_1001", line: 1, column: 1, hint_contains: "unbalanced braces" },
+    Case { src: "FIND(?x WHERE { ?x {type: \"Drug\"} }", code: "KIP_1001", line: 1, column: 9, hint_contains: "not closed" },
     Case { src: "FIND ?x WHERE { ?x {type: \"Drug\"} }", code: "KIP_1001", line: 1, column: 6, hint_contains: "FIND(?x)" },
     Case { src: "UPDATE ?x SET ATTRIBUTES { n: 1 } WHERE { ?x {type: \"Drug\"} } EXPECT VERSION 2", code: "KIP_1001", line: 1, column: 63, hint_contains: "UPSERT blocks only" },
 ];

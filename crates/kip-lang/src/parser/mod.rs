@@ -430,10 +430,12 @@ impl<'a> Parser<'a> {
         what: &str,
         comma_hint: &str,
     ) -> KipResult<Span> {
-        let missing_comma = matches!(
-            self.peek_tok(),
-            Tok::Ident(_) | Tok::Str(_) | Tok::Var(_) | Tok::Num(_) | Tok::LBrace | Tok::LBracket
-        );
+        // A keyword (`WHERE` after `FIND(?x`) means the list was left open instead.
+        let missing_comma = match self.peek_tok() {
+            Tok::Ident(w) => !is_known_keyword(w),
+            Tok::Str(_) | Tok::Var(_) | Tok::Num(_) | Tok::LBrace | Tok::LBracket => true,
+            _ => false,
+        };
         self.expect(close, what).map_err(|e| {
             if missing_comma {
                 e.with_hint(comma_hint)
