@@ -49,10 +49,24 @@ impl Binder<'_> {
                     p.name
                 ),
             )
-            .with_hint(format!(
-                "add \"{}\" to the `parameters` object, or replace :{} with a literal value",
-                p.name, p.name
-            ))
+            .with_hint({
+                let mut hint = format!(
+                    "add \"{}\" to the `parameters` object, or replace :{} with a literal value",
+                    p.name, p.name
+                );
+                // A slip in the name is the usual cause: show what was sent.
+                let sent: Vec<&str> = self.params.keys().take(8).map(String::as_str).collect();
+                if !sent.is_empty() {
+                    hint.push_str(&format!(
+                        " (`parameters` has {}; a placeholder is written :name with the same name)",
+                        sent.iter()
+                            .map(|k| format!("\"{k}\""))
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    ));
+                }
+                hint
+            })
         })
     }
 

@@ -396,6 +396,17 @@ fn missing_parameter_is_reference_error_naming_it() {
 }
 
 #[test]
+fn a_missing_parameter_hint_names_the_parameters_that_were_sent() {
+    let cmd = parse_command(r#"FIND(?d) WHERE { ?d {type: :t} }"#).expect("parse");
+    let mut params = Map::new();
+    params.insert("type".into(), Value::from("Drug"));
+    let e = bind(&cmd, &params).expect_err("missing");
+    assert_eq!(e.code, ErrorCode::ReferenceError);
+    let hint = e.hint.expect("hint");
+    assert!(hint.contains("\"t\"") && hint.contains("`parameters` has \"type\""), "{hint}");
+}
+
+#[test]
 fn parameter_types_are_checked_against_their_position() {
     let cmd = parse_command(r#"FIND(?d) WHERE { ?d {type: :t} } LIMIT :limit"#).expect("parse");
     let e = bind(&cmd, &params(json!({"t": 5, "limit": 1}))).expect_err("number as type");
