@@ -61,9 +61,23 @@ impl ExecuteRequest {
             (Some(_), Some(_)) => Err(envelope_error(
                 "`command` and `commands` are mutually exclusive: send exactly one of them",
             )),
-            (None, None) => Err(envelope_error(
-                "the request has neither `command` nor `commands`",
-            )),
+            (None, None) => {
+                // Name the keys it does have: a misspelt `command` is the usual cause.
+                let other: Vec<String> = obj
+                    .keys()
+                    .filter(|k| !["parameters", "dry_run"].contains(&k.as_str()))
+                    .take(8)
+                    .map(|k| format!("`{k}`"))
+                    .collect();
+                Err(envelope_error(if other.is_empty() {
+                    "the request has neither `command` nor `commands`".to_string()
+                } else {
+                    format!(
+                        "the request has neither `command` nor `commands` (it has {})",
+                        other.join(", ")
+                    )
+                }))
+            }
             (Some(c), None) => {
                 let Some(text) = c.as_str() else {
                     return Err(envelope_error("`command` must be a string"));
@@ -366,6 +380,15 @@ mod tests {
         assert!(both.message.contains("mutually exclusive"));
         let neither = req(json!({"parameters": {}})).expect_err("neither");
         assert_eq!(neither.code, ErrorCode::InvalidSyntax);
+        assert!(!neither.message.contains("it has"), "{}", neither.message);
+        // A misspelt key is named, so the caller sees the slip.
+        let misspelt =
+            req(json!({"comand": "DESCRIBE PRIMER", "dry_run": false})).expect_err("misspelt");
+        assert!(
+            misspelt.message.ends_with("(it has `comand`)"),
+            "{}",
+            misspelt.message
+        );
         assert!(req(json!({"command": "DESCRIBE PRIMER"})).is_ok());
         assert!(req(json!({"commands": ["DESCRIBE PRIMER"]})).is_ok());
     }

@@ -403,7 +403,10 @@ fn a_missing_parameter_hint_names_the_parameters_that_were_sent() {
     let e = bind(&cmd, &params).expect_err("missing");
     assert_eq!(e.code, ErrorCode::ReferenceError);
     let hint = e.hint.expect("hint");
-    assert!(hint.contains("\"t\"") && hint.contains("`parameters` has \"type\""), "{hint}");
+    assert!(
+        hint.contains("\"t\"") && hint.contains("`parameters` has \"type\""),
+        "{hint}"
+    );
 }
 
 #[test]
