@@ -50,6 +50,8 @@ const CASES: &[Case] = &[
     Case { src: "{\"command\": \"DESCRIBE PRIMER\", \"parameters\": {}}", code: "KIP_1001", line: 1, column: 1, hint_contains: "execute_kip request object" },
     Case { src: "{ ?x {type: \"Drug\"} }", code: "KIP_1001", line: 1, column: 1, hint_contains: "unbalanced braces" },
     Case { src: "FIND(?x WHERE { ?x {type: \"Drug\"} }", code: "KIP_1001", line: 1, column: 9, hint_contains: "not closed" },
+    Case { src: "MERGE CONCEPT {type: \"Drug\", name: \"A\"} INTO {type: \"Drug\", name: \"B\"}", code: "KIP_1001", line: 1, column: 15, hint_contains: "MERGE CONCEPT ?dup INTO ?keep WHERE" },
+    Case { src: "DELETE CONCEPT {type: \"Drug\", name: \"A\"} DETACH", code: "KIP_1001", line: 1, column: 16, hint_contains: "DELETE CONCEPT ?x DETACH WHERE" },
     Case { src: "FIND ?x WHERE { ?x {type: \"Drug\"} }", code: "KIP_1001", line: 1, column: 6, hint_contains: "FIND(?x)" },
     Case { src: "UPDATE ?x SET ATTRIBUTES { n: 1 } WHERE { ?x {type: \"Drug\"} } EXPECT VERSION 2", code: "KIP_1001", line: 1, column: 63, hint_contains: "UPSERT blocks only" },
 ];

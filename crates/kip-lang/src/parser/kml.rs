@@ -324,9 +324,28 @@ impl Parser<'_> {
                 let span = self.bump().span;
                 Ok(Variable { name, span })
             }
-            _ => Err(self
-                .unexpected(&format!("a ?variable after {ctx}"))
-                .with_hint("name the target with a variable bound in WHERE, e.g. ?drug")),
+            _ => {
+                // The statement's whole form, since a target written inline (a concept
+                // clause where the variable goes) is the usual slip.
+                let form = if ctx.starts_with("MERGE") || ctx == "INTO" {
+                    "MERGE CONCEPT ?dup INTO ?keep WHERE { ?dup {type: \"Person\", name: \"Bo\"} ?keep {type: \"Person\", name: \"Robert\"} }"
+                } else if ctx == "UPDATE" {
+                    "UPDATE ?x SET ATTRIBUTES { key: value } WHERE { ?x {type: \"Person\", name: \"Bo\"} }"
+                } else if ctx == "DELETE CONCEPT" {
+                    "DELETE CONCEPT ?x DETACH WHERE { ?x {type: \"Person\", name: \"Bo\"} }"
+                } else if ctx == "DELETE PROPOSITIONS" {
+                    "DELETE PROPOSITIONS ?link WHERE { ?link (?s, \"knows\", ?o) }"
+                } else if ctx == "EXPORT" {
+                    "EXPORT ?x WHERE { ?x {type: \"Person\"} }"
+                } else {
+                    "DELETE ATTRIBUTES {\"key\"} FROM ?x WHERE { ?x {type: \"Person\", name: \"Bo\"} }"
+                };
+                Err(self
+                    .unexpected(&format!("a ?variable after {ctx}"))
+                    .with_hint(format!(
+                        "name the target with a variable and bind it in WHERE: {form}"
+                    )))
+            }
         }
     }
 }
