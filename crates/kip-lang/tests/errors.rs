@@ -52,6 +52,8 @@ const CASES: &[Case] = &[
     Case { src: "FIND(?x WHERE { ?x {type: \"Drug\"} }", code: "KIP_1001", line: 1, column: 9, hint_contains: "not closed" },
     Case { src: "MERGE CONCEPT {type: \"Drug\", name: \"A\"} INTO {type: \"Drug\", name: \"B\"}", code: "KIP_1001", line: 1, column: 15, hint_contains: "MERGE CONCEPT ?dup INTO ?keep WHERE" },
     Case { src: "DELETE CONCEPT {type: \"Drug\", name: \"A\"} DETACH", code: "KIP_1001", line: 1, column: 16, hint_contains: "DELETE CONCEPT ?x DETACH WHERE" },
+    Case { src: "FIND(COUNT(?x)) WHERE { ?x {type: \"Drug\"} } GROUP BY ?x", code: "KIP_1001", line: 1, column: 45, hint_contains: "no GROUP BY" },
+    Case { src: "FIND(?x) WHERE { ?x {type: \"Drug\"} } LIMIT 10 OFFSET 20", code: "KIP_1001", line: 1, column: 47, hint_contains: "CURSOR" },
     Case { src: "FIND ?x WHERE { ?x {type: \"Drug\"} }", code: "KIP_1001", line: 1, column: 6, hint_contains: "FIND(?x)" },
     Case { src: "UPDATE ?x SET ATTRIBUTES { n: 1 } WHERE { ?x {type: \"Drug\"} } EXPECT VERSION 2", code: "KIP_1001", line: 1, column: 63, hint_contains: "UPSERT blocks only" },
 ];

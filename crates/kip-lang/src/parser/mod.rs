@@ -75,7 +75,11 @@ pub fn parse_command_with(src: &str, opts: ParseOptions) -> KipResult<Command> {
         let cmd = p.command()?;
         p.eat(&Tok::Semicolon);
         if !p.at_eof() {
-            let hint = if p.at_kw("EXPECT") {
+            let hint = if p.at_kw("GROUP") || p.at_kw("HAVING") {
+                "KIP has no GROUP BY or HAVING: FIND groups by its non-aggregate values, e.g. FIND(?c.name, COUNT(?t)) WHERE { ... } ORDER BY COUNT(?t) DESC"
+            } else if p.at_kw("OFFSET") || p.at_kw("SKIP") {
+                "KIP pages with cursors, not offsets: send LIMIT n, then the same query with CURSOR \"<next_cursor of the previous response>\""
+            } else if p.at_kw("EXPECT") {
                 // Not after an UPSERT: its guards sit inside the blocks, so a trailing
                 // one follows an UPDATE, DELETE, MERGE or query.
                 "EXPECT VERSION guards UPSERT blocks only, right after a block's identity; guard an UPDATE's or DELETE's targets with FILTER conditions in its WHERE (e.g. FILTER(?x.metadata._version == 3))"
