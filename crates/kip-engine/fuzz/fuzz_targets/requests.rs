@@ -1,24 +1,13 @@
 //! Fuzz target: arbitrary JSON as the arguments of a tool call, the way a client's
 //! request body reaches the engine: `execute_kip` (`command` or `commands`,
 //! `parameters`, `dry_run`, read-only and read-write access) and each memory-server
-//! tool (`create_entities`, `search_nodes`, ...). Nothing may panic, and the store's
+//! tool (every name in `memory::TOOLS`, the two update tools included). Nothing may panic, and the store's
 //! invariants must hold afterwards.
 #![no_main]
 
+use kip_engine::memory::TOOLS;
 use kip_engine::{Access, Nexus};
 use libfuzzer_sys::fuzz_target;
-
-const TOOLS: [&str; 9] = [
-    "create_entities",
-    "create_relations",
-    "add_observations",
-    "delete_entities",
-    "delete_observations",
-    "delete_relations",
-    "read_graph",
-    "search_nodes",
-    "open_nodes",
-];
 
 fuzz_target!(|data: &[u8]| {
     let Some((&which, body)) = data.split_first() else { return };
