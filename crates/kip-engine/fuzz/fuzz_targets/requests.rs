@@ -1,8 +1,8 @@
 //! Fuzz target: arbitrary JSON as the arguments of a tool call, the way a client's
 //! request body reaches the engine: `execute_kip` (`command` or `commands`,
 //! `parameters`, `dry_run`, read-only and read-write access) and each memory-server
-//! tool (every name in `memory::TOOLS`, the two update tools included). Nothing may panic, and the store's
-//! invariants must hold afterwards.
+//! tool (every name in `memory::TOOLS`). Nothing may panic, and the store's invariants
+//! must hold afterwards.
 #![no_main]
 
 use kip_engine::memory::TOOLS;
