@@ -48,7 +48,7 @@ trap 'scripts/pg-test-cluster.sh stop' EXIT
 echo "== cargo test (the tests that need Python/Node/PostgreSQL are #[ignore]d in a plain cargo test; included here)"
 cargo test --workspace --locked -- --include-ignored
 
-echo "== the test matrix's PostgreSQL leg: the suites again, every memory a test makes in a schema of its own (kip_engine::testing)"
+echo "== the test matrix's PostgreSQL leg: the suites again, every memory a test makes in a schema of its own (kip_open::testing)"
 # The engine's statement suites (with the real-model semantic and recall tests), the
 # executed conformance corpus (whose answers are also compared with an in-memory
 # embedded store), the differential test against the naive evaluator, the brain, the
@@ -65,6 +65,12 @@ KIP_TEST_BACKEND=postgres cargo test --workspace --locked \
   --test recall_quality --test loop --test connections --test explorer --test http_api \
   --test sleeper --test cli --test memory_server --test mcp_clients --test mcp_app \
   --test explorer_browser -- --include-ignored
+
+echo "== the test matrix's memory leg: the engine's statement suites on the contract-only in-memory backend (kip-store-mem), the proof that a backend needs no engine change"
+KIP_TEST_BACKEND=memory cargo test --workspace --locked \
+  --test kql --test kml --test meta --test rc11 --test memory --test hardening \
+  --test robustness --test export --test attr_index --test brain --test audit \
+  --test concurrency
 
 echo "== wheel: build it, pip install it into a fresh venv, MCP smoke test through the installed kip"
 scripts/wheel-smoke.sh

@@ -2,6 +2,7 @@
 //! and the figures (latency statistics, fsync baseline, memory, sizes) as typed results.
 
 use super::*;
+use kip_open::Open;
 
 pub(crate) fn run_ok(nexus: &Nexus, cmd: &str) -> Result<Value> {
     let r = nexus
@@ -261,9 +262,9 @@ fn location(args: &BenchArgs, name: &str, fresh: bool) -> Result<std::path::Path
         Some(url) => {
             let schema = format!("kip_bench_{}", name.replace('-', "_"));
             let url = if fresh {
-                kip_engine::store_pg::fresh_schema(url, &schema)?
+                kip_open::postgres::fresh_schema(url, &schema)?
             } else {
-                kip_engine::store_pg::url_with_schema(url, &schema)
+                kip_open::postgres::url_with_schema(url, &schema)
             };
             Ok(url.into())
         }
@@ -284,7 +285,7 @@ pub(crate) fn scale_run(args: &BenchArgs, workload: &Value, n: usize) -> Result<
             || args
                 .work_dir
                 .join(format!("scale-{n}"))
-                .join(kip_engine::nexus::DB_FILE)
+                .join(kip_open::DB_FILE)
                 .exists());
     let dir = location(args, &format!("scale-{n}"), !reuse)?;
     let nexus = Nexus::open(&dir).map_err(|e| anyhow::anyhow!("{}", e.message))?;

@@ -31,7 +31,7 @@ fn client(url: &str) -> ChatClient {
 }
 
 fn nexus() -> Nexus {
-    let n = kip_engine::testing::nexus().expect("nexus");
+    let n = kip_open::testing::nexus().expect("nexus");
     let r = n.execute_json(
         &json!({"command": r#"UPSERT {
             CONCEPT ?a { {type: "Person", name: "Ada Lovelace"} SET ATTRIBUTES { person_class: "Human" } SET PROPOSITIONS { ("belongs_to_domain", {type: "Domain", name: "Unsorted"}) } }

@@ -15,7 +15,7 @@ fn client(server: &ScriptedServer) -> ChatClient {
 
 #[test]
 fn remember_writes_what_the_model_encodes() {
-    let n = kip_engine::testing::nexus().expect("nexus");
+    let n = kip_open::testing::nexus().expect("nexus");
     let server = ScriptedServer::start(Script {
         steps: vec![
             kip_call("a", &json!({"command": "UPSERT { CONCEPT ?p { {type: \"Person\", name: \"alice_id\"} SET ATTRIBUTES { person_class: \"Human\", name_hint: \"Alice\" } } CONCEPT ?pref { {type: \"Preference\", name: \"Preference:2026-03-09:dark_mode\"} SET ATTRIBUTES { description: \"Alice prefers dark mode\" } SET PROPOSITIONS { (\"belongs_to_domain\", {type: \"Domain\", name: \"Unsorted\"}) } } CONCEPT ?p2 { {type: \"Person\", name: \"alice_id\"} SET PROPOSITIONS { (\"prefers\", ?pref) } } } WITH METADATA { source: \"conversation\", author: \"$self\", confidence: 1.0 }"})),
@@ -63,7 +63,7 @@ fn remember_writes_what_the_model_encodes() {
 
 #[test]
 fn recall_answers_with_its_sources_and_never_writes() {
-    let n = kip_engine::testing::nexus().expect("nexus");
+    let n = kip_open::testing::nexus().expect("nexus");
     let up = n
         .execute_json(&json!({"command": "UPSERT { CONCEPT ?p { {type: \"Person\", name: \"Alice\"} SET ATTRIBUTES { person_class: \"Human\", description: \"likes dark mode\" } } }"}), Access::ReadWrite)
         .to_json();

@@ -2,6 +2,7 @@
 
 use crate::{open_nexus, print_json, read_input};
 use anyhow::{Context, Result};
+use kip_open::Open;
 use serde_json::json;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -396,7 +397,7 @@ pub fn salvage_wal(data: &Path) -> Result<ExitCode> {
             data.display()
         );
     }
-    let nexus = kip_engine::Nexus::open_with(data, kip_engine::nexus::OpenMode::SalvageWal)
+    let nexus = kip_engine::Nexus::open_with(data, kip_open::OpenMode::SalvageWal)
         .map_err(|e| anyhow::anyhow!("{}", crate::error_text(&e)))?;
     let problems = nexus
         .check_integrity()

@@ -12,6 +12,7 @@ mod serve;
 use anyhow::{Context, Result};
 use clap::{Parser, Subcommand};
 use kip_engine::Nexus;
+use kip_open::Open;
 use serde_json::Value;
 use std::io::Read;
 use std::path::{Path, PathBuf};
@@ -251,32 +252,26 @@ fn data_dir(cli: &Cli) -> PathBuf {
 /// whose schema holds a memory's tables (opening a database without them initializes
 /// one, which a command that only reads or maintains a memory must not do).
 pub fn store_exists(data: &Path) -> bool {
-    match data
-        .to_str()
-        .filter(|s| kip_engine::nexus::is_database_url(s))
-    {
+    match data.to_str().filter(|s| kip_open::is_database_url(s)) {
         // A database that cannot be reached counts as there: opening it says why.
-        Some(url) => kip_engine::store_pg::memory_exists(url).unwrap_or(true),
-        None => data.join(kip_engine::nexus::DB_FILE).exists(),
+        Some(url) => kip_open::postgres::memory_exists(url).unwrap_or(true),
+        None => data.join(kip_open::DB_FILE).exists(),
     }
 }
 
 /// The error of a command that only reads or maintains a memory (`what`: what it
 /// would do) when [`store_exists`] says there is none at `data`.
 pub fn no_store(data: &Path, what: &str) -> anyhow::Error {
-    if data
-        .to_str()
-        .is_some_and(kip_engine::nexus::is_database_url)
-    {
+    if data.to_str().is_some_and(kip_open::is_database_url) {
         anyhow::anyhow!(
             "no kip-nexus memory in {} (no kip_* tables in its schema): nothing to {what}; check the database and schema (options=-csearch_path=...) of the URL, or create the memory with a first write (kip exec, kip import, kip serve)",
-            kip_engine::nexus::shown_location(data)
+            kip_open::shown_location(data)
         )
     } else {
         anyhow::anyhow!(
             "no kip-nexus data directory at {} (no {}): nothing to {what}; pass the directory the nexus lives in with --data or KIP_DATA",
             data.display(),
-            kip_engine::nexus::DB_FILE
+            kip_open::DB_FILE
         )
     }
 }

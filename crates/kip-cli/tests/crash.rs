@@ -4,6 +4,7 @@
 //! checkpoint come back from the write-ahead log).
 
 use kip_engine::{Access, Nexus};
+use kip_open::Open;
 use serde_json::{json, Value};
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Command, Stdio};
@@ -74,9 +75,8 @@ fn run_and_kill(kill_after: usize) {
     // The acknowledged writes since the last checkpoint live in the write-ahead log:
     // the reopen below must replay them.
     if acked > 0 {
-        let (_, recs) =
-            kip_engine::store::wal::Wal::open(&dir.path().join(kip_engine::nexus::WAL_FILE))
-                .expect("read the log");
+        let (_, recs) = kip_open::embedded::wal::Wal::open(&dir.path().join(kip_open::WAL_FILE))
+            .expect("read the log");
         assert!(
             !recs.is_empty(),
             "no write-ahead log to replay after the kill"

@@ -12,6 +12,7 @@
 //! process, a plain session for changes made behind kip's back).
 
 use kip_engine::{Access, Nexus};
+use kip_open::Open;
 use serde_json::{json, Value};
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::{Read, Write};
@@ -26,7 +27,7 @@ const NEEDS: &str =
 /// A URL of a fresh, empty schema in the test database.
 fn fresh_url(prefix: &str) -> String {
     let url = std::env::var("KIP_TEST_PG_URL").unwrap_or_else(|_| panic!("{NEEDS}"));
-    kip_engine::store_pg::scratch_schema(&url, prefix).expect("a schema of its own")
+    kip_open::postgres::scratch_schema(&url, prefix).expect("a schema of its own")
 }
 
 fn kip(data: &str, args: &[&str], stdin: Option<&str>) -> (bool, String, String) {
@@ -583,7 +584,7 @@ fn a_write_waits_for_the_lock_a_bounded_time_and_reads_do_not_wait() {
         .next()
         .expect("schema in the URL")
         .to_string();
-    let key = kip_engine::store_pg::write_lock_key(&schema);
+    let key = kip_open::postgres::write_lock_key(&schema);
     let base = std::env::var("KIP_TEST_PG_URL").expect("url");
     let mut holder = postgres::Client::connect(&base, postgres::NoTls).expect("a session");
     let mut held = holder.transaction().expect("begin");

@@ -4,6 +4,7 @@
 //! with SIGKILL in the middle of the run, and not one acknowledged write may be lost.
 
 use kip_engine::{Access, Nexus};
+use kip_open::Open;
 use serde_json::{json, Value};
 use std::io::{BufRead, BufReader, Write};
 use std::path::Path;

@@ -108,21 +108,18 @@ pub const BOOTSTRAPPED_KEY: &str = "bootstrapped";
 
 /// The engine's part of opening a store: the bootstrap capsules, once; then the
 /// engine-level migrations (each once, in order).
-pub(crate) fn bootstrap(w: &mut dyn GraphWrite) -> Result<(), KipError> {
+pub fn bootstrap(w: &mut dyn GraphWrite) -> Result<(), KipError> {
     bootstrap_with(w, &BOOTSTRAP_CAPSULES)
 }
 
 /// Whether [`bootstrap`] has anything to do (read-only): a store shared by many
 /// processes is opened without taking its writers' lock when it has not.
-pub(crate) fn bootstrap_needed(r: &dyn crate::store::GraphRead) -> Result<bool, KipError> {
+pub fn bootstrap_needed(r: &dyn crate::store::GraphRead) -> Result<bool, KipError> {
     Ok(r.meta(RC11_BOOTSTRAP_KEY)?.is_none() || r.meta(VERSIONED_KEY)?.is_none())
 }
 
 /// [`bootstrap`] with the given capsules.
-pub(crate) fn bootstrap_with(
-    w: &mut dyn GraphWrite,
-    capsules: &[(&str, &str)],
-) -> Result<(), KipError> {
+pub fn bootstrap_with(w: &mut dyn GraphWrite, capsules: &[(&str, &str)]) -> Result<(), KipError> {
     if w.meta(RC11_BOOTSTRAP_KEY)?.is_none() {
         // A new store loads the capsules; one bootstrapped by an earlier release gains
         // only what it lacks.

@@ -1,12 +1,18 @@
 //! # kip-engine
 //!
-//! The kip-nexus engine: the Cognitive Nexus ([`Nexus`]) over its durable store
-//! ([`store`], the kip-store crate), KML ([`kml`]), KQL ([`kql`]), META ([`meta`]), the Knowledge Graph
+//! The kip-nexus engine: the Cognitive Nexus ([`Nexus`]) over any storage backend
+//! that implements the contract of [`store`] (the kip-storage crate), KML ([`kml`]), KQL ([`kql`]), META ([`meta`]), the Knowledge Graph
 //! Memory Server tools ([`memory`]) and the `execute_kip` request envelope
 //! ([`envelope`]) every interface (CLI, MCP, HTTP) goes through, so they behave the
 //! same.
 //!
 //! Architecture invariant: the engine is synchronous; async lives in the server crate.
+//!
+//! Architecture invariant: the engine knows no backend. It depends on the storage
+//! contract only (`cargo tree -p kip-engine -e normal` lists neither redb nor a
+//! PostgreSQL driver); opening a data directory or a database is the composition
+//! root's job (`kip-open`), which hands the engine an `Arc<dyn Backend>`
+//! ([`Nexus::with_backend`]).
 
 pub mod audit;
 pub mod bootstrap;
@@ -23,11 +29,8 @@ pub mod outcome;
 pub mod progress;
 pub mod schema;
 pub mod semantic;
-#[doc(hidden)]
-pub mod testing;
-pub use kip_store as store;
-pub use kip_store::throttle;
-pub use kip_store_pg as store_pg;
+pub use kip_storage as store;
+pub use kip_storage::throttle;
 
 /// Stack size of every thread that runs engine calls (the server's async workers and
 /// blocking pool, the CLI's command thread). The engine's recursive walks are bounded
@@ -39,4 +42,4 @@ pub const WORKER_STACK_BYTES: usize = 8 << 20;
 
 pub use cancel::Interrupt;
 pub use envelope::{run, Access, CommandItem, ExecuteRequest, Outcome, Response};
-pub use nexus::{Budget, Nexus, OpenError, OpenMode};
+pub use nexus::{Budget, Nexus};

@@ -16,7 +16,7 @@ async fn start(config: HttpConfig) -> (SocketAddr, tokio::sync::oneshot::Sender<
     let addr = listener.local_addr().expect("addr");
     // Opened on a blocking thread, as `kip serve` does before its runtime starts: the
     // PostgreSQL backend (on the test matrix's PostgreSQL leg) blocks.
-    let nexus = tokio::task::spawn_blocking(kip_engine::testing::nexus)
+    let nexus = tokio::task::spawn_blocking(kip_open::testing::nexus)
         .await
         .expect("join")
         .map(Arc::new)

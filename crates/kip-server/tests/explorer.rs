@@ -14,7 +14,7 @@ use tower::ServiceExt;
 const KEY: &str = "k3y";
 
 fn app(api_key: Option<&str>, read_only: bool) -> (Arc<Nexus>, axum::Router) {
-    let n = Arc::new(kip_engine::testing::nexus().expect("nexus"));
+    let n = Arc::new(kip_open::testing::nexus().expect("nexus"));
     let r = router(
         n.clone(),
         HttpConfig {
@@ -68,7 +68,7 @@ async fn post(
 }
 
 fn seed(n: &Nexus) {
-    let r = kip_engine::testing::blocking(|| {
+    let r = kip_open::testing::blocking(|| {
         n.execute_json(
         &json!({"commands": [
             "UPSERT { CONCEPT ?t { {type: \"$ConceptType\", name: \"Project\"} SET ATTRIBUTES { description: \"A project.\" } } CONCEPT ?p { {type: \"$PropositionType\", name: \"works_on\"} SET ATTRIBUTES { description: \"works on\", subject_types: [\"*\"], object_types: [\"*\"] } } CONCEPT ?s { {type: \"$PropositionType\", name: \"stated_by\"} SET ATTRIBUTES { description: \"who said it\", subject_types: [\"*\"], object_types: [\"*\"] } } }",
@@ -329,7 +329,7 @@ async fn search_gives_scores_and_proposition_endpoints() {
 async fn the_console_writes_only_with_a_key_and_not_read_only() {
     let upsert = json!({"command": "UPSERT { CONCEPT ?p { {type: \"Person\", name: \"Zed\"} } }", "write": true});
     let zeds = |n: &Nexus| {
-        kip_engine::testing::blocking(|| {
+        kip_open::testing::blocking(|| {
             n.execute_json(
                 &json!({"command": "FIND(COUNT(?p)) WHERE { ?p {type: \"Person\", name: \"Zed\"} }"}),
                 kip_engine::Access::ReadOnly,

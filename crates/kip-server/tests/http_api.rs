@@ -10,7 +10,7 @@ use std::sync::Arc;
 use tower::ServiceExt;
 
 fn nexus() -> Arc<Nexus> {
-    Arc::new(kip_engine::testing::nexus().expect("nexus"))
+    Arc::new(kip_open::testing::nexus().expect("nexus"))
 }
 
 async fn call(
@@ -190,7 +190,7 @@ async fn oversized_bodies_are_refused() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn fifty_concurrent_clients_mixing_reads_and_writes_lose_nothing() {
     let n = nexus();
-    kip_engine::testing::blocking(|| n.load_capsule(r#"UPSERT { CONCEPT ?t { {type: "$ConceptType", name: "Note"} SET ATTRIBUTES { description: "a note" } } }"#))
+    kip_open::testing::blocking(|| n.load_capsule(r#"UPSERT { CONCEPT ?t { {type: "$ConceptType", name: "Note"} SET ATTRIBUTES { description: "a note" } } }"#))
         .expect("schema");
     let app = router(n.clone(), HttpConfig::default());
     let mut tasks = Vec::new();
@@ -221,7 +221,7 @@ async fn fifty_concurrent_clients_mixing_reads_and_writes_lose_nothing() {
     )
     .await;
     assert_eq!(v["result"], 150);
-    let problems = kip_engine::testing::blocking(|| n.check_integrity()).expect("integrity");
+    let problems = kip_open::testing::blocking(|| n.check_integrity()).expect("integrity");
     assert!(problems.is_empty(), "{problems:?}");
 }
 
@@ -439,7 +439,7 @@ async fn a_timed_out_request_stops_and_reports_what_it_applied() {
         ));
     }
     capsule.push_str(" }");
-    kip_engine::testing::blocking(|| n.load_capsule(&capsule)).expect("people");
+    kip_open::testing::blocking(|| n.load_capsule(&capsule)).expect("people");
     let app = router(
         n.clone(),
         HttpConfig {
@@ -477,7 +477,7 @@ async fn a_timed_out_request_stops_and_reports_what_it_applied() {
 #[tokio::test]
 async fn the_memory_health_report_has_its_route() {
     let n = nexus();
-    kip_engine::testing::blocking(|| {
+    kip_open::testing::blocking(|| {
         n.execute_json(
             &json!({"command": "UPSERT { CONCEPT ?p { {type: \"Person\", name: \"loose\"} } }"}),
             kip_engine::Access::ReadWrite,

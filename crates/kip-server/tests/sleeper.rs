@@ -17,7 +17,7 @@ fn run(n: &Nexus, cmd: &str) -> Value {
 
 #[test]
 fn a_scheduled_cycle_runs_in_the_background() {
-    let n = Arc::new(kip_engine::testing::nexus().expect("nexus"));
+    let n = Arc::new(kip_open::testing::nexus().expect("nexus"));
     run(
         &n,
         r#"UPSERT { CONCEPT ?e { {type: "Event", name: "old"} SET ATTRIBUTES { event_class: "Conversation", start_time: "2020-01-01T00:00:00Z", content_summary: "x", consolidation_status: "completed" } } } WITH METADATA { expires_at: "2021-01-01T00:00:00Z" }"#,
@@ -72,7 +72,7 @@ fn a_scheduled_cycle_runs_in_the_background() {
 #[test]
 fn the_language_model_phases_run_under_the_cycle_claim() {
     use kip_brain::scripted::{kip_call, text, Script, ScriptedServer};
-    let n = kip_engine::testing::nexus().expect("nexus");
+    let n = kip_open::testing::nexus().expect("nexus");
     let server = ScriptedServer::start(Script {
         steps: vec![
             kip_call("a", &json!({"command": "UPSERT { CONCEPT ?p { {type: \"Person\", name: \"Rui\"} SET ATTRIBUTES { person_class: \"Human\" } SET PROPOSITIONS { (\"belongs_to_domain\", {type: \"Domain\", name: \"Archived\"}) } } } WITH METADATA { source: \"SleepCycle\", author: \"$system\" }"})),

@@ -17,7 +17,7 @@
 //! where the extra round trips of a `COPY` would cost more than they save.
 
 use crate::conn::Conn;
-use kip_store::{ElemRef, StoreResult};
+use kip_storage::{ElemRef, StoreResult};
 use postgres::types::ToSql;
 use std::collections::BTreeMap;
 

@@ -2,7 +2,7 @@
 //! (one round trip per query instead of two), and the mapping of PostgreSQL errors to
 //! [`StoreError`]s.
 
-use kip_store::StoreError;
+use kip_storage::StoreError;
 use postgres::error::SqlState;
 use postgres::types::ToSql;
 use postgres::{Row, Statement};

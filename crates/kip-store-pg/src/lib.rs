@@ -27,7 +27,7 @@
 //!   commit or before a read that needs them; the new rows of elements the transaction
 //!   created go through `COPY ... (FORMAT binary)` when a table has 256 or more of them
 //!   (a bulk load). UPSERT announces its keys, the types and predicates it checks
-//!   included ([`kip_store::GraphRead::prefetch`]), so they are looked up in one query,
+//!   included ([`kip_storage::GraphRead::prefetch`]), so they are looked up in one query,
 //!   an index probe per key (`LATERAL ... LIMIT 1`: a hash join over a whole table is
 //!   what the planner picks for a big key list otherwise).
 //! - **Keys across transactions**: which concept holds a `{type, name}` key is
@@ -37,9 +37,9 @@
 //! - **TLS** with rustls, with libpq's `sslmode` meanings (see `conn::tls`).
 //!
 //! - **Reads** are one round trip per index lookup, except where the engine announces
-//!   what it will read ([`kip_store::GraphRead::scan_many`],
-//!   [`kip_store::GraphRead::prefetch_elements`]: a path walk's levels and ends;
-//!   [`kip_store::GraphRead::count_in_many`], [`kip_store::GraphRead::scan_names`])
+//!   what it will read ([`kip_storage::GraphRead::scan_many`],
+//!   [`kip_storage::GraphRead::prefetch_elements`]: a path walk's levels and ends;
+//!   [`kip_storage::GraphRead::count_in_many`], [`kip_storage::GraphRead::scan_names`])
 //!   and where a read-only transaction's read-ahead (`tx/ahead.rs`) sees a nested loop
 //!   reading the members of one scanned page one by one: it then reads the records, or
 //!   the links at one end, of the page's members in one query.
@@ -58,8 +58,8 @@ mod tx;
 mod url;
 
 use conn::{Conn, Manager};
-use kip_store::backend::Backend;
-use kip_store::{GraphRead, GraphWrite, StoreError, StoreResult};
+use kip_storage::backend::Backend;
+use kip_storage::{GraphRead, GraphWrite, StoreError, StoreResult};
 use std::path::Path;
 use std::time::Duration;
 use tx::PgTx;
@@ -226,10 +226,10 @@ impl PgStore {
             shown,
             keys: keys::KeyCache::from_env(),
         };
-        let current = store.read_meta_u64(kip_store::db::TEXT_INDEX_KEY)?
-            == Some(kip_store::text::TEXT_INDEX_VERSION)
-            && store.read_meta_u64(kip_store::attrs::ATTR_INDEX_KEY)?
-                == Some(kip_store::attrs::ATTR_INDEX_VERSION);
+        let current = store.read_meta_u64(kip_storage::TEXT_INDEX_KEY)?
+            == Some(kip_storage::text::TEXT_INDEX_VERSION)
+            && store.read_meta_u64(kip_storage::attrs::ATTR_INDEX_KEY)?
+                == Some(kip_storage::attrs::ATTR_INDEX_VERSION);
         if !current {
             store.reindex(&mut |_, _| {})?;
         }
@@ -244,7 +244,7 @@ impl PgStore {
     fn read_meta_u64(&self, key: &str) -> StoreResult<Option<u64>> {
         let mut out = None;
         self.read_with(&mut |r| {
-            out = kip_store::meta_u64(r, key)?;
+            out = kip_storage::meta_u64(r, key)?;
             Ok(())
         })?;
         Ok(out)
@@ -314,7 +314,7 @@ impl PgStore {
              WHERE key IN (convert_to('{p}', 'UTF8')); {}",
             self.write_wait,
             self.write_lock,
-            kip_store::VECTORS_ON,
+            kip_storage::VECTORS_ON,
             key_view_sql(),
         ))?;
         let view = key_view(&rows);
@@ -326,7 +326,7 @@ impl PgStore {
                     .and_then(|v| v.parse::<u64>().ok())
                     .unwrap_or(0)
             };
-            if k == kip_store::VECTORS_ON {
+            if k == kip_storage::VECTORS_ON {
                 vectors_on = true;
             } else if k == c {
                 last[0] = n();
@@ -435,18 +435,6 @@ impl Backend for PgStore {
         self.describe()
     }
 
-    fn checkpoint(&self) -> StoreResult<()> {
-        Ok(())
-    }
-
-    fn checkpoint_if_due(&self) -> StoreResult<bool> {
-        Ok(false)
-    }
-
-    fn checkpoint_interval(&self) -> Option<Duration> {
-        None
-    }
-
     fn reindex(&self, progress: &mut dyn FnMut(u64, u64)) -> StoreResult<()> {
         self.write_tx(&mut |tx| {
             tx.rebuild_indexes(progress)?;
@@ -495,18 +483,10 @@ impl Backend for PgStore {
         None
     }
 
-    fn log_len(&self) -> u64 {
-        0
-    }
-
-    fn prewarm(&self, _max_bytes: u64) -> std::io::Result<u64> {
-        Ok(0)
-    }
-
     fn audit_append(
         &self,
         records: &[(u64, Vec<u8>)],
-        keep: kip_store::backend::AuditKeep,
+        keep: kip_storage::backend::AuditKeep,
         _durable: bool,
     ) -> StoreResult<()> {
         // Several processes append to one log, each numbering its records from what it
@@ -615,7 +595,7 @@ mod tests {
 
     #[test]
     fn element_keys_keep_their_order_in_a_signed_column() {
-        use kip_store::ElemRef;
+        use kip_storage::ElemRef;
         let keys = [
             ElemRef::Concept(1),
             ElemRef::Concept(2),

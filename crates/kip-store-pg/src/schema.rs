@@ -12,7 +12,7 @@
 //! database's collation.
 //!
 //! Element references (a link's subject or object, a text-index document, an
-//! embedding's element) are the embedded store's `u64` keys ([`kip_store::ElemRef`],
+//! embedding's element) are the embedded store's `u64` keys ([`kip_storage::ElemRef`],
 //! bit 63 set for propositions) with that bit flipped, stored as `bigint`: the flip
 //! keeps their order in a signed column (concepts first, then propositions).
 

@@ -5,7 +5,7 @@
 
 use crate::conn::{self, Manager};
 use crate::is_url;
-use kip_store::{StoreError, StoreResult};
+use kip_storage::{StoreError, StoreResult};
 use std::str::FromStr;
 use std::time::Duration;
 

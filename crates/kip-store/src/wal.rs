@@ -402,12 +402,26 @@ impl Wal {
     /// Empties the log after a checkpoint: the first header is zeroed (so the next open
     /// reads nothing) and the next record goes to offset 0. Should this fail, the records
     /// left are all covered by the checkpoint and the next open skips them.
+    ///
+    /// A file that grew past one preallocation step (a burst of writes between two
+    /// checkpoints, up to the 64 MiB that forces one) is cut back to that step: the
+    /// space is the disk's again, and the old records beyond it (data the graph may no
+    /// longer hold) are gone from the file. Failing to cut it only keeps the space.
     pub fn reset(&mut self) -> StoreResult<()> {
         if self.len == 0 {
             return Ok(());
         }
         self.cut_back(0)?;
         self.first_append = None;
+        if self.size > GROW {
+            match self.file.set_len(GROW).and_then(|()| self.file.sync()) {
+                Ok(()) => self.size = GROW,
+                Err(e) => tracing::warn!(
+                    "write-ahead log {}: cannot give back its space after a checkpoint: {e}",
+                    self.path.display()
+                ),
+            }
+        }
         Ok(())
     }
 }
@@ -419,6 +433,24 @@ mod tests {
     fn seqs(path: &Path) -> Vec<u64> {
         let (_, recs) = Wal::open(path).expect("open");
         recs.iter().map(|r| r.seq).collect()
+    }
+
+    #[test]
+    fn a_reset_gives_back_the_space_of_a_burst_and_the_log_goes_on() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("log");
+        let (mut wal, _) = Wal::open(&path).expect("open");
+        let big = vec![7u8; 1 << 20];
+        for seq in 1..=12 {
+            wal.append(seq, &big).expect("append");
+        }
+        let grown = std::fs::metadata(&path).expect("meta").len();
+        assert!(grown > 3 * GROW, "the burst grew the file ({grown} bytes)");
+        wal.reset().expect("reset");
+        assert_eq!(std::fs::metadata(&path).expect("meta").len(), GROW);
+        wal.append(13, b"after").expect("append");
+        drop(wal);
+        assert_eq!(seqs(&path), vec![13]);
     }
 
     #[test]

@@ -4,10 +4,10 @@
 //! storage operation comes back unchanged.
 
 use kip_lang::{ErrorCode, KipError};
-use kip_store::backend::Backend;
+use kip_storage::backend::Backend;
+use kip_storage::{ConceptRecord, GraphRead, GraphWrite, StoreError};
 use kip_store::crashsim::{Disk, Fault};
 use kip_store::db::Store;
-use kip_store::{ConceptRecord, GraphRead, GraphWrite, StoreError};
 use serde_json::Map;
 
 fn note(name: &str) -> ConceptRecord {

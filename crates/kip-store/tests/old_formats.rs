@@ -51,7 +51,7 @@ fn an_old_directory_is_migrated_in_place() {
 
     let (after, format, text) = tables_and_meta(&file);
     assert_eq!(format, Some(kip_store::FORMAT_VERSION));
-    assert_eq!(text, Some(kip_store::text::TEXT_INDEX_VERSION));
+    assert_eq!(text, Some(kip_storage::text::TEXT_INDEX_VERSION));
     assert!(!after.iter().any(|t| t == "text_docs"), "{after:?}");
     assert!(!after.iter().any(|t| t == "text_postings2"), "{after:?}");
     assert!(after.iter().any(|t| t == "text_postings3"), "{after:?}");

@@ -2,8 +2,8 @@
 //! checksum by chance, a bug) is applied or refused, never a panic, and inside an
 //! aborted transaction it changes nothing.
 
+use kip_storage::GraphRead;
 use kip_store::db::Store;
-use kip_store::GraphRead;
 use proptest::prelude::*;
 
 proptest! {

@@ -1,7 +1,7 @@
 //! Scans over the embedded store's indexes that the trait gives defaults for.
 
+use kip_storage::{ConceptRecord, GraphRead, GraphWrite};
 use kip_store::db::Store;
-use kip_store::{ConceptRecord, GraphRead, GraphWrite};
 use serde_json::Map;
 
 fn concept(ty: &str, name: &str) -> ConceptRecord {

@@ -89,5 +89,5 @@ impl Drop for HttpServer {
 /// on the test matrix's PostgreSQL leg (`KIP_TEST_BACKEND=postgres`, scripts/test.sh)
 /// the URL of a schema named after it. `--data` takes either.
 pub fn location(dir: &Path) -> PathBuf {
-    kip_engine::testing::location(dir).expect("a test memory")
+    kip_open::testing::location(dir).expect("a test memory")
 }

@@ -3,6 +3,7 @@
 //! store's invariants must hold afterwards.
 #![no_main]
 
+use kip_open::Open;
 use kip_engine::{Access, Nexus};
 use libfuzzer_sys::fuzz_target;
 use serde_json::json;

@@ -4,6 +4,7 @@
 //! overflow or a panic.
 #![no_main]
 
+use kip_open::Open;
 use kip_engine::{Access, Nexus};
 use libfuzzer_sys::fuzz_target;
 use serde_json::json;

@@ -5,6 +5,7 @@
 //! must hold afterwards.
 #![no_main]
 
+use kip_open::Open;
 use kip_engine::memory::TOOLS;
 use kip_engine::{Access, Nexus};
 use libfuzzer_sys::fuzz_target;

@@ -1,4 +1,4 @@
-//! Use of the attribute value index (`kip_store::attrs`) by queries.
+//! Use of the attribute value index (`kip_storage::attrs`) by queries.
 //!
 //! - A FILTER over one variable that compares `?x.attributes.k` with a literal narrows
 //!   the scan of `?x {type: T}` to a range of the index ([`AttrRange`]), when that range
@@ -25,7 +25,7 @@ const COUNT_CAP: u64 = 50_000;
 pub struct AttrRange {
     /// The attribute.
     pub attr: String,
-    /// Lowest value key (see `kip_store::attrs`).
+    /// Lowest value key (see `kip_storage::attrs`).
     pub lo: Bound<String>,
     /// Highest value key.
     pub hi: Bound<String>,

@@ -3,4 +3,4 @@
 pub mod describe;
 pub mod export;
 pub mod search;
-pub use kip_store::text;
+pub use kip_storage::text;

@@ -1,6 +1,6 @@
-//! The Cognitive Nexus: a [`Store`] (the data directory: database, write-ahead log,
-//! index overlay; see [`crate::store::db`] for durability), opened once per process,
-//! executing KIP commands with one write transaction per KML statement (concurrent
+//! The Cognitive Nexus: a storage [`Backend`] (opened by the composition root,
+//! `kip-open`: a data directory, a PostgreSQL database, or memory), executing KIP
+//! commands with one write transaction per KML statement (concurrent
 //! statements are combined into one transaction by the write combiner here).
 //!
 //! Kept in one file (about 900 lines): opening, the write combiner and command
@@ -10,7 +10,7 @@
 //! `semantic.rs` (embedder glue), `brain.rs` (audit log, health, sleep cycle),
 //! `capsule.rs` (loading a capsule file in one transaction).
 
-use crate::bootstrap::{bootstrap, bootstrap_with, BOOTSTRAP_CAPSULES};
+use crate::bootstrap::bootstrap;
 mod brain;
 pub use brain::SleepGuard;
 mod capsule;
@@ -21,32 +21,13 @@ use crate::cancel::Interrupt;
 use crate::envelope::{self, Access, ExecuteRequest, Outcome, Response};
 use crate::kml::{delete, upsert};
 use crate::kql::{self, QueryLimits};
-pub use crate::store::backend::Backend;
-use crate::store::db::Store;
-pub use crate::store::db::{OpenError, OpenMode, DB_FILE, WAL_FILE};
+pub use crate::store::backend::{Backend, LocalLog};
 use crate::store::{GraphRead, GraphWrite};
 use kip_lang::{Command, ErrorCode, KipError};
 use serde_json::Value;
 use std::collections::HashMap;
 use std::path::Path;
 use std::sync::{Arc, Mutex, MutexGuard};
-
-/// Whether a `--data` value names a PostgreSQL database (a `postgres://` or
-/// `postgresql://` URL) rather than a directory.
-pub fn is_database_url(location: &str) -> bool {
-    kip_store_pg::is_url(location)
-}
-
-/// A `--data` value for messages and logs: a database URL's password replaced by `***`
-/// (a directory as it is).
-pub fn shown_location(location: &Path) -> String {
-    let s = location.display().to_string();
-    if is_database_url(&s) {
-        kip_store_pg::redact(&s)
-    } else {
-        s
-    }
-}
 
 /// An open Cognitive Nexus.
 pub struct Nexus {
@@ -159,27 +140,16 @@ impl Budget {
 }
 
 impl Nexus {
-    fn over(store: Store) -> Nexus {
-        let store: Arc<dyn Backend> = Arc::new(store);
-        Nexus {
-            audit: crate::audit::Audit::start(store.clone()),
-            store,
-            limits: QueryLimits::default(),
-            combiner: Combiner::default(),
-            semantic: None,
-            wrote: Default::default(),
-            sleeping: Mutex::new(()),
-        }
-    }
-
-    /// A nexus over any storage [`Backend`] (the redb one is what [`Nexus::open`]
-    /// makes): bootstraps it when it is new, in one transaction.
+    /// A nexus over any storage [`Backend`] (the composition root, `kip-open`, opens
+    /// one from a data directory, a database URL or memory): bootstraps it when it is
+    /// new, in one transaction.
     pub fn with_backend(backend: Arc<dyn Backend>) -> Result<Nexus, KipError> {
         Nexus::with_backend_booted(backend, &mut |w| bootstrap(w))
     }
 
-    /// [`Nexus::with_backend`], bootstrapping an empty store with `boot`.
-    fn with_backend_booted(
+    /// [`Nexus::with_backend`], bootstrapping an empty store with `boot` (e.g.
+    /// [`crate::bootstrap::bootstrap_with`] and fewer capsules, for tests).
+    pub fn with_backend_booted(
         backend: Arc<dyn Backend>,
         boot: &mut dyn FnMut(&mut dyn GraphWrite) -> Result<(), KipError>,
     ) -> Result<Nexus, KipError> {
@@ -204,85 +174,18 @@ impl Nexus {
         &self.store
     }
 
-    /// Opens the nexus in `dir` (created on first use, then bootstrapped). A new
-    /// directory is created readable by its owner only (0700), and so are the files in
-    /// it (0600). Refuses, changing nothing on disk, when the write-ahead log holds
-    /// records but the database file is missing, or when the log is corrupt (a damaged
-    /// record followed by newer valid ones).
-    pub fn open(dir: impl AsRef<Path>) -> Result<Nexus, KipError> {
-        Nexus::open_with(dir, OpenMode::Normal)
-    }
-
-    /// [`Nexus::open`] in a given [`OpenMode`].
-    pub fn open_with(dir: impl AsRef<Path>, mode: OpenMode) -> Result<Nexus, KipError> {
-        Nexus::try_open(dir, mode).map_err(OpenError::into_kip)
-    }
-
-    /// [`Nexus::open_with`], telling "another process has this directory open" apart
-    /// from every other failure, so that a caller can share the directory with that
-    /// process instead of failing (what `kip serve` and `kip exec` do).
-    ///
-    /// A `postgres://` or `postgresql://` URL in place of the directory opens the nexus
-    /// in that PostgreSQL database instead ([`Nexus::open_postgres`]); any number of
-    /// processes open the same database at once, so that never fails as "in use".
-    pub fn try_open(dir: impl AsRef<Path>, mode: OpenMode) -> Result<Nexus, OpenError> {
-        if let Some(url) = dir.as_ref().to_str().filter(|s| is_database_url(s)) {
-            return Nexus::open_postgres(url).map_err(OpenError::Failed);
-        }
-        Store::open(dir, mode, &mut |w| bootstrap(w)).map(Nexus::over)
-    }
-
-    /// Opens the nexus in a PostgreSQL database (a `postgres://` URL or a libpq
-    /// `key=value` string; what the URL leaves out comes from the `PG*` environment
-    /// variables): the schema is created or migrated, then bootstrapped on first use.
-    /// See the `kip-store-pg` crate for the guarantees.
-    pub fn open_postgres(url: &str) -> Result<Nexus, KipError> {
-        let store = kip_store_pg::PgStore::open(url)?;
-        Nexus::with_backend(Arc::new(store))
-    }
-
-    /// [`Nexus::open_postgres`] bootstrapped with the genesis capsule only, like
-    /// [`Nexus::in_memory_genesis_only`] (for the differential tests on PostgreSQL).
-    #[doc(hidden)]
-    pub fn open_postgres_genesis_only(url: &str) -> Result<Nexus, KipError> {
-        let store = kip_store_pg::PgStore::open(url)?;
-        Nexus::with_backend_booted(Arc::new(store), &mut |w| {
-            bootstrap_with(w, &BOOTSTRAP_CAPSULES[..1])
-        })
-    }
-
-    /// A nexus on simulated disks (the database on `db`, the write-ahead log on `log`):
-    /// for the power-loss and fault-injection tests ([`crate::store::crashsim`]).
-    pub fn open_simulated(
-        db: crate::store::crashsim::SimFile,
-        log: crate::store::crashsim::SimFile,
-    ) -> Result<Nexus, KipError> {
-        Store::open_simulated(db, log, &mut |w| bootstrap(w)).map(Nexus::over)
-    }
-
-    /// A nexus in memory (same engine, nothing on disk): for tests and experiments.
-    pub fn in_memory() -> Result<Nexus, KipError> {
-        Store::in_memory(&mut |w| bootstrap(w)).map(Nexus::over)
-    }
-
-    /// An in-memory nexus with the Genesis capsule only (no standard types, no
-    /// persons). For tests that compare the engine with a naive evaluator over every
-    /// element of the graph, which the standard capsules would multiply.
-    #[doc(hidden)]
-    pub fn in_memory_genesis_only() -> Result<Nexus, KipError> {
-        Store::in_memory(&mut |w| bootstrap_with(w, &BOOTSTRAP_CAPSULES[..1])).map(Nexus::over)
-    }
-
     /// Reads the database file once, sequentially, so the kernel's page cache holds it
     /// and the first queries after a start do not wait for the disk (see
     /// [`Backend::prewarm`]).
     pub fn prewarm(&self, max_bytes: u64) -> std::io::Result<u64> {
-        self.store.prewarm(max_bytes)
+        self.store
+            .local_log()
+            .map_or(Ok(0), |l| l.prewarm(max_bytes))
     }
 
     /// Bytes of write-ahead log written since the last checkpoint (0 in memory).
     pub fn wal_len(&self) -> u64 {
-        self.store.log_len()
+        self.store.local_log().map_or(0, |l| l.log_len())
     }
 
     /// The data directory, for an on-disk nexus.
@@ -310,13 +213,19 @@ impl Nexus {
 
     /// Makes every commit durable in the database file and empties the write-ahead log.
     pub fn checkpoint(&self) -> Result<(), KipError> {
-        Ok(self.store.checkpoint()?)
+        match self.store.local_log() {
+            Some(l) => Ok(l.checkpoint()?),
+            None => Ok(()),
+        }
     }
 
     /// Checkpoints when the log's oldest record is older than the checkpoint age and no
     /// write is under way. Returns whether a checkpoint ran.
     pub fn checkpoint_if_due(&self) -> Result<bool, KipError> {
-        Ok(self.store.checkpoint_if_due()?)
+        match self.store.local_log() {
+            Some(l) => Ok(l.checkpoint_if_due()?),
+            None => Ok(false),
+        }
     }
 
     /// Starts the thread that checkpoints the log of an idle nexus within the
@@ -330,20 +239,24 @@ impl Nexus {
     /// For tests.
     #[doc(hidden)]
     pub fn set_checkpoint_age(&self, age: std::time::Duration) {
-        self.store.set_checkpoint_age(age);
+        if let Some(l) = self.store.local_log() {
+            l.set_checkpoint_age(age);
+        }
     }
 
     /// Makes a write transaction fold its index changes into the tables once it holds
     /// `n` of them (default 524,288). For tests.
     #[doc(hidden)]
     pub fn set_max_txn_index_changes(&self, n: usize) {
-        self.store.set_max_txn_index_changes(n);
+        if let Some(l) = self.store.local_log() {
+            l.set_max_txn_index_changes(n);
+        }
     }
 
     /// Index entries held in the in-memory overlay (not yet folded into the tables, or
     /// folded but still needed by an older reader).
     pub fn overlay_entries(&self) -> usize {
-        self.store.overlay_entries()
+        self.store.local_log().map_or(0, |l| l.overlay_entries())
     }
 
     /// The query limits in force.

@@ -6,12 +6,12 @@
 //!
 //! - What is embedded, one vector per element: for a concept ([`embedding_text`]) its
 //!   name, then the values of the attributes the keyword index reads
-//!   ([`kip_store::text::DESCRIPTIVE_ATTRIBUTES`]: description, aliases, observations,
+//!   ([`kip_storage::text::DESCRIPTIVE_ATTRIBUTES`]: description, aliases, observations,
 //!   ...): `name: value. value`; for a proposition ([`prop_embedding_text`]) its subject's
 //!   name, its predicate in words and its object's name, then the predicate's
 //!   description: `Alice works at Acme. The subject is employed by the object.`
 //! - Writes never wait for the model: a write that changes an element's embedded text
-//!   (or deletes it) marks it in the same transaction (`kip_store::VECTORS_ON`; renaming
+//!   (or deletes it) marks it in the same transaction (`kip_storage::VECTORS_ON`; renaming
 //!   a concept marks its links, editing a predicate's description marks the predicate's
 //!   links); a worker thread takes marked elements in batches, embeds them, and stores
 //!   each vector with the hash of the text it embedded, clearing the mark only if the

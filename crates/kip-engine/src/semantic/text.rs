@@ -22,7 +22,7 @@ pub fn embedding_text(c: &ConceptRecord) -> String {
             out.push_str(s);
         }
     };
-    for k in kip_store::text::DESCRIPTIVE_ATTRIBUTES {
+    for k in kip_storage::text::DESCRIPTIVE_ATTRIBUTES {
         match c.attributes.get(k) {
             Some(Value::String(s)) => push(s),
             Some(Value::Array(items)) => {
@@ -64,7 +64,7 @@ pub fn prop_embedding_text(r: &dyn GraphRead, p: &PropRecord) -> StoreResult<Str
         predicate_words(&p.predicate),
         endpoint_text(r, p.object)?
     );
-    let def = match r.concept_by_key(kip_store::PROPOSITION_TYPE, &p.predicate)? {
+    let def = match r.concept_by_key(kip_storage::PROPOSITION_TYPE, &p.predicate)? {
         Some(n) => r.concept(n)?,
         None => None,
     };

@@ -24,8 +24,10 @@
 //! waiting (cancelled, past its deadline) closes the connection, and the owner stops
 //! the work as if its own client had gone away.
 
-use kip_engine::{Budget, Interrupt, Nexus, OpenError, OpenMode};
+use kip_engine::{Budget, Interrupt, Nexus};
 use kip_lang::{ErrorCode, KipError};
+use kip_open::Open;
+use kip_open::{OpenError, OpenMode};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
@@ -175,7 +177,7 @@ impl SharedNexus {
                     if resends > MAX_RESENDS {
                         return fail(KipError::internal(format!(
                             "the process that owns {} stopped answering; the request was not acknowledged",
-                            kip_engine::nexus::shown_location(&self.dir)
+                            kip_open::shown_location(&self.dir)
                         ))
                         .with_hint("check with FIND whether it was applied, then re-send it"));
                     }
@@ -237,7 +239,7 @@ impl SharedNexus {
                     if give_up.is_some_and(|g| Instant::now() > g) {
                         return Sent::Answer(fail(KipError::new(ErrorCode::ExecutionTimeout, format!(
                             "the process that owns {} did not answer within the request's time budget",
-                            kip_engine::nexus::shown_location(&self.dir)
+                            kip_open::shown_location(&self.dir)
                         )).with_hint("check with FIND whether a write was applied before re-sending it")));
                     }
                 }
@@ -276,7 +278,7 @@ impl SharedNexus {
                             }
                             tracing::error!(
                                 "after taking over {}: {}",
-                                kip_engine::nexus::shown_location(&self.dir),
+                                kip_open::shown_location(&self.dir),
                                 e.message
                             );
                         }
@@ -298,7 +300,7 @@ impl SharedNexus {
                         }
                     };
                     if !starting {
-                        tracing::info!(dir = %kip_engine::nexus::shown_location(&self.dir), "the previous owner of the data directory exited: this process owns it now");
+                        tracing::info!(dir = %kip_open::shown_location(&self.dir), "the previous owner of the data directory exited: this process owns it now");
                     }
                     role.owner = Some(Owner { nexus, listener });
                     role.generation += 1;
@@ -308,7 +310,7 @@ impl SharedNexus {
                 Err(OpenError::InUse(e)) => {
                     if UnixStream::connect(&self.socket).is_ok() {
                         if starting {
-                            tracing::info!(dir = %kip_engine::nexus::shown_location(&self.dir), "another kip process owns the data directory: forwarding requests to it");
+                            tracing::info!(dir = %kip_open::shown_location(&self.dir), "another kip process owns the data directory: forwarding requests to it");
                         }
                         role.generation += 1;
                         return Ok(());

@@ -19,8 +19,8 @@ mod write;
 use crate::buffer::{Buffer, ConceptRow, PropRow, FLUSH_AT};
 use crate::conn::{get, Conn, Params};
 use crate::keys::{KeyCache, KeyMap, View};
-use kip_store::text::{self, Doc};
-use kip_store::{
+use kip_storage::text;
+use kip_storage::{
     decode, encode, ConceptRecord, Continue, ElemRef, GraphRead, GraphWrite, PropRecord, Stat,
     StoreError, StoreResult,
 };
@@ -85,7 +85,7 @@ pub(crate) struct PgTx<'c> {
     last_ids: [Option<u64>; 2],
     /// Numbers this transaction allocated, per kind.
     allocated: [u64; 2],
-    /// Whether embedding marks are kept ([`kip_store::VECTORS_ON`]).
+    /// Whether embedding marks are kept ([`kip_storage::VECTORS_ON`]).
     vectors_on: bool,
     /// Row changes not yet written.
     buf: RefCell<Buffer>,
@@ -289,7 +289,7 @@ impl<'c> PgTx<'c> {
         Ok(u64::try_from(n).unwrap_or(0))
     }
 
-    fn bump(&mut self, key: &str, delta: i64) {
+    fn bump_key(&mut self, key: &str, delta: i64) {
         match self.stats.get_mut(key) {
             Some(d) => *d += delta,
             None => {

@@ -3,81 +3,9 @@
 //! log, and [`GraphWrite`].
 
 use super::*;
+use kip_storage::upkeep::{self, IndexTarget};
 
 impl PgTx<'_> {
-    /// Adds a document to the text index.
-    fn index(&mut self, key: u64, doc: &Doc) -> StoreResult<()> {
-        if doc.terms.is_empty() {
-            return Ok(());
-        }
-        {
-            let mut buf = self.buf.borrow_mut();
-            for (t, tf) in &doc.terms {
-                buf.postings.insert(
-                    (t.clone(), ek(key)),
-                    Some((i64::from(*tf), i64::from(doc.len))),
-                );
-            }
-        }
-        self.bump(kip_store::TEXT_DOCS, 1);
-        self.bump(kip_store::TEXT_LEN, i64::from(doc.len));
-        Ok(())
-    }
-
-    /// Removes a document from the text index (`doc` as it was indexed).
-    fn unindex(&mut self, key: u64, doc: &Doc) -> StoreResult<()> {
-        if doc.terms.is_empty() {
-            return Ok(());
-        }
-        {
-            let mut buf = self.buf.borrow_mut();
-            for t in doc.terms.keys() {
-                buf.postings.insert((t.clone(), ek(key)), None);
-            }
-        }
-        self.bump(kip_store::TEXT_DOCS, -1);
-        self.bump(kip_store::TEXT_LEN, -i64::from(doc.len));
-        Ok(())
-    }
-
-    /// Moves concept `id` in the attribute value index from `old` to `new`.
-    fn file_attrs(
-        &mut self,
-        id: u64,
-        old: Option<&ConceptRecord>,
-        new: Option<&ConceptRecord>,
-    ) -> StoreResult<()> {
-        let (removed, added) = kip_store::attrs::diff(old, new);
-        let n = num(id)?;
-        for (list, sign) in [(removed, -1i64), (added, 1)] {
-            for (t, a, v) in list {
-                let key = Self::stat_key(Stat::Attr(t, a));
-                self.bump(&key, sign);
-                self.buf
-                    .get_mut()
-                    .attrs
-                    .insert((t.to_owned(), a.to_owned(), v, n), sign > 0);
-            }
-        }
-        Ok(())
-    }
-
-    fn mark(&mut self, key: u64) {
-        self.buf.get_mut().marks.insert(ek(key), true);
-    }
-
-    fn drop_vector(&self, key: u64) -> StoreResult<()> {
-        self.execute("DELETE FROM kip_vectors WHERE elem = $1", &[&ek(key)])?;
-        Ok(())
-    }
-
-    fn prop_index_bumps(&mut self, rec: &PropRecord, sign: i64) {
-        self.bump(&Self::stat_key(Stat::Predicate(&rec.predicate)), sign);
-        if rec.predicate == kip_store::DOMAIN_PREDICATE {
-            self.bump(&Self::stat_key(Stat::Domain(rec.object)), sign);
-        }
-    }
-
     /// Drops and rebuilds the text and attribute indexes from the concept records.
     pub(crate) fn rebuild_indexes(
         &mut self,
@@ -89,13 +17,13 @@ impl PgTx<'_> {
         conn.execute(
             "DELETE FROM kip_stats WHERE key = $1 OR key = $2 OR substring(key from 1 for 2) = $3",
             &[
-                &kip_store::TEXT_DOCS.as_bytes(),
-                &kip_store::TEXT_LEN.as_bytes(),
+                &kip_storage::TEXT_DOCS.as_bytes(),
+                &kip_storage::TEXT_LEN.as_bytes(),
                 &b"a:".as_slice(),
             ],
         )?;
         self.stats.retain(|k, _| {
-            !k.starts_with("a:") && k != kip_store::TEXT_DOCS && k != kip_store::TEXT_LEN
+            !k.starts_with("a:") && k != kip_storage::TEXT_DOCS && k != kip_storage::TEXT_LEN
         });
         let total = self.totals()?.0;
         let mut done = 0u64;
@@ -110,8 +38,8 @@ impl PgTx<'_> {
                 after = id;
                 let c: ConceptRecord = decode(&get::<Vec<u8>>(r, 1)?)?;
                 let n = unum(id)?;
-                self.index(ElemRef::Concept(n).encode(), &text::concept_doc(&c))?;
-                self.file_attrs(n, None, Some(&c))?;
+                upkeep::index_text(self, ElemRef::Concept(n).encode(), &text::concept_doc(&c))?;
+                upkeep::file_attrs(self, n, None, Some(&c))?;
                 self.grew()?;
                 done += 1;
             }
@@ -121,12 +49,12 @@ impl PgTx<'_> {
             }
         }
         self.set_meta(
-            kip_store::db::TEXT_INDEX_KEY,
+            kip_storage::TEXT_INDEX_KEY,
             &text::TEXT_INDEX_VERSION.to_le_bytes(),
         )?;
         self.set_meta(
-            kip_store::attrs::ATTR_INDEX_KEY,
-            &kip_store::attrs::ATTR_INDEX_VERSION.to_le_bytes(),
+            kip_storage::attrs::ATTR_INDEX_KEY,
+            &kip_storage::attrs::ATTR_INDEX_VERSION.to_le_bytes(),
         )
     }
 
@@ -205,123 +133,53 @@ impl GraphWrite for PgTx<'_> {
         rec: &ConceptRecord,
         old: Option<&ConceptRecord>,
     ) -> StoreResult<()> {
-        let key = ElemRef::Concept(id).encode();
-        if old.is_none_or(|o| text::concept_text_changed(o, rec)) {
-            if let Some(o) = old {
-                self.unindex(key, &text::concept_doc(o))?;
-            }
-            self.index(key, &text::concept_doc(rec))?;
-            if self.vectors_on {
-                self.mark(key);
-                if let Some(o) = old {
-                    for p in kip_store::dependent_links(self, id, o, rec)? {
-                        self.mark(ElemRef::Prop(p).encode());
-                    }
-                }
-            }
-        }
-        self.file_attrs(id, old, Some(rec))?;
+        upkeep::concept_put(self, id, rec, old)?;
         let row = ConceptRow {
             ty: rec.concept_type.clone(),
             name: rec.name.clone(),
             rec: encode(rec)?,
         };
-        self.records.get_mut().remove(&key);
+        self.records
+            .get_mut()
+            .remove(&ElemRef::Concept(id).encode());
         self.buf.get_mut().concepts.insert(num(id)?, Some(row));
-        let same_key =
-            old.is_some_and(|o| o.concept_type == rec.concept_type && o.name == rec.name);
-        if !same_key {
-            let known = self.known_keys.get_mut();
-            if let Some(o) = old {
-                known.insert(&o.concept_type, &o.name, None);
-                self.removed_keys += 1;
-            }
-            known.insert(&rec.concept_type, &rec.name, Some(id));
-            if let Some(o) = old {
-                self.bump(&Self::stat_key(Stat::Type(&o.concept_type)), -1);
-            }
-            self.bump(&Self::stat_key(Stat::Type(&rec.concept_type)), 1);
-        }
         if old.is_none() {
-            self.bump(CONCEPTS, 1);
+            self.bump_key(CONCEPTS, 1);
         }
         self.grew()
     }
 
     fn delete_concept(&mut self, id: u64, rec: &ConceptRecord) -> StoreResult<()> {
-        let key = ElemRef::Concept(id).encode();
-        self.unindex(key, &text::concept_doc(rec))?;
-        if self.vectors_on {
-            // Marked, not unmarked: the embedding worker then drops its copy.
-            self.mark(key);
-            self.drop_vector(key)?;
-        }
-        self.file_attrs(id, Some(rec), None)?;
-        self.records.get_mut().remove(&key);
-        self.buf.get_mut().concepts.insert(num(id)?, None);
-        self.known_keys
+        upkeep::concept_delete(self, id, rec)?;
+        self.records
             .get_mut()
-            .insert(&rec.concept_type, &rec.name, None);
-        self.removed_keys += 1;
-        self.bump(&Self::stat_key(Stat::Type(&rec.concept_type)), -1);
-        self.bump(CONCEPTS, -1);
+            .remove(&ElemRef::Concept(id).encode());
+        self.buf.get_mut().concepts.insert(num(id)?, None);
+        self.bump_key(CONCEPTS, -1);
         self.grew()
     }
 
     fn put_prop(&mut self, id: u64, rec: &PropRecord, old: Option<&PropRecord>) -> StoreResult<()> {
-        let (s, o) = (ek(rec.subject.encode()), ek(rec.object.encode()));
         let row = PropRow {
-            s,
+            s: ek(rec.subject.encode()),
             p: rec.predicate.clone(),
-            o,
+            o: ek(rec.object.encode()),
             rec: encode(rec)?,
         };
-        let same_key = old.is_some_and(|o| {
-            o.subject == rec.subject && o.predicate == rec.predicate && o.object == rec.object
-        });
         self.records.get_mut().remove(&ElemRef::Prop(id).encode());
         self.buf.get_mut().props.insert(num(id)?, Some(row));
-        if !same_key {
-            let known = self.known_spo.get_mut();
-            if let Some(old) = old {
-                let k = (
-                    ek(old.subject.encode()),
-                    old.predicate.clone(),
-                    ek(old.object.encode()),
-                );
-                known.insert(k, None);
-            }
-            known.insert((s, rec.predicate.clone(), o), Some(id));
-            if self.vectors_on {
-                self.mark(ElemRef::Prop(id).encode());
-            }
-            if let Some(o) = old {
-                self.prop_index_bumps(o, -1);
-            }
-            self.prop_index_bumps(rec, 1);
-        }
+        upkeep::prop_put(self, id, rec, old)?;
         if old.is_none() {
-            self.bump(PROPS, 1);
+            self.bump_key(PROPS, 1);
         }
         self.grew()
     }
 
     fn delete_prop(&mut self, id: u64, rec: &PropRecord) -> StoreResult<()> {
-        if self.vectors_on {
-            let key = ElemRef::Prop(id).encode();
-            self.mark(key);
-            self.drop_vector(key)?;
-        }
+        upkeep::prop_delete(self, id, rec)?;
         self.records.get_mut().remove(&ElemRef::Prop(id).encode());
         self.buf.get_mut().props.insert(num(id)?, None);
-        let k = (
-            ek(rec.subject.encode()),
-            rec.predicate.clone(),
-            ek(rec.object.encode()),
-        );
-        self.known_spo.get_mut().insert(k, None);
-        self.prop_index_bumps(rec, -1);
-        self.bump(PROPS, -1);
+        self.bump_key(PROPS, -1);
         self.grew()
     }
 
@@ -331,7 +189,7 @@ impl GraphWrite for PgTx<'_> {
              ON CONFLICT (key) DO UPDATE SET value = excluded.value",
             &[&key.as_bytes(), &value],
         )?;
-        if key == kip_store::VECTORS_ON {
+        if key == kip_storage::VECTORS_ON {
             self.vectors_on = true;
         }
         Ok(())
@@ -341,7 +199,7 @@ impl GraphWrite for PgTx<'_> {
         if self.vectors_on {
             return Ok(false);
         }
-        self.set_meta(kip_store::VECTORS_ON, &[1])?;
+        self.set_meta(kip_storage::VECTORS_ON, &[1])?;
         Ok(true)
     }
 
@@ -387,6 +245,93 @@ impl GraphWrite for PgTx<'_> {
 
     fn clear_vectors(&mut self) -> StoreResult<()> {
         self.execute("DELETE FROM kip_vectors", &[])?;
+        Ok(())
+    }
+}
+
+/// How this backend files each kind of derived data; what to file is decided by the
+/// contract's driver ([`upkeep`]). Index rows are buffered per transaction and written
+/// in batches; the key caches remember what this transaction filed.
+impl IndexTarget for PgTx<'_> {
+    fn vectors_on(&self) -> bool {
+        self.vectors_on
+    }
+
+    fn set_posting(&mut self, term: &str, key: u64, entry: Option<(u32, u32)>) -> StoreResult<()> {
+        let entry = entry.map(|(tf, len)| (i64::from(tf), i64::from(len)));
+        self.buf
+            .get_mut()
+            .postings
+            .insert((term.to_owned(), ek(key)), entry);
+        Ok(())
+    }
+
+    fn set_attr_entry(
+        &mut self,
+        concept_type: &str,
+        attr: &str,
+        value: &str,
+        id: u64,
+        present: bool,
+    ) -> StoreResult<()> {
+        let n = num(id)?;
+        self.buf.get_mut().attrs.insert(
+            (
+                concept_type.to_owned(),
+                attr.to_owned(),
+                value.to_owned(),
+                n,
+            ),
+            present,
+        );
+        Ok(())
+    }
+
+    /// The concept row carries its `{type, name}` (the table's unique index is the key
+    /// index): only the writers' key cache changes here.
+    fn set_concept_key(
+        &mut self,
+        id: u64,
+        concept_type: &str,
+        name: &str,
+        present: bool,
+    ) -> StoreResult<()> {
+        self.known_keys
+            .get_mut()
+            .insert(concept_type, name, present.then_some(id));
+        if !present {
+            self.removed_keys += 1;
+        }
+        Ok(())
+    }
+
+    /// The link row carries its `(s, p, o)` (the table's unique index is the key
+    /// index): only the writers' key cache changes here.
+    fn set_link_key(
+        &mut self,
+        id: u64,
+        s: ElemRef,
+        p: &str,
+        o: ElemRef,
+        present: bool,
+    ) -> StoreResult<()> {
+        let k = (ek(s.encode()), p.to_owned(), ek(o.encode()));
+        self.known_spo.get_mut().insert(k, present.then_some(id));
+        Ok(())
+    }
+
+    fn bump(&mut self, stat: Stat<'_>, delta: i64) -> StoreResult<()> {
+        self.bump_key(&Self::stat_key(stat), delta);
+        Ok(())
+    }
+
+    fn mark(&mut self, key: u64) -> StoreResult<()> {
+        self.buf.get_mut().marks.insert(ek(key), true);
+        Ok(())
+    }
+
+    fn drop_vector(&mut self, key: u64) -> StoreResult<()> {
+        self.execute("DELETE FROM kip_vectors WHERE elem = $1", &[&ek(key)])?;
         Ok(())
     }
 }

@@ -33,8 +33,7 @@ pub const DB_FILE: &str = "nexus.redb";
 pub const WAL_FILE: &str = "nexus.wal";
 /// Meta key: the storage format version.
 pub const FORMAT_KEY: &str = "format_version";
-/// Meta key: the version of the text analysis the text index was built with.
-pub const TEXT_INDEX_KEY: &str = "text_index_version";
+pub use kip_storage::TEXT_INDEX_KEY;
 /// redb page cache: grows with use up to this size (reads and dirty write pages).
 const CACHE_BYTES: usize = 768 * 1024 * 1024;
 /// A checkpoint runs once the write-ahead log holds this much (bounds replay time after
@@ -478,10 +477,6 @@ impl crate::backend::Backend for Store {
         Store::write_with(self, |w| f(w).map(|keep| ((), keep)))
     }
 
-    fn checkpoint(&self) -> StoreResult<()> {
-        Store::checkpoint(self)
-    }
-
     fn audit_append(
         &self,
         records: &[(u64, Vec<u8>)],
@@ -503,6 +498,28 @@ impl crate::backend::Backend for Store {
         Store::audit_range(self, lo, hi, rev, f)
     }
 
+    fn reindex(&self, progress: &mut dyn FnMut(u64, u64)) -> StoreResult<()> {
+        Store::reindex(self, progress)
+    }
+
+    fn check_storage(&self) -> StoreResult<Vec<String>> {
+        self.check_log()
+    }
+
+    fn path(&self) -> Option<&Path> {
+        Store::path(self)
+    }
+
+    fn local_log(&self) -> Option<&dyn crate::backend::LocalLog> {
+        Some(self)
+    }
+}
+
+impl crate::backend::LocalLog for Store {
+    fn checkpoint(&self) -> StoreResult<()> {
+        Store::checkpoint(self)
+    }
+
     fn checkpoint_if_due(&self) -> StoreResult<bool> {
         Store::checkpoint_if_due(self)
     }
@@ -514,18 +531,6 @@ impl crate::backend::Backend for Store {
                 std::time::Duration::from_secs(5),
             )
         })
-    }
-
-    fn reindex(&self, progress: &mut dyn FnMut(u64, u64)) -> StoreResult<()> {
-        Store::reindex(self, progress)
-    }
-
-    fn check_storage(&self) -> StoreResult<Vec<String>> {
-        self.check_log()
-    }
-
-    fn path(&self) -> Option<&Path> {
-        Store::path(self)
     }
 
     fn log_len(&self) -> u64 {

@@ -170,7 +170,7 @@ pub(crate) enum Item<'x, B, K, V> {
 /// `cmp(base entry, overlay key)`; an overlay entry replaces a base entry with the same
 /// key, and a removal hides it. Stops when `emit` returns `false`. Without overlay
 /// entries (`None`, the common case) the base range is passed through as it is.
-pub(crate) fn merge<B, E: Into<crate::StoreError>, K, V>(
+pub(crate) fn merge<B, E: crate::error::IntoStoreError, K, V>(
     base: impl Iterator<Item = Result<B, E>>,
     over: Option<impl Iterator<Item = (K, Option<V>)>>,
     cmp: impl Fn(&B, &K) -> std::cmp::Ordering,

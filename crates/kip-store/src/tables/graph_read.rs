@@ -391,7 +391,11 @@ macro_rules! impl_graph_read {
                         return Ok(*id);
                     }
                 }
-                Ok(self.spo.get(key).map_err(storage_error)?.map(|g| g.value()))
+                let found = self.spo.get(key).map_err(storage_error)?.map(|g| g.value());
+                if found.is_none() {
+                    self.note_absent(key);
+                }
+                Ok(found)
             }
             fn scan_out(
                 &self,

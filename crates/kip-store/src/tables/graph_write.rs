@@ -2,6 +2,8 @@
 //! text-index upkeep, and the text index rebuild.
 
 use super::*;
+use crate::StoreError;
+use kip_storage::upkeep::{self, IndexTarget};
 
 impl GraphWrite for WriteTables<'_> {
     fn alloc_concept_id(&mut self) -> StoreResult<u64> {
@@ -18,45 +20,17 @@ impl GraphWrite for WriteTables<'_> {
         rec: &ConceptRecord,
         old: Option<&ConceptRecord>,
     ) -> StoreResult<()> {
-        if old.is_none_or(|o| text::concept_text_changed(o, rec)) {
-            let key = ElemRef::Concept(id).encode();
-            if let Some(o) = old {
-                self.unindex(key, &text::concept_doc(o))?;
-            }
-            self.index(key, &text::concept_doc(rec))?;
-            if self.vectors_on {
-                self.embed_pending.insert(key, ()).map_err(storage_error)?;
-                if let Some(o) = old {
-                    self.mark_dependent_links(id, o, rec)?;
-                }
-            }
-        }
-        self.file_attrs(id, old, Some(rec))?;
+        upkeep::concept_put(self, id, rec, old)?;
         let bytes = encode(rec)?;
         self.log_op(OP_PUT_CONCEPT, id, &bytes, &[]);
         self.staged.concepts.insert(id, Some(bytes));
-        let same_key =
-            old.is_some_and(|o| o.concept_type == rec.concept_type && o.name == rec.name);
-        if !same_key {
-            if let Some(o) = old {
-                self.file_key(id, o, false)?;
-            }
-            self.file_key(id, rec, true)?;
-        }
         self.staged_grew()
     }
 
     fn delete_concept(&mut self, id: u64, rec: &ConceptRecord) -> StoreResult<()> {
         self.log_op(OP_DEL_CONCEPT, id, &[], &[]);
-        self.unindex(ElemRef::Concept(id).encode(), &text::concept_doc(rec))?;
-        if self.vectors_on {
-            // Marked, not unmarked: the embedding worker then drops its copy of the vector.
-            self.embed_pending.insert(id, ()).map_err(storage_error)?;
-            self.vectors.remove(id).map_err(storage_error)?;
-        }
-        self.file_attrs(id, Some(rec), None)?;
+        upkeep::concept_delete(self, id, rec)?;
         self.staged.concepts.insert(id, None);
-        self.file_key(id, rec, false)?;
         self.staged_grew()
     }
 
@@ -64,42 +38,14 @@ impl GraphWrite for WriteTables<'_> {
         let bytes = encode(rec)?;
         self.log_op(OP_PUT_PROP, id, &bytes, &[]);
         self.staged.props.insert(id, Some(bytes));
-        let same_key = old.is_some_and(|o| {
-            o.subject == rec.subject && o.predicate == rec.predicate && o.object == rec.object
-        });
-        if !same_key {
-            if self.vectors_on {
-                let key = ElemRef::Prop(id).encode();
-                self.embed_pending.insert(key, ()).map_err(storage_error)?;
-            }
-            if let Some(o) = old {
-                self.remove_prop_index(o)?;
-            }
-            let (s, p, o) = (
-                rec.subject.encode(),
-                rec.predicate.as_str(),
-                rec.object.encode(),
-            );
-            self.staged.spo.insert((s, Text::from(p), o), Some(id));
-            self.change(|c| &mut c.pos, (Text::from(p), o, s), Some(id))?;
-            self.change(|c| &mut c.osp, (o, Text::from(p), s), Some(id))?;
-            self.bump(crate::Stat::Predicate(p), 1)?;
-            if p == crate::DOMAIN_PREDICATE {
-                self.bump(crate::Stat::Domain(rec.object), 1)?;
-            }
-        }
+        upkeep::prop_put(self, id, rec, old)?;
         self.staged_grew()
     }
 
     fn delete_prop(&mut self, id: u64, rec: &PropRecord) -> StoreResult<()> {
         self.log_op(OP_DEL_PROP, id, &[], &[]);
         self.staged.props.insert(id, None);
-        if self.vectors_on {
-            let key = ElemRef::Prop(id).encode();
-            self.embed_pending.insert(key, ()).map_err(storage_error)?;
-            self.vectors.remove(key).map_err(storage_error)?;
-        }
-        self.remove_prop_index(rec)?;
+        upkeep::prop_delete(self, id, rec)?;
         self.staged_grew()
     }
 
@@ -175,48 +121,112 @@ impl GraphWrite for WriteTables<'_> {
     }
 }
 
-impl WriteTables<'_> {
-    /// Files concept `id` under its `{type, name}` (or, with `add` false, removes it):
-    /// the `concept_key` table, the writers' key cache, the type and name indexes and
-    /// the per-type count.
-    fn file_key(&mut self, id: u64, rec: &ConceptRecord, add: bool) -> StoreResult<()> {
-        let (ty, name) = (rec.concept_type.as_str(), rec.name.as_str());
-        if add {
-            self.concept_key
+/// How this backend files each kind of derived data; what to file is decided by the
+/// contract's driver ([`upkeep`]).
+impl IndexTarget for WriteTables<'_> {
+    fn vectors_on(&self) -> bool {
+        self.vectors_on
+    }
+
+    fn set_posting(&mut self, term: &str, key: u64, entry: Option<(u32, u32)>) -> StoreResult<()> {
+        let packed = entry.map(|(tf, len)| (u64::from(tf) << 32) | u64::from(len));
+        self.change(|c| &mut c.postings, (Text::from(term), key), packed)
+    }
+
+    fn set_attr_entry(
+        &mut self,
+        concept_type: &str,
+        attr: &str,
+        value: &str,
+        id: u64,
+        present: bool,
+    ) -> StoreResult<()> {
+        let key = (
+            Text::from(concept_type),
+            Text::from(attr),
+            Text::from(value),
+            id,
+        );
+        self.change(|c| &mut c.attrs, key, present.then_some(()))
+    }
+
+    /// The `concept_key` table, the writers' key cache, the type and name indexes.
+    fn set_concept_key(&mut self, id: u64, ty: &str, name: &str, present: bool) -> StoreResult<()> {
+        if present {
+            let other = self
+                .concept_key
                 .insert((ty, name), id)
-                .map_err(storage_error)?;
+                .map_err(storage_error)?
+                .map(|g| g.value())
+                .filter(|o| *o != id);
+            if let Some(other) = other {
+                return Err(StoreError::Constraint(format!(
+                    "{{type: {ty:?}, name: {name:?}}} is C:{other}'s already"
+                )));
+            }
             self.overlay.keys().insert(ty, name, id);
         } else {
             self.concept_key.remove((ty, name)).map_err(storage_error)?;
             self.overlay.keys().remove(ty, name);
         }
-        let present = add.then_some(());
+        let present = present.then_some(());
         self.change(|c| &mut c.concept_type, (Text::from(ty), id), present)?;
-        self.change(|c| &mut c.concept_name, (Text::from(name), id), present)?;
-        self.bump(crate::Stat::Type(ty), if add { 1 } else { -1 })
+        self.change(|c| &mut c.concept_name, (Text::from(name), id), present)
     }
 
-    /// Moves concept `id` in the attribute value index from what `old` filed (if any)
-    /// to what `new` files (if any): only the entries that differ change, with the
-    /// per-`(type, attribute)` counts.
-    fn file_attrs(
+    /// `spo` (staged with the records), `pos` and `osp` (through the overlay).
+    fn set_link_key(
         &mut self,
         id: u64,
-        old: Option<&ConceptRecord>,
-        new: Option<&ConceptRecord>,
+        s: ElemRef,
+        p: &str,
+        o: ElemRef,
+        present: bool,
     ) -> StoreResult<()> {
-        let (removed, added) = crate::attrs::diff(old, new);
-        for (ty, a, v) in removed {
-            let key = (Text::from(ty), Text::from(a), Text::from(v.as_str()), id);
-            self.change(|c| &mut c.attrs, key, None)?;
-            self.bump(crate::Stat::Attr(ty, a), -1)?;
+        let (s, o) = (s.encode(), o.encode());
+        if present {
+            self.check_spo_free((s, p, o), id)?;
         }
-        for (ty, a, v) in added {
-            let key = (Text::from(ty), Text::from(a), Text::from(v.as_str()), id);
-            self.change(|c| &mut c.attrs, key, Some(()))?;
-            self.bump(crate::Stat::Attr(ty, a), 1)?;
-        }
+        let id = present.then_some(id);
+        self.staged.spo.insert((s, Text::from(p), o), id);
+        self.change(|c| &mut c.pos, (Text::from(p), o, s), id)?;
+        self.change(|c| &mut c.osp, (o, Text::from(p), s), id)
+    }
+
+    fn bump(&mut self, stat: crate::Stat<'_>, delta: i64) -> StoreResult<()> {
+        self.bump_counter(stat, delta)
+    }
+
+    fn mark(&mut self, key: u64) -> StoreResult<()> {
+        self.embed_pending.insert(key, ()).map_err(storage_error)?;
         Ok(())
+    }
+
+    fn drop_vector(&mut self, key: u64) -> StoreResult<()> {
+        self.vectors.remove(key).map_err(storage_error)?;
+        Ok(())
+    }
+}
+
+impl WriteTables<'_> {
+    /// Fails when another link than `id` holds `(s, p, o)`: what this transaction
+    /// staged, else the probe [`GraphRead::prop_by_spo`] just made for this key (the
+    /// engine looks a link up before creating it), else the table.
+    fn check_spo_free(&self, key: (u64, &str, u64), id: u64) -> StoreResult<()> {
+        let (s, p, o) = key;
+        let other = match self.staged.spo.get(&(s, Text::from(p), o)) {
+            Some(staged) => *staged,
+            None if self.probed_absent(key) => None,
+            None => self.spo.get(key).map_err(storage_error)?.map(|g| g.value()),
+        };
+        match other {
+            Some(other) if other != id => Err(StoreError::Constraint(format!(
+                "the link ({}, {p:?}, {}) is P:{other}'s already",
+                ElemRef::decode(s).id_string(),
+                ElemRef::decode(o).id_string()
+            ))),
+            _ => Ok(()),
+        }
     }
 
     /// Drops and rebuilds the attribute value index and its counts from the records.
@@ -230,40 +240,9 @@ impl WriteTables<'_> {
         self.stats
             .retain(|k, _| !k.starts_with("a:"))
             .map_err(storage_error)?;
-        self.each_concept(progress, &mut |w, n, c| w.file_attrs(n, None, Some(c)))
-    }
-
-    /// Adds a document to the text index.
-    fn index(&mut self, key: u64, doc: &text::Doc) -> StoreResult<()> {
-        if doc.terms.is_empty() {
-            return Ok(());
-        }
-        for (t, tf) in &doc.terms {
-            let packed = (u64::from(*tf) << 32) | u64::from(doc.len);
-            self.change(
-                |c| &mut c.postings,
-                (Text::from(t.as_str()), key),
-                Some(packed),
-            )?;
-        }
-        self.bump_stat(TEXT_DOCS, 1)?;
-        self.bump_stat(TEXT_LEN, i64::from(doc.len))
-    }
-
-    /// Removes a document from the text index. `doc` is the analysed text of the
-    /// element as it was indexed: the text index is always updated in the transaction
-    /// that changes the record, with the analysis of `TEXT_INDEX_VERSION` (a store
-    /// indexed by another version is rebuilt when it is opened).
-    fn unindex(&mut self, key: u64, doc: &text::Doc) -> StoreResult<()> {
-        if doc.terms.is_empty() {
-            // Never indexed (see `index`).
-            return Ok(());
-        }
-        for t in doc.terms.keys() {
-            self.change(|c| &mut c.postings, (Text::from(t.as_str()), key), None)?;
-        }
-        self.bump_stat(TEXT_DOCS, -1)?;
-        self.bump_stat(TEXT_LEN, -i64::from(doc.len))
+        self.each_concept(progress, &mut |w, n, c| {
+            upkeep::file_attrs(w, n, None, Some(c))
+        })
     }
 
     /// Drops and rebuilds the whole text index (every concept) from the graph;
@@ -282,7 +261,7 @@ impl WriteTables<'_> {
             .retain(|k, _| !k.starts_with("df:") && k != TEXT_DOCS && k != TEXT_LEN)
             .map_err(storage_error)?;
         self.each_concept(progress, &mut |w, n, c| {
-            w.index(ElemRef::Concept(n).encode(), &text::concept_doc(c))
+            upkeep::index_text(w, ElemRef::Concept(n).encode(), &text::concept_doc(c))
         })
     }
 
@@ -310,41 +289,6 @@ impl WriteTables<'_> {
             }
         }
         progress(total, total);
-        Ok(())
-    }
-
-    fn remove_prop_index(&mut self, rec: &PropRecord) -> StoreResult<()> {
-        let (s, p, o) = (
-            rec.subject.encode(),
-            rec.predicate.as_str(),
-            rec.object.encode(),
-        );
-        self.staged.spo.insert((s, Text::from(p), o), None);
-        self.change(|c| &mut c.pos, (Text::from(p), o, s), None)?;
-        self.change(|c| &mut c.osp, (o, Text::from(p), s), None)?;
-        if p == crate::DOMAIN_PREDICATE {
-            self.bump(crate::Stat::Domain(rec.object), -1)?;
-        }
-        self.bump(crate::Stat::Predicate(p), -1)
-    }
-}
-
-impl WriteTables<'_> {
-    /// Marks the links whose embedded text names concept `id` (see the engine's
-    /// `semantic::prop_embedding_text`) after its record changed from `old` to `rec`: its
-    /// own links when it was renamed, and every link of the predicate when `rec` is a
-    /// `$PropositionType` whose name or description changed.
-    fn mark_dependent_links(
-        &mut self,
-        id: u64,
-        old: &ConceptRecord,
-        rec: &ConceptRecord,
-    ) -> StoreResult<()> {
-        let links = crate::dependent_links(self, id, old, rec)?;
-        for p in links {
-            let key = ElemRef::Prop(p).encode();
-            self.embed_pending.insert(key, ()).map_err(storage_error)?;
-        }
         Ok(())
     }
 }

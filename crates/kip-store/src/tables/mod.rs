@@ -163,6 +163,9 @@ impl ReadTables {
         0
     }
 
+    /// Nothing to remember in a snapshot (see [`WriteTables::note_absent`]).
+    fn note_absent(&self, _key: (u64, &str, u64)) {}
+
     fn staged(&self) -> Option<&Staged> {
         None
     }
@@ -263,6 +266,9 @@ pub struct WriteTables<'t> {
     counters: Vec<(&'static str, u64)>,
     /// Record and `spo` writes waiting to go into redb in key order.
     staged: Staged,
+    /// The last `(s, p, o)` a probe found missing from the `spo` table (see
+    /// [`WriteTables::note_absent`]).
+    spo_absent: std::cell::RefCell<Option<(u64, Text, u64)>>,
 }
 
 impl<'t> WriteTables<'t> {
@@ -303,6 +309,7 @@ impl<'t> WriteTables<'t> {
             log: Some(Vec::new()),
             counters: Vec::new(),
             staged: Staged::default(),
+            spo_absent: Default::default(),
         })
     }
 
@@ -459,7 +466,7 @@ impl<'t> WriteTables<'t> {
 
     /// [`WriteTables::bump_stat`] of a counter, its key written into a reused buffer
     /// (no allocation when the key is already pending, the usual case in a capsule).
-    fn bump(&mut self, stat: crate::Stat<'_>, delta: i64) -> StoreResult<()> {
+    fn bump_counter(&mut self, stat: crate::Stat<'_>, delta: i64) -> StoreResult<()> {
         use std::fmt::Write;
         let mut key = std::mem::take(&mut self.stat_key);
         key.clear();
@@ -491,12 +498,28 @@ impl<'t> WriteTables<'t> {
         Ok(())
     }
 
+    /// Remembers that the `spo` table has no `key` (the last such probe only), so
+    /// filing that link next needs no second lookup ([`WriteTables::check_spo_free`]).
+    /// Forgotten whenever staged keys go into the table.
+    fn note_absent(&self, key: (u64, &str, u64)) {
+        *self.spo_absent.borrow_mut() = Some((key.0, Text::from(key.1), key.2));
+    }
+
+    /// Whether the last probe of the `spo` table was for `key` and found nothing.
+    pub(crate) fn probed_absent(&self, key: (u64, &str, u64)) -> bool {
+        self.spo_absent
+            .borrow()
+            .as_ref()
+            .is_some_and(|(s, p, o)| (*s, p.as_str(), *o) == key)
+    }
+
     fn staged(&self) -> Option<&Staged> {
         Some(&self.staged)
     }
 
     /// Writes the staged records and `spo` keys into redb, each table in key order.
     fn write_staged(&mut self) -> StoreResult<()> {
+        self.spo_absent.get_mut().take();
         let staged = std::mem::take(&mut self.staged);
         let items: Vec<_> = staged.concepts.iter().collect();
         write_sorted(&mut self.concepts, &items, |id| *id, |b| b.as_slice())?;

@@ -1,0 +1,125 @@
+//! The audit log: every audited call recorded with its outcome, pages newest first,
+//! retention by count and age, and records kept across a reopen.
+
+mod common;
+use kip_engine::audit::AuditConfig;
+use kip_engine::{Access, Budget, Nexus};
+use kip_open::Open;
+use serde_json::{json, Value};
+use std::time::Duration;
+
+fn call(n: &Nexus, cmd: &str) -> Value {
+    n.execute_audited(
+        &json!({"command": cmd}),
+        Access::ReadWrite,
+        &Budget::default(),
+        "test",
+    )
+}
+
+fn ids(records: &[Value]) -> Vec<String> {
+    records
+        .iter()
+        .map(|r| r["id"].as_str().unwrap_or_default().to_string())
+        .collect()
+}
+
+#[test]
+fn calls_are_recorded_and_paged_newest_first() {
+    let n = common::nexus();
+    call(
+        &n,
+        r#"UPSERT { CONCEPT ?p { {type: "Person", name: "Ann"} SET ATTRIBUTES { person_class: "Human" } } }"#,
+    );
+    call(
+        &n,
+        r#"FIND(?p.name) WHERE { ?p {type: "Person", name: "Ann"} }"#,
+    );
+    call(&n, "FIND(?x WHERE");
+    n.execute_audited(
+        &json!({"commands": ["DESCRIBE PRIMER", "FIND(?p) WHERE { ?p {type: \"Nope\"} }"], "dry_run": false}),
+        Access::ReadOnly,
+        &Budget::default(),
+        "test",
+    );
+    n.memory_tool_audited("read_graph", &json!({}), "mcp")
+        .expect("tool");
+    let (all, next) = n.audit().list(None, 10).expect("list");
+    assert_eq!(next, None);
+    assert_eq!(ids(&all), ["5", "4", "3", "2", "1"]);
+    assert_eq!(all[4]["interface"], "test");
+    assert_eq!(all[4]["method"], "execute_kip");
+    assert_eq!(all[4]["outcome"], "ok");
+    assert!(all[4]["command"]
+        .as_str()
+        .is_some_and(|c| c.starts_with("UPSERT")));
+    assert!(all[4]["timestamp"]
+        .as_str()
+        .is_some_and(|t| t.ends_with('Z')));
+    assert!(all[4]["duration_ms"].as_f64().is_some());
+    assert_eq!(all[2]["outcome"], "error");
+    assert_eq!(all[2]["error_code"], "KIP_1001");
+    assert_eq!(all[1]["method"], "execute_kip_readonly");
+    assert_eq!(all[1]["commands_run"], 2);
+    assert_eq!(all[1]["errors"], 1);
+    assert_eq!(all[1]["commands"].as_array().map(Vec::len), Some(2));
+    assert_eq!(all[0]["method"], "read_graph");
+    assert_eq!(all[0]["interface"], "mcp");
+    // Pages of two.
+    let (p1, c1) = n.audit().list(None, 2).expect("page");
+    assert_eq!(ids(&p1), ["5", "4"]);
+    let (p2, c2) = n.audit().list(c1.as_deref(), 2).expect("page");
+    assert_eq!(ids(&p2), ["3", "2"]);
+    let (p3, c3) = n.audit().list(c2.as_deref(), 2).expect("page");
+    assert_eq!((ids(&p3), c3), (vec!["1".to_string()], None));
+    assert!(n.audit().list(Some("x"), 2).is_err());
+    // Unaudited calls are not recorded.
+    n.execute_json(&json!({"command": "DESCRIBE PRIMER"}), Access::ReadOnly);
+    assert_eq!(n.audit().list(None, 100).expect("list").0.len(), 5);
+}
+
+#[test]
+fn retention_keeps_the_newest_by_count_and_by_age() {
+    let n = common::nexus();
+    n.audit().configure(AuditConfig {
+        max_entries: 5,
+        max_age: None,
+    });
+    for _ in 0..12 {
+        call(&n, "DESCRIBE PRIMER");
+    }
+    let (kept, _) = n.audit().list(None, 100).expect("list");
+    assert_eq!(ids(&kept), ["12", "11", "10", "9", "8"]);
+    n.audit().configure(AuditConfig {
+        max_entries: 1_000,
+        max_age: Some(Duration::from_millis(600)),
+    });
+    std::thread::sleep(Duration::from_millis(800));
+    call(&n, "DESCRIBE PRIMER");
+    call(&n, "DESCRIBE PRIMER");
+    let (kept, _) = n.audit().list(None, 100).expect("list");
+    assert_eq!(ids(&kept), ["14", "13"]);
+}
+
+#[test]
+fn records_survive_a_reopen() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    {
+        let n = Nexus::open(dir.path()).expect("open");
+        call(&n, "DESCRIBE PRIMER");
+        call(
+            &n,
+            r#"UPSERT { CONCEPT ?p { {type: "Person", name: "Bo"} SET ATTRIBUTES { person_class: "Human" } } }"#,
+        );
+    }
+    let n = Nexus::open(dir.path()).expect("reopen");
+    call(&n, "DESCRIBE DOMAINS");
+    let (all, _) = n.audit().list(None, 10).expect("list");
+    assert_eq!(
+        ids(&all),
+        ["3", "2", "1"],
+        "numbering goes on after a reopen"
+    );
+    assert_eq!(all[2]["command"], "DESCRIBE PRIMER");
+    assert_eq!(n.check_integrity().expect("check"), Vec::<String>::new());
+}
