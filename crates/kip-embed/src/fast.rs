@@ -11,7 +11,7 @@
 //! (row per output), so a query streams 21 MB instead of 42 MB and no operand is copied
 //! (back-to-back queries find them in a 32 MiB last-level cache; a search in between
 //! evicts them, which is most of what a query embedding costs inside a server:
-//! docs/performance.md, "Session 20"). Each row
+//! docs/performance-history.md, "Session 20"). Each row
 //! is widened back to `f32` before use and every sum is computed in `f32`, so the
 //! vectors stay within rounding of the reference implementation (golden test: cosine
 //! >= 0.999; against the candle path, tests in this crate: >= 0.9999).
@@ -20,7 +20,7 @@
 //! instruction set too, with sums kept in eight lanes and `exp`/`erf` written without
 //! library calls, so that it vectorizes: scalar, it was a third of a query's time
 //! (libm's `erff` alone 16%); a 3-word query went from 2.6 to 1.6-1.9 ms, a paragraph
-//! from 19.3 to 12.8 ms (embed_bench, docs/performance.md "Session 21").
+//! from 19.3 to 12.8 ms (embed_bench, docs/performance-history.md "Session 21").
 //!
 //! Batches (the background worker's embeddings) take this path too for their texts of
 //! at most 64 tokens, several texts per forward pass (their rows side by side in every

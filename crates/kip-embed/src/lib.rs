@@ -197,7 +197,7 @@ pub fn dot_i8(a: &[f32], b: &[i8]) -> f32 {
 /// [`dot_i8`] compiled for the best instruction set this CPU has (AVX2 and FMA where
 /// present, chosen at run time by `pulp`) instead of the x86-64 baseline (SSE2) the
 /// binary is built for: the same arithmetic lane for lane, so the same result, about
-/// twice as fast (docs/performance.md, "Semantic recall"). Not `#[inline]` on purpose:
+/// twice as fast (docs/performance-history.md, "Vector dot products compiled for the CPU at run time"). Not `#[inline]` on purpose:
 /// compiled here, with this crate's optimization level, also in test builds of callers.
 pub fn dot_i8_wide(a: &[f32], b: &[i8]) -> f32 {
     struct Op<'a>(&'a [f32], &'a [i8]);

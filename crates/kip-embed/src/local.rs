@@ -320,7 +320,7 @@ impl LocalEmbedder {
 /// operation, and without `RAYON_NUM_THREADS` it counts the physical cores again each
 /// time, which on Linux reads `/proc/cpuinfo`: dozens of reads for one query text. With
 /// the variable set, a query of a few words or a sentence embeds 1.2-1.4x faster
-/// (docs/performance.md, "Semantic recall"); batches are unchanged. The thread count is
+/// (docs/performance-history.md, "Session 16"); batches are unchanged. The thread count is
 /// the one rayon would choose (candle would count physical cores, the same on machines
 /// without SMT).
 ///

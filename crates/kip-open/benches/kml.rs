@@ -3,7 +3,7 @@
 //!   1,000 blocks (one transaction per capsule). Scale with `KIP_BENCH_CONCEPTS`.
 //! - `small_upsert`: one new concept + one link, one transaction each.
 //!
-//! Run with `cargo bench -p kip-engine --bench kml`.
+//! Run with `cargo bench -p kip-open --bench kml`.
 #![allow(missing_docs)] // criterion_group! generates undocumented items
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};

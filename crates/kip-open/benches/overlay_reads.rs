@@ -7,7 +7,7 @@
 //! per transaction). `incoming_links` asks for the links into one entity (an `osp` scan
 //! through the overlay); `type_scan_page` pages through a type (`concept_type`).
 //!
-//! Run with `cargo bench -p kip-engine --bench overlay_reads`.
+//! Run with `cargo bench -p kip-open --bench overlay_reads`.
 #![allow(missing_docs)] // criterion_group! generates undocumented items
 
 use criterion::{criterion_group, criterion_main, Criterion};

@@ -1,4 +1,4 @@
-//! What the audit log costs a write: `cargo run --release -p kip-engine --example
+//! What the audit log costs a write: `cargo run --release -p kip-open --example
 //! audit_bench -- [ROUNDS] [PER_ROUND]`. On one on-disk nexus, alternates rounds of
 //! small UPSERTs (each its own durable statement) run unaudited and audited, and prints
 //! the median time per UPSERT of each mode and their ratio.

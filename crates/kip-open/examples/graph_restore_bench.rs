@@ -1,4 +1,4 @@
-//! What a saved vector graph saves: `cargo run --release -p kip-engine --example
+//! What a saved vector graph saves: `cargo run --release -p kip-open --example
 //! graph_restore_bench -- [N] [DIR]`. Writes N concepts into a data directory (a fresh
 //! temporary one, or DIR), embeds them with a fast synthetic 384-dimension embedder
 //! (vectors clustered around 2,000 centres by the concept's number: the model is not

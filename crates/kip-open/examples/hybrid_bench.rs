@@ -1,5 +1,5 @@
 //! A SEARCH by meaning through KIP, as an agent sends it, on a memory of N concepts:
-//! `cargo run --release -p kip-engine --example hybrid_bench -- N MODEL_DIR CACHE
+//! `cargo run --release -p kip-open --example hybrid_bench -- N MODEL_DIR CACHE
 //! [DATA_DIR]`.
 //!
 //! The concepts are N memory-like sentences (type `Note`, name `n<i>`, the sentence as

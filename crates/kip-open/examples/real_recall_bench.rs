@@ -1,4 +1,4 @@
-//! The vector graph on real embeddings: `cargo run --release -p kip-engine --example
+//! The vector graph on real embeddings: `cargo run --release -p kip-open --example
 //! real_recall_bench -- N MODEL_DIR [CACHE_FILE]`. Generates N short memory-like
 //! sentences from a seeded vocabulary of everyday English, embeds them with the local
 //! model (a sentence-transformers directory, e.g. target/models/all-MiniLM-L6-v2; the

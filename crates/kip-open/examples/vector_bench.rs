@@ -1,4 +1,4 @@
-//! Vector recall and speed: `cargo run --release -p kip-engine --example vector_bench --
+//! Vector recall and speed: `cargo run --release -p kip-open --example vector_bench --
 //! [N] [MODEL_DIR]`. Loads N synthetic 384-dimension unit vectors (clustered around
 //! 2,000 centres, like embeddings of texts on many topics) into a nexus's vector index,
 //! waits for the HNSW graph, then reports the build time, recall@10 of the graph
