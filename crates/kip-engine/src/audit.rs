@@ -187,10 +187,7 @@ impl Audit {
         if let Value::Object(m) = &mut entry {
             let mut full = serde_json::Map::new();
             full.insert("id".into(), json!(seq.to_string()));
-            full.insert(
-                "timestamp".into(),
-                json!(crate::brain::time::format(SystemTime::now())),
-            );
+            full.insert("timestamp".into(), json!(crate::time::now_text()));
             full.extend(std::mem::take(m));
             entry = Value::Object(full);
         }
@@ -220,8 +217,8 @@ impl Audit {
             from: 0,
         };
         if let Some(age) = config.max_age {
-            let cutoff = crate::brain::time::format(
-                SystemTime::now()
+            let cutoff = crate::time::format(
+                crate::time::now()
                     .checked_sub(age)
                     .unwrap_or(SystemTime::UNIX_EPOCH),
             );

@@ -29,6 +29,7 @@ pub mod outcome;
 pub mod progress;
 pub mod schema;
 pub mod semantic;
+pub mod time;
 pub use kip_storage as store;
 pub use kip_storage::throttle;
 

@@ -2,7 +2,7 @@
 //! the required attributes of type definitions (`KIP_2003`) and the protected core
 //! (`KIP_3004`, DECISIONS.md item 7).
 
-use crate::store::{ConceptRecord, GraphRead, StoreResult};
+use crate::store::{ConceptRecord, GraphRead, StoreResult, DOMAIN_PREDICATE};
 use kip_lang::{ErrorCode, KipError};
 use serde_json::{Map, Value};
 
@@ -318,6 +318,21 @@ pub fn is_system_actor(c: &ConceptRecord) -> bool {
     c.concept_type == "Person" && (c.name == "$self" || c.name == "$system")
 }
 
+/// True for a protected system *structure* as a whole (RC11 §4, `KIP_3004`): the
+/// protected concepts except the system actors, of which only the identity tuple
+/// (`type` + `name`) and `core_directives` are protected; their other attributes
+/// (`persona`, `strengths`, ...) are designed to evolve.
+fn is_protected_structure(c: &ConceptRecord) -> bool {
+    is_protected(c) && !is_system_actor(c)
+}
+
+/// True for a Genesis link: `belongs_to_domain` between two protected concepts (every
+/// link the Genesis capsule makes is one). A link an agent draws between protected
+/// concepts with another predicate (`$self prefers $system`) is an ordinary link.
+pub fn is_genesis_link(subject: &ConceptRecord, predicate: &str, object: &ConceptRecord) -> bool {
+    predicate == DOMAIN_PREDICATE && is_protected(subject) && is_protected(object)
+}
+
 /// A change to the graph, as the protection rules see it.
 #[derive(Debug, Clone, Copy)]
 pub enum Mutation<'a> {
@@ -348,6 +363,22 @@ pub enum Mutation<'a> {
         /// The object.
         object: &'a ConceptRecord,
     },
+    /// An UPDATE matched this concept (RC11 §4.3: matching a protected structure fails
+    /// the statement; each attribute it changes is then checked as a
+    /// [`Mutation::SetAttribute`]).
+    UpdateConcept(&'a ConceptRecord),
+    /// An UPDATE matched a link between two concepts.
+    UpdateLink {
+        /// The subject.
+        subject: &'a ConceptRecord,
+        /// The predicate.
+        predicate: &'a str,
+        /// The object.
+        object: &'a ConceptRecord,
+    },
+    /// A MERGE names this concept as its source or target (DECISIONS.md item 36:
+    /// either position; a merge deletes or rewrites an identity).
+    Merge(&'a ConceptRecord),
 }
 
 /// The one place the protected core is enforced (`KIP_3004`): KML (UPSERT, DELETE) and
@@ -383,13 +414,39 @@ pub fn check_mutation(m: Mutation<'_>) -> Result<(), KipError> {
             subject,
             predicate,
             object,
-        } if is_protected(subject) && is_protected(object) => Err(immutable(format!(
+        } if is_genesis_link(subject, predicate, object) => Err(immutable(format!(
             "ImmutableTarget: the link ({}, \"{predicate}\", {}) between protected system concepts cannot be deleted",
             subject.name, object.name
         ))),
-        _ => Ok(()),
+        Mutation::UpdateConcept(c) if is_protected_structure(c) => Err(immutable(format!(
+            "ImmutableTarget: the UPDATE matches {{type: \"{}\", name: \"{}\"}}, a protected system structure",
+            c.concept_type, c.name
+        ))
+        .with_hint(UPDATE_HINT)),
+        Mutation::UpdateLink {
+            subject,
+            predicate,
+            object,
+        } if is_genesis_link(subject, predicate, object) => Err(immutable(format!(
+            "ImmutableTarget: the UPDATE matches the link ({}, \"{predicate}\", {}), a protected system structure",
+            subject.name, object.name
+        ))
+        .with_hint(UPDATE_HINT)),
+        Mutation::Merge(c) if is_protected(c) => Err(immutable(format!(
+            "ImmutableTarget: {{type: \"{}\", name: \"{}\"}} is a protected system concept and cannot be merged",
+            c.concept_type, c.name
+        ))),
+        Mutation::DeleteConcept(_)
+        | Mutation::SetAttribute { .. }
+        | Mutation::Retype { .. }
+        | Mutation::DeleteLink { .. }
+        | Mutation::UpdateConcept(_)
+        | Mutation::UpdateLink { .. }
+        | Mutation::Merge(_) => Ok(()),
     }
 }
+
+const UPDATE_HINT: &str = "narrow the WHERE pattern so that it leaves out the protected system structures (meta-types, the Domain type, belongs_to_domain, core domains, and the Genesis links between them); $self's and $system's ordinary attributes may be updated, their core_directives never";
 
 /// The `KIP_3004` error for a protected target.
 pub fn immutable(what: impl Into<String>) -> KipError {
@@ -467,6 +524,33 @@ mod tests {
             object: &core,
         };
         assert_eq!(code(m), Ok(()));
+        // An agent's own link between protected concepts is not a Genesis link.
+        let system = concept("Person", "$system");
+        let m = Mutation::DeleteLink {
+            subject: &me,
+            predicate: "prefers",
+            object: &system,
+        };
+        assert_eq!(code(m), Ok(()));
+        let m = Mutation::UpdateLink {
+            subject: &me,
+            predicate: "prefers",
+            object: &system,
+        };
+        assert_eq!(code(m), Ok(()));
+        let m = Mutation::UpdateLink {
+            subject: &me,
+            predicate: "belongs_to_domain",
+            object: &core,
+        };
+        assert_eq!(code(m), Err("KIP_3004"));
+        // UPDATE: $self is matched (its attributes are checked one by one), a core
+        // domain is not; MERGE refuses every protected concept.
+        assert_eq!(code(Mutation::UpdateConcept(&me)), Ok(()));
+        assert_eq!(code(Mutation::UpdateConcept(&core)), Err("KIP_3004"));
+        assert_eq!(code(Mutation::UpdateConcept(&someone)), Ok(()));
+        assert_eq!(code(Mutation::Merge(&me)), Err("KIP_3004"));
+        assert_eq!(code(Mutation::Merge(&someone)), Ok(()));
     }
 
     #[test]

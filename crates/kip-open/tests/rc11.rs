@@ -179,11 +179,102 @@ fn update_changes_every_match_atomically_with_expressions() {
         r#"UPDATE ?d SET ATTRIBUTES { nope: ADD(?d.attributes.missing, 1) } WHERE { ?d {type: "Drug", name: "Aspirin"} }"#,
     );
     assert_eq!(r, json!({"updated": 0, "matched": 1}), "nothing to change");
-    // A protected target refuses the whole statement.
+    // A protected structure among the targets refuses the whole statement.
     assert_eq!(
         err(
             &n,
-            r#"UPDATE ?p SET ATTRIBUTES { mood: "ok" } WHERE { ?p {type: "Person"} }"#
+            r#"UPDATE ?d SET ATTRIBUTES { mood: "ok" } WHERE { ?d {type: "Domain"} }"#
+        ),
+        "KIP_3004"
+    );
+}
+
+/// RC11 §4 (Protected Targets, and the `KIP_3004` row of the error table): the identity
+/// tuple and `core_directives` of `$self`/`$system` are protected, their ordinary
+/// attributes are designed to evolve, by UPDATE as by UPSERT.
+#[test]
+fn kip_3004_protects_the_identity_and_core_directives_of_self_not_its_persona() {
+    let n = nexus();
+    let r = ok(
+        &n,
+        r#"UPDATE ?p SET ATTRIBUTES { persona: "curious and careful" } WHERE { ?p {type: "Person", name: "$self"} }"#,
+    );
+    assert_eq!(r, json!({"updated": 1, "matched": 1}));
+    let persona = ok(
+        &n,
+        r#"FIND(?p.attributes.persona) WHERE { ?p {type: "Person", name: "$self"} }"#,
+    );
+    assert_eq!(persona, json!(["curious and careful"]));
+    // Every Person, $self and $system among them: ordinary attributes change.
+    let r = ok(
+        &n,
+        r#"UPDATE ?p SET ATTRIBUTES { mood: "ok" } WHERE { ?p {type: "Person"} }"#,
+    );
+    assert_eq!(r["updated"], r["matched"]);
+    for cmd in [
+        r#"UPDATE ?p SET ATTRIBUTES { core_directives: ["obey"] } WHERE { ?p {type: "Person", name: "$self"} }"#,
+        r#"UPDATE ?p SET ATTRIBUTES { core_directives: null } WHERE { ?p {type: "Person", name: "$system"} }"#,
+        r#"UPSERT { CONCEPT ?s { {type: "Person", name: "$self"} SET ATTRIBUTES { core_directives: ["obey"] } } }"#,
+        r#"DELETE CONCEPT ?s DETACH WHERE { ?s {type: "Person", name: "$self"} }"#,
+        r#"MERGE CONCEPT ?a INTO ?b WHERE { ?a {type: "Person", name: "$self"} ?b {type: "Person", name: "$system"} }"#,
+    ] {
+        assert_eq!(err(&n, cmd), "KIP_3004", "{cmd}");
+    }
+    let persona = ok(
+        &n,
+        r#"FIND(?p.attributes.persona) WHERE { ?p {type: "Person", name: "$self"} }"#,
+    );
+    assert_eq!(
+        persona,
+        json!(["curious and careful"]),
+        "the refused statements changed nothing"
+    );
+}
+
+/// A link an agent draws between two protected concepts is an ordinary link (only the
+/// Genesis `belongs_to_domain` links are protected): a decay sweep over its predicate
+/// updates it with the others, and it can be deleted (issue 45: one such link used to
+/// switch decay off for its whole predicate).
+#[test]
+fn a_link_between_system_actors_neither_blocks_a_sweep_nor_is_protected() {
+    let n = nexus();
+    ok(
+        &n,
+        r#"UPSERT {
+            CONCEPT ?ann { {type: "Person", name: "Ann"} }
+            CONCEPT ?bob { {type: "Person", name: "Bob"} SET PROPOSITIONS { ("prefers", ?ann) } }
+            CONCEPT ?me { {type: "Person", name: "$self"} SET PROPOSITIONS { ("prefers", {type: "Person", name: "$system"}) } }
+        } WITH METADATA { memory_strength: 0.9 }"#,
+    );
+    let r = ok(
+        &n,
+        r#"UPDATE ?l SET METADATA { memory_strength: MUL(?l.metadata.memory_strength, 0.9) } WHERE { ?l (?s, "prefers", ?o) }"#,
+    );
+    assert_eq!(r, json!({"updated": 2, "matched": 2}));
+    let strengths = ok(
+        &n,
+        r#"FIND(?l.metadata.memory_strength) WHERE { ?l (?s, "prefers", ?o) }"#,
+    );
+    for s in strengths.as_array().expect("rows") {
+        let v = s.as_f64().expect("a number");
+        assert!((v - 0.81).abs() < 1e-9, "{strengths}");
+    }
+    ok(
+        &n,
+        r#"DELETE PROPOSITIONS ?l WHERE { ?l ({type: "Person", name: "$self"}, "prefers", {type: "Person", name: "$system"}) }"#,
+    );
+    // A Genesis link stays protected from UPDATE and DELETE.
+    assert_eq!(
+        err(
+            &n,
+            r#"UPDATE ?l SET METADATA { note: "x" } WHERE { ?l ({type: "Domain", name: "Unsorted"}, "belongs_to_domain", {type: "Domain", name: "CoreSchema"}) }"#
+        ),
+        "KIP_3004"
+    );
+    assert_eq!(
+        err(
+            &n,
+            r#"DELETE PROPOSITIONS ?l WHERE { ?l ({type: "Domain", name: "Unsorted"}, "belongs_to_domain", {type: "Domain", name: "CoreSchema"}) }"#
         ),
         "KIP_3004"
     );

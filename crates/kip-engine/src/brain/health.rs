@@ -2,9 +2,9 @@
 //! from one read snapshot, and the TTL eligibility rules of Phase 9 it shares with the
 //! sleep cycle.
 
-use super::time;
 use crate::schema::{self, CONCEPT_TYPE, PROPOSITION_TYPE};
 use crate::store::{ConceptRecord, ElemRef, GraphRead, PropRecord, StoreResult};
+use crate::time::{self, expired};
 use kip_lang::KipError;
 use serde::Serialize;
 use serde_json::Value;
@@ -189,15 +189,6 @@ fn attr_str<'a>(c: &'a ConceptRecord, k: &str) -> Option<&'a str> {
 
 fn meta_str<'a>(m: &'a serde_json::Map<String, Value>, k: &str) -> Option<&'a str> {
     m.get(k).and_then(Value::as_str)
-}
-
-/// Whether `c` is expired as of `now` (`None`: its `expires_at` is not a timestamp).
-fn expired(m: &serde_json::Map<String, Value>, now: SystemTime) -> Option<bool> {
-    match m.get("expires_at") {
-        None | Some(Value::Null) => Some(false),
-        Some(Value::String(s)) => time::is_before(s, now),
-        Some(_) => None,
-    }
 }
 
 /// Whether a concept is still in use: not archived and not expired.

@@ -8,8 +8,10 @@
 //!   each write an ordinary KIP statement authored by `$system`.
 
 pub mod health;
+pub mod reclaim;
 pub mod sleep;
-pub mod time;
+/// The engine's time module, where the brain's timestamps are read and written.
+pub use crate::time;
 
 pub use health::{health, Health};
 pub use sleep::{SleepOptions, SleepReport};

@@ -16,6 +16,7 @@
 //! With `dry_run` the reads run and every write is listed, not applied.
 
 use super::health::{self, ConceptRef, Health, LinkVerdict, Verdict};
+use super::reclaim::{Planned, Reclaimed};
 use super::time;
 use crate::envelope::Response;
 use crate::nexus::Nexus;
@@ -148,6 +149,9 @@ pub struct SleepReport {
     pub review_tasks: Vec<String>,
     /// Whether the per-cycle deletion cap left eligible elements for the next cycle.
     pub cap_reached: bool,
+    /// Planned deletions not made: the element stopped being eligible between the plan
+    /// and its deletion (checked in the deleting transaction).
+    pub skipped: Vec<Skipped>,
     /// Problems met (failed statements, unreadable timestamps).
     pub issues: Vec<String>,
     /// Every write, in order.
@@ -155,6 +159,15 @@ pub struct SleepReport {
     /// The language-model phases run before the deterministic ones, when there were.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub llm_phase: Option<Value>,
+}
+
+/// A planned deletion the cycle did not make, and why.
+#[derive(Debug, Clone, Serialize)]
+pub struct Skipped {
+    /// The element (`C:n` or `P:n`).
+    pub id: String,
+    /// Why it was kept.
+    pub reason: String,
 }
 
 struct Cycle<'a> {
@@ -309,50 +322,51 @@ impl Cycle<'_> {
         let now = self.now;
         let (concepts, links, open_reviews) = self.nexus.read(|r| audit(r, now))?;
         let until = self.ts(now.checked_add(self.opts.ttl_extension).unwrap_or(now));
-        let now_s = self.ts(now);
         let mut budget = self.opts.max_reclaim;
-        let mut doomed: Vec<(ConceptRef, usize)> = Vec::new();
-        let mut doomed_links: Vec<String> = Vec::new();
+        let mut doomed: Vec<(ConceptRef, Planned)> = Vec::new();
+        let mut doomed_links: Vec<Planned> = Vec::new();
         let mut extend: Vec<ConceptRef> = Vec::new();
         let mut extend_links: Vec<String> = Vec::new();
         let mut review: Vec<ConceptRef> = Vec::new();
-        for (c, v, incident) in concepts {
-            match v {
-                Verdict::Delete => {
-                    if incident < budget {
-                        budget -= 1 + incident;
-                        doomed.push((c, incident));
+        for (c, v, plan) in concepts {
+            match (v, plan) {
+                (Verdict::Delete, Some(plan)) => {
+                    if plan.size() <= budget {
+                        budget -= plan.size();
+                        doomed.push((c, plan));
                     } else {
                         self.report.cap_reached = true;
                     }
                 }
-                Verdict::ExtendPending | Verdict::ExtendSoleEvidence => extend.push(c),
-                Verdict::Review => {
-                    if !open_reviews.contains(&(c.concept_type.clone(), c.name.clone()))
-                        && review.len() < REVIEW_TASKS_MAX
-                    {
-                        review.push(c);
+                (v, _) => match v {
+                    Verdict::ExtendPending | Verdict::ExtendSoleEvidence => extend.push(c),
+                    Verdict::Review => {
+                        if !open_reviews.contains(&(c.concept_type.clone(), c.name.clone()))
+                            && review.len() < REVIEW_TASKS_MAX
+                        {
+                            review.push(c);
+                        }
                     }
-                }
-                Verdict::Unreadable => self.report.issues.push(format!(
-                    "{} {:?}: metadata.expires_at is not a timestamp",
-                    c.concept_type, c.name
-                )),
-                Verdict::Keep | Verdict::Protected => {}
+                    Verdict::Unreadable => self.report.issues.push(format!(
+                        "{} {:?}: metadata.expires_at is not a timestamp",
+                        c.concept_type, c.name
+                    )),
+                    Verdict::Keep | Verdict::Protected | Verdict::Delete => {}
+                },
             }
         }
-        for (id, v) in links {
-            match v {
-                LinkVerdict::Delete => {
-                    if budget > 0 {
-                        budget -= 1;
-                        doomed_links.push(id);
+        for (id, v, plan) in links {
+            match (v, plan) {
+                (LinkVerdict::Delete, Some(plan)) => {
+                    if plan.size() <= budget {
+                        budget -= plan.size();
+                        doomed_links.push(plan);
                     } else {
                         self.report.cap_reached = true;
                     }
                 }
-                LinkVerdict::ExtendPending => extend_links.push(id),
-                LinkVerdict::Keep | LinkVerdict::Protected => {}
+                (LinkVerdict::ExtendPending, _) => extend_links.push(id),
+                (LinkVerdict::Keep | LinkVerdict::Protected | LinkVerdict::Delete, _) => {}
             }
         }
         for c in &extend {
@@ -391,57 +405,84 @@ impl Cycle<'_> {
         if doomed.is_empty() && doomed_links.is_empty() {
             return Ok(());
         }
-        // Log before deleting (Safety Rules).
+        // Log before deleting (Safety Rules): every element and every link its
+        // deletion takes along; nothing outside this plan is deleted.
         let plan = json!({
             "timestamp": self.report.cycle_start,
             "trigger": self.report.trigger,
             "phase": "ttl_reclamation",
             "about_to_delete": {
-                "concepts": doomed.iter().map(|(c, _)| json!({"id": c.id, "type": c.concept_type, "name": c.name})).collect::<Vec<_>>(),
-                "propositions": doomed_links,
+                "concepts": doomed.iter().map(|(c, p)| json!({"id": c.id, "type": c.concept_type, "name": c.name, "with_links": p.with_links})).collect::<Vec<_>>(),
+                "propositions": doomed_links.iter().map(|p| json!({"id": p.id, "with_links": p.with_links})).collect::<Vec<_>>(),
             },
         });
         self.append_log(plan, false)?;
-        for (c, _) in doomed {
-            let r = self.write(
-                "ttl_reclamation",
-                "DELETE CONCEPT ?n DETACH\nWHERE {\n  ?n {type: :type, name: :name}\n  FILTER(IS_NOT_NULL(?n.metadata.expires_at))\n  FILTER(?n.metadata.expires_at < :now)\n}".into(),
-                json!({"type": c.concept_type, "name": c.name, "now": now_s}),
-            );
-            if let Some(r) = r {
-                if r.get("deleted_concepts")
-                    .and_then(Value::as_u64)
-                    .unwrap_or(0)
-                    > 0
-                {
-                    self.report.deleted_propositions += r
-                        .get("deleted_propositions")
-                        .and_then(Value::as_u64)
-                        .unwrap_or(0);
-                    self.report.deleted_concepts.push(c);
-                }
-            } else if self.opts.dry_run {
+        for (c, p) in doomed {
+            if self.delete_planned(&p) {
                 self.report.deleted_concepts.push(c);
             }
         }
-        for id in doomed_links {
-            let r = self.write(
-                "ttl_reclamation",
-                "DELETE PROPOSITIONS ?link\nWHERE {\n  ?link (id: :id)\n  FILTER(IS_NOT_NULL(?link.metadata.expires_at))\n  FILTER(?link.metadata.expires_at < :now)\n}".into(),
-                json!({"id": id, "now": now_s}),
-            );
-            match r {
-                Some(r) => {
-                    self.report.deleted_propositions += r
-                        .get("deleted_propositions")
-                        .and_then(Value::as_u64)
-                        .unwrap_or(0);
-                }
-                None if self.opts.dry_run => self.report.deleted_propositions += 1,
-                None => {}
-            }
+        for p in doomed_links {
+            self.delete_planned(&p);
         }
         Ok(())
+    }
+
+    /// Runs (or, in a dry run, lists) one planned deletion, re-checked in its own
+    /// transaction ([`super::reclaim::delete_if_still_eligible`]); whether the element was
+    /// deleted (in a dry run: would be).
+    fn delete_planned(&mut self, p: &Planned) -> bool {
+        let command = if p.key.is_some() {
+            "DELETE CONCEPT ?n DETACH WHERE { ?n {id: :id} }"
+        } else {
+            "DELETE PROPOSITIONS ?link WHERE { ?link (id: :id) }"
+        };
+        let mut st = Statement {
+            phase: "ttl_reclamation",
+            command: command.into(),
+            parameters: json!({"id": p.id, "with_links": p.with_links}),
+            applied: false,
+            result: None,
+            error: None,
+        };
+        let deleted = if self.opts.dry_run {
+            self.report.deleted_propositions +=
+                p.with_links.len() as u64 + u64::from(p.key.is_none());
+            true
+        } else {
+            st.applied = true;
+            match self.nexus.reclaim(p, self.now) {
+                Ok(Reclaimed::Deleted {
+                    concepts,
+                    propositions,
+                }) => {
+                    self.report.deleted_propositions += propositions;
+                    st.result = Some(
+                        json!({"deleted_concepts": concepts, "deleted_propositions": propositions}),
+                    );
+                    concepts > 0 || propositions > 0
+                }
+                Ok(Reclaimed::Skipped(reason)) => {
+                    st.result = Some(json!({"skipped": reason}));
+                    self.report.skipped.push(Skipped {
+                        id: p.id.clone(),
+                        reason,
+                    });
+                    false
+                }
+                Err(e) => {
+                    self.report.issues.push(format!(
+                        "ttl_reclamation: {} ({})",
+                        e.message,
+                        e.code.as_str()
+                    ));
+                    st.error = Some(err_json(&e));
+                    false
+                }
+            }
+        };
+        self.report.statements.push(st);
+        deleted
     }
 
     /// Appends `entry` to `$system.attributes.maintenance_log` (read-merge-write under
@@ -511,8 +552,8 @@ fn audit(
     now: SystemTime,
 ) -> Result<
     (
-        Vec<(ConceptRef, Verdict, usize)>,
-        Vec<(String, LinkVerdict)>,
+        Vec<(ConceptRef, Verdict, Option<Planned>)>,
+        Vec<(String, LinkVerdict, Option<Planned>)>,
         std::collections::HashSet<(String, String)>,
     ),
     KipError,
@@ -547,22 +588,21 @@ fn audit(
         if v == Verdict::Keep {
             continue;
         }
-        let mut incident = 0usize;
-        let at = ElemRef::Concept(id);
-        r.scan_out(at, None, &mut |_, _, _| {
-            incident += 1;
-            Ok(true)
-        })?;
-        r.scan_in(at, None, &mut |_, _, _| {
-            incident += 1;
-            Ok(true)
-        })?;
+        let plan = if v == Verdict::Delete {
+            Some(Planned::concept(
+                r,
+                id,
+                (c.concept_type.clone(), c.name.clone()),
+            )?)
+        } else {
+            None
+        };
         let expires = c
             .metadata
             .get("expires_at")
             .and_then(Value::as_str)
             .and_then(time::parse);
-        concepts.push((expires, ConceptRef::of(id, &c), v, incident));
+        concepts.push((expires, ConceptRef::of(id, &c), v, plan));
     }
     concepts.sort_by(|a, b| a.0.cmp(&b.0).then(a.1.id.cmp(&b.1.id)));
     let mut pids = Vec::new();
@@ -583,13 +623,18 @@ fn audit(
                 .get("expires_at")
                 .and_then(Value::as_str)
                 .and_then(time::parse);
-            links.push((expires, ElemRef::Prop(id).id_string(), v));
+            let plan = if v == LinkVerdict::Delete {
+                Some(Planned::link(r, id)?)
+            } else {
+                None
+            };
+            links.push((expires, ElemRef::Prop(id).id_string(), v, plan));
         }
     }
     links.sort_by_key(|l| l.0);
     Ok((
         concepts.into_iter().map(|(_, c, v, n)| (c, v, n)).collect(),
-        links.into_iter().map(|(_, id, v)| (id, v)).collect(),
+        links.into_iter().map(|(_, id, v, p)| (id, v, p)).collect(),
         open_reviews,
     ))
 }
@@ -610,7 +655,7 @@ fn slug(s: &str) -> String {
 
 /// Runs one deterministic sleep cycle on `nexus` (see the module docs).
 pub fn run(nexus: &Nexus, opts: &SleepOptions) -> Result<SleepReport, KipError> {
-    let now = opts.now.unwrap_or_else(SystemTime::now);
+    let now = opts.now.unwrap_or_else(crate::time::now);
     let health = nexus.read(|r| health::health(r, now))?;
     let mut cycle = Cycle {
         nexus,
@@ -628,6 +673,7 @@ pub fn run(nexus: &Nexus, opts: &SleepOptions) -> Result<SleepReport, KipError> 
             extended: Vec::new(),
             review_tasks: Vec::new(),
             cap_reached: false,
+            skipped: Vec::new(),
             issues: Vec::new(),
             statements: Vec::new(),
             llm_phase: opts.llm_phase.clone(),
@@ -708,6 +754,6 @@ pub fn run(nexus: &Nexus, opts: &SleepOptions) -> Result<SleepReport, KipError> 
         entry["llm_phase"] = l;
     }
     cycle.append_log(entry, true)?;
-    cycle.report.finished_at = time::format(SystemTime::now());
+    cycle.report.finished_at = time::now_text();
     Ok(cycle.report)
 }

@@ -33,12 +33,7 @@ pub fn merge(g: &mut dyn GraphWrite, m: &Merge, limits: &QueryLimits) -> Result<
     // Protection first (DECISIONS.md item 36: either position), even for a merge of a
     // node into itself.
     for c in [&src, &tgt] {
-        if schema::is_protected(c) {
-            return Err(schema::immutable(format!(
-                "ImmutableTarget: {{type: \"{}\", name: \"{}\"}} is a protected system concept and cannot be merged",
-                c.concept_type, c.name
-            )));
-        }
+        schema::check_mutation(schema::Mutation::Merge(c))?;
     }
     if source == target {
         return Ok(

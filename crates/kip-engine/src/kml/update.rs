@@ -7,8 +7,10 @@
 //! (the order FIND returns them without ORDER BY; deterministic for a given store
 //! state), the first `LIMIT` of them; an UPDATE that would change more than
 //! [`MAX_UPDATE`] elements is refused (`KIP_4002`) before anything is written; a
-//! protected concept or Genesis link among the targets refuses the whole statement
-//! (`KIP_3004`). Arithmetic stays in integers while both operands are integers (and
+//! protected structure among the targets (a meta-type, core domain or Genesis link:
+//! [`schema::check_mutation`]) refuses the whole statement (`KIP_3004`); `$self` and
+//! `$system` may be matched, and each attribute the statement changes is checked
+//! (their `core_directives` never change). Arithmetic stays in integers while both operands are integers (and
 //! the result fits), otherwise it is done in 64-bit floating point; a result that is
 //! not a finite number is `null`, and an expression that yields `null` leaves its key
 //! as it was.
@@ -95,42 +97,29 @@ pub fn update(g: &mut dyn GraphWrite, u: &Update, limits: &QueryLimits) -> Resul
     Ok(json!({"updated": updated, "matched": matched}))
 }
 
-/// `KIP_3004` when `r` is a protected concept or a link between two of them.
+/// `KIP_3004` when `r` is a protected structure (the one rule: [`schema::check_mutation`]).
 fn check_not_protected(w: &mut Writer, r: ElemRef) -> Result<(), KipError> {
-    let protected = match r {
-        ElemRef::Concept(n) => w
-            .graph()
-            .concept(n)?
-            .filter(schema::is_protected)
-            .map(|c| format!("{{type: \"{}\", name: \"{}\"}}", c.concept_type, c.name)),
-        ElemRef::Prop(n) => match w.graph().prop(n)? {
-            Some(p) => match (p.subject, p.object) {
-                (ElemRef::Concept(s), ElemRef::Concept(o)) => {
-                    let (s, o) = (w.graph().concept(s)?, w.graph().concept(o)?);
-                    match (s, o) {
-                        (Some(s), Some(o))
-                            if schema::is_protected(&s) && schema::is_protected(&o) =>
-                        {
-                            Some(format!(
-                                "the link ({}, \"{}\", {})",
-                                s.name, p.predicate, o.name
-                            ))
-                        }
-                        _ => None,
+    match r {
+        ElemRef::Concept(n) => {
+            if let Some(c) = w.graph().concept(n)? {
+                schema::check_mutation(schema::Mutation::UpdateConcept(&c))?;
+            }
+        }
+        ElemRef::Prop(n) => {
+            if let Some(p) = w.graph().prop(n)? {
+                if let (ElemRef::Concept(s), ElemRef::Concept(o)) = (p.subject, p.object) {
+                    if let (Some(s), Some(o)) = (w.graph().concept(s)?, w.graph().concept(o)?) {
+                        schema::check_mutation(schema::Mutation::UpdateLink {
+                            subject: &s,
+                            predicate: &p.predicate,
+                            object: &o,
+                        })?;
                     }
                 }
-                _ => None,
-            },
-            None => None,
-        },
-    };
-    match protected {
-        Some(what) => Err(schema::immutable(format!(
-            "ImmutableTarget: the UPDATE matches {what}, a protected system structure"
-        ))
-        .with_hint("narrow the WHERE pattern so that it leaves out the protected system concepts ($self, $system, meta-types, core domains) and the links between them; change $self's own attributes with UPSERT")),
-        None => Ok(()),
+            }
+        }
     }
+    Ok(())
 }
 
 /// An element's attributes or metadata.

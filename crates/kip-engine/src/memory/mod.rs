@@ -91,7 +91,7 @@ pub struct EntityUpdate {
 
 /// The current time as ISO-8601 with milliseconds (`2026-01-02T03:04:05.678Z`).
 pub fn now() -> String {
-    humantime::format_rfc3339_millis(std::time::SystemTime::now()).to_string()
+    crate::time::now_text()
 }
 
 pub use crate::schema::{predicate_name, type_name};

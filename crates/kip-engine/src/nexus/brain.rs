@@ -61,7 +61,7 @@ impl Nexus {
 
     /// The health report of the memory as of now (see [`crate::brain::health()`]).
     pub fn health(&self) -> Result<crate::brain::Health, KipError> {
-        let now = std::time::SystemTime::now();
+        let now = crate::time::now();
         self.read(|r| crate::brain::health(r, now))
     }
 
@@ -88,6 +88,43 @@ impl Nexus {
             )
             .with_hint("wait for it to finish; its report lands in $system's maintenance_log")),
         }
+    }
+
+    /// Deletes what `p` plans if it is still eligible as of `now`, checked in the
+    /// deleting transaction ([`crate::brain::reclaim`]); recorded in the audit log as
+    /// the sleep cycle's work.
+    pub(crate) fn reclaim(
+        &self,
+        p: &crate::brain::reclaim::Planned,
+        now: std::time::SystemTime,
+    ) -> Result<crate::brain::reclaim::Reclaimed, KipError> {
+        use crate::brain::reclaim::{delete_if_still_eligible, Reclaimed};
+        let start = std::time::Instant::now();
+        let r = self.write(|w| delete_if_still_eligible(w, p, now), false);
+        if matches!(r, Ok(Reclaimed::Deleted { .. })) {
+            self.wrote.store(true, std::sync::atomic::Ordering::Relaxed);
+            if let Some(s) = &self.semantic {
+                s.nudge();
+            }
+        }
+        let response = match &r {
+            Ok(Reclaimed::Deleted {
+                concepts,
+                propositions,
+            }) => {
+                serde_json::json!({"result": {"deleted_concepts": concepts, "deleted_propositions": propositions}})
+            }
+            Ok(Reclaimed::Skipped(reason)) => serde_json::json!({"result": {"skipped": reason}}),
+            Err(e) => serde_json::json!({"error": e}),
+        };
+        self.audit.record(crate::audit::kip_entry(
+            "sleep",
+            "reclaim",
+            &serde_json::json!({"command": "DELETE (checked in its transaction)", "parameters": {"id": p.id, "with_links": p.with_links}}),
+            &response,
+            start.elapsed(),
+        ));
+        r
     }
 
     /// [`Nexus::sleep`] under a claim from [`Nexus::begin_sleep`].
