@@ -60,7 +60,7 @@ echo "== the test matrix's PostgreSQL leg: the suites again, every memory a test
 # (--workspace, not -p: the same feature set as the run above, so nothing is rebuilt.)
 KIP_TEST_BACKEND=postgres cargo test --workspace --locked \
   --test kql --test kml --test meta --test rc11 --test memory --test hardening \
-  --test robustness --test scans --test attr_index --test export --test semantic --test sleep_safety \
+  --test robustness --test scans --test attr_index --test export --test semantic --test sleep_safety --test exactly_once \
   --test brain --test audit --test concurrency --test corpus --test differential \
   --test recall_quality --test loop --test connections --test explorer --test http_api \
   --test sleeper --test cli --test memory_server --test mcp_clients --test mcp_app \
@@ -70,7 +70,7 @@ echo "== the test matrix's memory leg: the engine's statement suites on the cont
 KIP_TEST_BACKEND=memory cargo test --workspace --locked \
   --test kql --test kml --test meta --test rc11 --test memory --test hardening \
   --test robustness --test export --test attr_index --test brain --test audit \
-  --test concurrency --test sleep_safety
+  --test concurrency --test sleep_safety --test exactly_once
 
 echo "== wheel: build it, pip install it into a fresh venv, MCP smoke test through the installed kip"
 scripts/wheel-smoke.sh

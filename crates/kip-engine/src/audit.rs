@@ -34,6 +34,9 @@ pub const MAX_PAGE: usize = 100;
 /// Most records held in memory while the store refuses them (a full disk): the oldest
 /// are dropped beyond it, so a failing disk cannot grow the process without bound.
 pub const MAX_QUEUED: usize = 100_000;
+/// Largest record kept, in bytes: a bigger one (a batch of a hundred long commands)
+/// keeps its request cut to fit, with the request's size and CRC-32 digest.
+pub const MAX_RECORD: usize = 64 * 1024;
 
 /// What the log keeps.
 #[derive(Debug, Clone, Copy)]
@@ -42,6 +45,8 @@ pub struct AuditConfig {
     pub max_entries: u64,
     /// Records older than this are dropped (`None`: no age limit).
     pub max_age: Option<Duration>,
+    /// Bytes of records kept at most (the oldest are dropped; 0: no byte limit).
+    pub max_bytes: u64,
 }
 
 impl Default for AuditConfig {
@@ -49,16 +54,24 @@ impl Default for AuditConfig {
         AuditConfig {
             max_entries: 100_000,
             max_age: None,
+            max_bytes: 256 << 20,
         }
     }
 }
 
 impl AuditConfig {
-    /// The default, changed by `KIP_AUDIT_MAX_ENTRIES` (a count; 0 keeps no log) and
-    /// `KIP_AUDIT_MAX_AGE` (a duration such as `30d`), so every process using a data
-    /// directory applies the same retention when it is the one writing.
+    /// The default, changed by `KIP_AUDIT_MAX_ENTRIES` (a count; 0 keeps no log),
+    /// `KIP_AUDIT_MAX_AGE` (a duration such as `30d`) and `KIP_AUDIT_MAX_BYTES` (a
+    /// size in bytes; 0: no byte limit), so every process using a data directory
+    /// applies the same retention when it is the one writing.
     pub fn from_env() -> AuditConfig {
         let mut c = AuditConfig::default();
+        if let Some(n) = std::env::var("KIP_AUDIT_MAX_BYTES")
+            .ok()
+            .and_then(|v| v.trim().parse::<u64>().ok())
+        {
+            c.max_bytes = n;
+        }
         if let Some(n) = std::env::var("KIP_AUDIT_MAX_ENTRIES")
             .ok()
             .and_then(|v| v.trim().parse::<u64>().ok())
@@ -94,6 +107,9 @@ pub struct Audit {
     thread: Mutex<Option<std::thread::JoinHandle<()>>>,
     /// When records were last written durably.
     last_durable: Mutex<std::time::Instant>,
+    /// Bytes of the records in the store's log as this process last counted them (an
+    /// upper bound between exact counts: see [`Audit::byte_cut`]).
+    bytes: AtomicU64,
 }
 
 impl std::fmt::Debug for Audit {
@@ -123,9 +139,11 @@ impl Audit {
     /// gives a log that records nothing.
     pub fn start(store: Arc<dyn Backend>) -> Arc<Audit> {
         let mut last = 0u64;
-        let _ = store.audit_range(0, u64::MAX, true, &mut |seq, _| {
-            last = seq;
-            Ok(false)
+        let mut bytes = 0u64;
+        let _ = store.audit_range(0, u64::MAX, true, &mut |seq, b| {
+            last = last.max(seq);
+            bytes += b.len() as u64;
+            Ok(true)
         });
         let audit = Arc::new(Audit {
             store,
@@ -137,6 +155,7 @@ impl Audit {
             enabled: AtomicBool::new(true),
             thread: Mutex::new(None),
             last_durable: Mutex::new(std::time::Instant::now()),
+            bytes: AtomicU64::new(bytes),
         });
         let weak = Arc::downgrade(&audit);
         let handle = std::thread::Builder::new()
@@ -191,7 +210,7 @@ impl Audit {
             full.extend(std::mem::take(m));
             entry = Value::Object(full);
         }
-        let bytes = entry.to_string().into_bytes();
+        let bytes = bounded(entry).to_string().into_bytes();
         let mut q = lock(&self.queue);
         q.records.push((seq, bytes));
         if q.records.len() >= FLUSH_AT {
@@ -237,12 +256,15 @@ impl Audit {
                 })?;
             keep.from = first_young.unwrap_or(records.first().map_or(0, |r| r.0));
         }
+        let (byte_cut, kept_bytes) = self.byte_cut(config.max_bytes, &records)?;
+        keep.from = keep.from.max(byte_cut);
         let durable = force_durable || lock(&self.last_durable).elapsed() >= DURABLE_EVERY;
         match self.store.audit_append(&records, keep, durable) {
             Ok(()) => {
                 if durable {
                     *lock(&self.last_durable) = std::time::Instant::now();
                 }
+                self.bytes.store(kept_bytes, Ordering::Relaxed);
                 Ok(())
             }
             Err(crate::store::StoreError::Other(m)) if m.contains("no audit log") => {
@@ -262,6 +284,43 @@ impl Audit {
                 Err(e.into())
             }
         }
+    }
+
+    /// The byte limit: the lowest sequence number to keep so that the log, with
+    /// `incoming` appended, stays within `max_bytes`, and the bytes it then holds (as
+    /// far as this process counts: other processes sharing a PostgreSQL log append too,
+    /// and the count and age limits drop more). Cheap while the running count is below
+    /// the limit; past it the records are counted exactly, newest first (the incoming
+    /// ones, then the stored ones), and the log is cut to 90% of the limit so the next
+    /// flushes are cheap again.
+    fn byte_cut(
+        &self,
+        max_bytes: u64,
+        incoming: &[(u64, Vec<u8>)],
+    ) -> Result<(u64, u64), KipError> {
+        let new: u64 = incoming.iter().map(|r| r.1.len() as u64).sum();
+        let now = self.bytes.load(Ordering::Relaxed).saturating_add(new);
+        if max_bytes == 0 || now <= max_bytes {
+            return Ok((0, now));
+        }
+        let target = max_bytes / 10 * 9;
+        let mut kept = 0u64;
+        for (seq, b) in incoming.iter().rev() {
+            if kept + b.len() as u64 > target {
+                return Ok((seq + 1, kept));
+            }
+            kept += b.len() as u64;
+        }
+        let mut cut = 0u64;
+        self.store.audit_range(0, u64::MAX, true, &mut |seq, b| {
+            if kept + b.len() as u64 > target {
+                cut = seq + 1;
+                return Ok(false);
+            }
+            kept += b.len() as u64;
+            Ok(true)
+        })?;
+        Ok((cut, kept))
     }
 
     /// One page of the log, newest first: records before `cursor` (a record id from a
@@ -303,6 +362,35 @@ impl Audit {
         }
         let _ = self.flush_with(true);
     }
+}
+
+/// `entry` within [`MAX_RECORD`] bytes: a record over it keeps everything but its
+/// request (`command`, `commands`, `parameters`, `arguments`), which is replaced by
+/// `request_clipped` (the request's JSON cut to fit), `request_bytes` (its whole size)
+/// and `request_crc32` (the CRC-32 of its whole JSON, to tell two requests apart).
+fn bounded(mut entry: Value) -> Value {
+    let size = entry.to_string().len();
+    if size <= MAX_RECORD {
+        return entry;
+    }
+    let Value::Object(m) = &mut entry else {
+        return entry;
+    };
+    let mut request = serde_json::Map::new();
+    for key in ["command", "commands", "parameters", "arguments"] {
+        if let Some(v) = m.remove(key) {
+            request.insert(key.into(), v);
+        }
+    }
+    let text = Value::Object(request).to_string();
+    let room = MAX_RECORD.saturating_sub(size.saturating_sub(text.len()) + 256);
+    m.insert("request_clipped".into(), json!(clip(&text, room / 2)));
+    m.insert("request_bytes".into(), json!(text.len()));
+    m.insert(
+        "request_crc32".into(),
+        json!(format!("{:08x}", crc32fast::hash(text.as_bytes()))),
+    );
+    entry
 }
 
 /// The record of one `execute_kip` call: its interface (`mcp`, `http`, `cli`,

@@ -31,7 +31,16 @@ pub struct ExecuteRequest {
     pub batch: bool,
     /// Validate only, write nothing.
     pub dry_run: bool,
+    /// The request's id (`request_id`, optional): each write statement's outcome is
+    /// recorded under it in the statement's transaction, and a request sent again with
+    /// the same id (a forwarder re-sending after a failover, a client retrying) is
+    /// answered from the record instead of being applied twice. Forwarded requests get
+    /// one from the forwarding process when the client sent none.
+    pub request_id: Option<String>,
 }
+
+/// The longest `request_id` accepted, in bytes.
+pub const MAX_REQUEST_ID_BYTES: usize = 128;
 
 fn envelope_error(msg: impl Into<String>) -> KipError {
     KipError::syntax(msg).with_hint(
@@ -55,6 +64,21 @@ impl ExecuteRequest {
             Some(Value::Bool(b)) => *b,
             Some(_) => return Err(envelope_error("`dry_run` must be true or false")),
         };
+        let request_id = match obj.get("request_id") {
+            None | Some(Value::Null) => None,
+            Some(Value::String(id))
+                if !id.is_empty()
+                    && id.len() <= MAX_REQUEST_ID_BYTES
+                    && !id.chars().any(char::is_control) =>
+            {
+                Some(id.clone())
+            }
+            Some(_) => {
+                return Err(envelope_error(format!(
+                    "`request_id` must be a string of 1 to {MAX_REQUEST_ID_BYTES} bytes without control characters"
+                )))
+            }
+        };
         let command = obj.get("command").filter(|v| !v.is_null());
         let commands = obj.get("commands").filter(|v| !v.is_null());
         match (command, commands) {
@@ -65,7 +89,7 @@ impl ExecuteRequest {
                 // Name the keys it does have: a misspelt `command` is the usual cause.
                 let other: Vec<String> = obj
                     .keys()
-                    .filter(|k| !["parameters", "dry_run"].contains(&k.as_str()))
+                    .filter(|k| !["parameters", "dry_run", "request_id"].contains(&k.as_str()))
                     .take(8)
                     .map(|k| format!("`{k}`"))
                     .collect();
@@ -89,6 +113,7 @@ impl ExecuteRequest {
                     }],
                     batch: false,
                     dry_run,
+                    request_id,
                 })
             }
             (None, Some(cs)) => {
@@ -138,6 +163,7 @@ impl ExecuteRequest {
                     items,
                     batch: true,
                     dry_run,
+                    request_id,
                 })
             }
         }
@@ -246,11 +272,13 @@ impl BatchLimits {
 /// Runs a request with the batch semantics of the spec. `exec` runs one prepared
 /// command (honouring `dry_run`); everything else (envelope, parsing, binding,
 /// read-only refusal, stop-on-KML-error) is decided here.
-pub fn run<F>(req: &ExecuteRequest, access: Access, exec: F) -> Response
+pub fn run<F>(req: &ExecuteRequest, access: Access, mut exec: F) -> Response
 where
     F: FnMut(&Command, bool) -> Outcome,
 {
-    run_with(req, access, &BatchLimits::default(), exec)
+    run_with(req, access, &BatchLimits::default(), |_, cmd, dry_run| {
+        exec(cmd, dry_run)
+    })
 }
 
 /// [`run`] within `limits`: a batch over `max_commands` runs nothing (`KIP_4002`); a
@@ -265,7 +293,7 @@ pub fn run_with<F>(
     mut exec: F,
 ) -> Response
 where
-    F: FnMut(&Command, bool) -> Outcome,
+    F: FnMut(usize, &Command, bool) -> Outcome,
 {
     if req.items.len() > limits.max_commands {
         return Response::Single(Outcome::Err(
@@ -300,7 +328,7 @@ where
                 } else {
                     match bind_owned(cmd, &item.parameters) {
                         Err(e) => Outcome::Err(e),
-                        Ok(bound) => exec(&bound, req.dry_run),
+                        Ok(bound) => exec(index, &bound, req.dry_run),
                     }
                 };
                 let stop = is_kml && outcome.is_err();

@@ -84,6 +84,7 @@ fn retention_keeps_the_newest_by_count_and_by_age() {
     n.audit().configure(AuditConfig {
         max_entries: 5,
         max_age: None,
+        ..AuditConfig::default()
     });
     for _ in 0..12 {
         call(&n, "DESCRIBE PRIMER");
@@ -93,6 +94,7 @@ fn retention_keeps_the_newest_by_count_and_by_age() {
     n.audit().configure(AuditConfig {
         max_entries: 1_000,
         max_age: Some(Duration::from_millis(600)),
+        ..AuditConfig::default()
     });
     std::thread::sleep(Duration::from_millis(800));
     call(&n, "DESCRIBE PRIMER");
@@ -122,4 +124,57 @@ fn records_survive_a_reopen() {
     );
     assert_eq!(all[2]["command"], "DESCRIBE PRIMER");
     assert_eq!(n.check_integrity().expect("check"), Vec::<String>::new());
+}
+
+/// Issue 45: one dry-run batch made an 822 KB record, and the log was bounded by count
+/// only. A record is cut to fit with the request's size and digest; the log is bounded
+/// in bytes, oldest first.
+#[test]
+fn records_and_the_log_are_bounded_in_bytes() {
+    let n = common::nexus();
+    let long = format!(
+        "FIND(?p) WHERE {{ ?p {{type: \"Person\", name: \"{}\"}} }}",
+        "x".repeat(8_000)
+    );
+    let commands: Vec<Value> = (0..100).map(|_| json!(long)).collect();
+    n.execute_audited(
+        &json!({"commands": commands, "dry_run": true}),
+        Access::ReadWrite,
+        &Budget::default(),
+        "test",
+    );
+    let (records, _) = n.audit().list(None, 1).expect("list");
+    let r = &records[0];
+    let size = r.to_string().len();
+    assert!(size <= kip_engine::audit::MAX_RECORD, "{size} bytes");
+    assert!(r["request_bytes"].as_u64().expect("size") > 800_000, "{r}");
+    assert_eq!(r["request_crc32"].as_str().map(str::len), Some(8));
+    assert_eq!(r["commands_run"], 100, "the outcome is kept whole");
+    // A byte budget of 20 KB: the oldest records go first, the newest stay.
+    n.audit().configure(AuditConfig {
+        max_bytes: 20_000,
+        ..AuditConfig::default()
+    });
+    for _ in 0..200 {
+        call(&n, "DESCRIBE PRIMER");
+    }
+    n.audit().flush().expect("flush");
+    let mut total = 0usize;
+    let mut cursor = None;
+    let mut count = 0;
+    loop {
+        let (page, next) = n.audit().list(cursor.as_deref(), 100).expect("list");
+        for r in &page {
+            total += r.to_string().len();
+            count += 1;
+        }
+        match next {
+            Some(c) => cursor = Some(c),
+            None => break,
+        }
+    }
+    assert!(total <= 20_000, "{total} bytes in {count} records");
+    assert!(count >= 20, "the newest records stay ({count})");
+    let (newest, _) = n.audit().list(None, 1).expect("list");
+    assert_eq!(newest[0]["id"], "201", "{}", newest[0]);
 }

@@ -36,7 +36,7 @@ pub trait Harness: Sync {
 pub type Check = fn(&dyn Harness);
 
 /// Every check, by name.
-pub const CHECKS: [(&str, Check); 10] = [
+pub const CHECKS: [(&str, Check); 11] = [
     ("writes_are_atomic", writes_are_atomic),
     ("a_write_sees_its_own_changes", a_write_sees_its_own_changes),
     ("reads_see_one_snapshot", reads_see_one_snapshot),
@@ -55,6 +55,10 @@ pub const CHECKS: [(&str, Check); 10] = [
     (
         "audit_log_keeps_what_it_is_told",
         audit_log_keeps_what_it_is_told,
+    ),
+    (
+        "request_records_commit_with_their_writes",
+        request_records_commit_with_their_writes,
     ),
 ];
 
@@ -538,6 +542,77 @@ pub fn audit_log_keeps_what_it_is_told(h: &dyn Harness) {
     assert_eq!(rev, vec![5, 4]);
 }
 
+/// The request log: a record is written in its statement's transaction (gone with an
+/// aborted one), survives reopening, is read by key, replaced by a second put, and
+/// pruned oldest first.
+pub fn request_records_commit_with_their_writes(h: &dyn Harness) {
+    let b = h.fresh();
+    let aborted = b.write(
+        |w| {
+            let id = w.alloc_concept_id()?;
+            w.put_concept(id, &concept("Thing", "lost", json!({})), None)?;
+            w.put_request_record("r1#0", 1_000, b"{\"upserted\":1}")?;
+            Err::<(), _>(StoreError::Other("the statement fails".into()))
+        },
+        false,
+    );
+    assert!(aborted.is_err());
+    assert_eq!(
+        read(&*b, |g| g.request_record("r1#0")),
+        None,
+        "an aborted record is gone"
+    );
+    write(&*b, |w| {
+        let id = w.alloc_concept_id()?;
+        w.put_concept(id, &concept("Thing", "kept", json!({})), None)?;
+        w.put_request_record("r1#0", 1_000, b"first")?;
+        assert_eq!(
+            w.request_record("r1#0")?,
+            Some(b"first".to_vec()),
+            "seen in its transaction"
+        );
+        w.put_request_record("r2#0", 2_000, b"second")?;
+        w.put_request_record("r3#1", 3_000, b"third")
+    });
+    let b = h.reopen(b);
+    read(&*b, |g| {
+        assert_eq!(g.request_record("r1#0")?, Some(b"first".to_vec()));
+        assert_eq!(g.request_record("r3#1")?, Some(b"third".to_vec()));
+        assert_eq!(g.request_record("r9#0")?, None);
+        Ok(())
+    });
+    write(&*b, |w| w.put_request_record("r1#0", 4_000, b"again"));
+    let pruned = write(&*b, |w| w.prune_request_records(3_500, 10));
+    assert_eq!(
+        pruned, 2,
+        "r2 and r3 are older than 3500 (r1 was re-recorded at 4000)"
+    );
+    read(&*b, |g| {
+        assert_eq!(g.request_record("r1#0")?, Some(b"again".to_vec()));
+        assert_eq!(g.request_record("r2#0")?, None);
+        assert_eq!(g.request_record("r3#1")?, None);
+        Ok(())
+    });
+    write(&*b, |w| {
+        for i in 0..5u64 {
+            w.put_request_record(&format!("m{i}#0"), 5_000 + i, b"x")?;
+        }
+        Ok(())
+    });
+    assert_eq!(
+        write(&*b, |w| w.prune_request_records(u64::MAX, 3)),
+        3,
+        "at most max"
+    );
+    read(&*b, |g| {
+        // Oldest first: r1 (made at 4000), m0 and m1 go; m2 stays.
+        assert_eq!(g.request_record("r1#0")?, None, "oldest first");
+        assert_eq!(g.request_record("m1#0")?, None, "oldest first");
+        assert!(g.request_record("m2#0")?.is_some());
+        Ok(())
+    });
+}
+
 /// One `#[test]` per check of the kit, for a backend's `tests/conformance.rs`:
 /// `kip_storage::conformance_tests!(MyHarness);`, or with a reason to skip them in a
 /// plain `cargo test` (a backend that needs a server):
@@ -548,13 +623,15 @@ macro_rules! conformance_tests {
         $crate::conformance_tests!(@each $harness, [], writes_are_atomic, a_write_sees_its_own_changes,
             reads_see_one_snapshot, concept_keys_are_unique, link_keys_are_unique,
             committed_writes_survive_reopening, concurrent_writers_are_serialized,
-            ids_are_never_reused, indexes_follow_the_records, audit_log_keeps_what_it_is_told);
+            ids_are_never_reused, indexes_follow_the_records, audit_log_keeps_what_it_is_told,
+            request_records_commit_with_their_writes);
     };
     ($harness:expr, ignore = $reason:literal) => {
         $crate::conformance_tests!(@each $harness, [$reason], writes_are_atomic, a_write_sees_its_own_changes,
             reads_see_one_snapshot, concept_keys_are_unique, link_keys_are_unique,
             committed_writes_survive_reopening, concurrent_writers_are_serialized,
-            ids_are_never_reused, indexes_follow_the_records, audit_log_keeps_what_it_is_told);
+            ids_are_never_reused, indexes_follow_the_records, audit_log_keeps_what_it_is_told,
+            request_records_commit_with_their_writes);
     };
     (@each $harness:expr, [], $($name:ident),*) => {
         $(

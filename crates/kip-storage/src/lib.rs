@@ -218,7 +218,7 @@ pub type Continue = bool;
 
 /// Read access to the graph; implemented by read snapshots and by write transactions
 /// (which see their own uncommitted writes).
-pub trait GraphRead {
+pub trait GraphRead: RequestLog {
     /// A concept by number.
     fn concept(&self, id: u64) -> StoreResult<Option<ConceptRecord>>;
     /// A concept's type and name, without decoding its attributes and metadata.
@@ -423,6 +423,28 @@ pub trait GraphRead {
     }
 }
 
+/// The request log: the outcome of each write statement of a request that carries an
+/// id, recorded in the statement's own transaction, so a request re-sent after a
+/// failover (or a retry by the client) is answered from the record instead of being
+/// applied twice. Keys are the engine's (`<request id>#<statement index>`); `at_ms` is
+/// when the record was made (milliseconds since the Unix epoch), for pruning.
+pub trait RequestLog {
+    /// The recorded outcome under `key`.
+    fn request_record(&self, key: &str) -> StoreResult<Option<Vec<u8>>>;
+}
+
+/// Writing the request log, inside a write transaction (see [`RequestLog`]). Backends
+/// with a write-ahead log must log these writes like record writes: a record lost in a
+/// crash while its statement's writes are replayed would let a re-sent request apply
+/// twice.
+pub trait RequestLogWrite {
+    /// Records `outcome` under `key`, made at `at_ms`.
+    fn put_request_record(&mut self, key: &str, at_ms: u64, outcome: &[u8]) -> StoreResult<()>;
+    /// Drops up to `max` records made before `before_ms`, oldest first; returns how
+    /// many were dropped.
+    fn prune_request_records(&mut self, before_ms: u64, max: usize) -> StoreResult<u64>;
+}
+
 /// `meta` key: present once vectors are enabled; from then on every write that changes
 /// the embedded text of an element (a concept's searchable text; a link's endpoints, or
 /// the names and predicate description it is embedded with) or deletes one marks it for
@@ -431,7 +453,7 @@ pub const VECTORS_ON: &str = "vectors_on";
 
 /// Write access inside one transaction. Index maintenance is the implementation's job:
 /// callers pass the old record so stale index entries can be removed.
-pub trait GraphWrite: GraphRead {
+pub trait GraphWrite: GraphRead + RequestLogWrite {
     /// Allocates a new concept number (never reused).
     fn alloc_concept_id(&mut self) -> StoreResult<u64>;
     /// Allocates a new proposition number (never reused).

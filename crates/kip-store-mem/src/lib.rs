@@ -15,8 +15,9 @@ use imbl::{OrdMap, OrdSet};
 use kip_storage::backend::{AuditKeep, Backend};
 use kip_storage::upkeep::{self, IndexTarget};
 use kip_storage::{
-    attrs, text, ConceptRecord, Continue, ElemRef, GraphRead, GraphWrite, PropRecord, Stat,
-    StoreError, StoreResult, TEXT_DOCS, TEXT_INDEX_KEY, TEXT_LEN, VECTORS_ON,
+    attrs, text, ConceptRecord, Continue, ElemRef, GraphRead, GraphWrite, PropRecord, RequestLog,
+    RequestLogWrite, Stat, StoreError, StoreResult, TEXT_DOCS, TEXT_INDEX_KEY, TEXT_LEN,
+    VECTORS_ON,
 };
 use std::ops::Bound;
 use std::path::Path;
@@ -45,6 +46,9 @@ struct Tables {
     attrs: OrdSet<AttrKey>,
     marks: OrdSet<u64>,
     vectors: OrdMap<u64, Arc<Vec<u8>>>,
+    /// The request log: key -> (made at, outcome), and (made at, key) for pruning.
+    requests: OrdMap<String, (u64, Arc<Vec<u8>>)>,
+    requests_by_time: OrdSet<(u64, String)>,
     next_concept: u64,
     next_prop: u64,
     vectors_on: bool,
@@ -259,6 +263,39 @@ fn just_after(s: &str) -> String {
     n.push_str(s);
     n.push('\0');
     n
+}
+
+impl RequestLog for Tables {
+    fn request_record(&self, key: &str) -> StoreResult<Option<Vec<u8>>> {
+        Ok(self.requests.get(key).map(|(_, v)| v.to_vec()))
+    }
+}
+
+impl RequestLogWrite for Tables {
+    fn put_request_record(&mut self, key: &str, at_ms: u64, outcome: &[u8]) -> StoreResult<()> {
+        if let Some((old, _)) = self
+            .requests
+            .insert(key.to_owned(), (at_ms, Arc::new(outcome.to_vec())))
+        {
+            self.requests_by_time.remove(&(old, key.to_owned()));
+        }
+        self.requests_by_time.insert((at_ms, key.to_owned()));
+        Ok(())
+    }
+
+    fn prune_request_records(&mut self, before_ms: u64, max: usize) -> StoreResult<u64> {
+        let old: Vec<(u64, String)> = self
+            .requests_by_time
+            .range(..(before_ms, String::new()))
+            .take(max)
+            .cloned()
+            .collect();
+        for (at, key) in &old {
+            self.requests_by_time.remove(&(*at, key.clone()));
+            self.requests.remove(key);
+        }
+        Ok(old.len() as u64)
+    }
 }
 
 impl GraphRead for Tables {

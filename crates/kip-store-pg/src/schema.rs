@@ -100,6 +100,20 @@ CREATE TRIGGER kip_concepts_rekeyed AFTER UPDATE ON kip_concepts
     EXECUTE FUNCTION kip_key_epoch_bump();
 "#,
     ),
+    (
+        3,
+        // The request log (`kip_storage::RequestLog`): each write statement's outcome
+        // under its request's id, written in the statement's transaction, so a request
+        // re-sent after a failover or retried by its client is answered, not re-applied.
+        r#"
+CREATE TABLE kip_requests (
+    key bytea PRIMARY KEY,
+    at bigint NOT NULL,
+    outcome bytea NOT NULL
+);
+CREATE INDEX kip_requests_at ON kip_requests (at, key);
+"#,
+    ),
 ];
 
 /// The newest schema version this build knows.

@@ -15,6 +15,8 @@ mod brain;
 pub use brain::SleepGuard;
 mod capsule;
 mod check;
+mod requests;
+pub use requests::WINDOW as REQUEST_LOG_WINDOW;
 mod semantic;
 
 use crate::cancel::Interrupt;
@@ -42,6 +44,8 @@ pub struct Nexus {
     sleeping: Mutex<()>,
     /// The log of the calls made through the interfaces.
     audit: Arc<crate::audit::Audit>,
+    /// When the request log was last pruned.
+    requests: requests::Pruner,
 }
 
 impl Drop for Nexus {
@@ -72,6 +76,8 @@ struct CombinerState {
 
 struct KmlJob {
     cmd: Command,
+    /// The statement's request log key, when its request has an id.
+    key: Option<String>,
     reply: std::sync::Arc<Reply>,
 }
 
@@ -166,6 +172,7 @@ impl Nexus {
             semantic: None,
             wrote: Default::default(),
             sleeping: Mutex::new(()),
+            requests: requests::Pruner::default(),
         })
     }
 
@@ -305,22 +312,26 @@ impl Nexus {
         if req.dry_run && req.batch {
             return self.validate_batch(req, access, &batch, &limits);
         }
-        envelope::run_with(req, access, &batch, |cmd, dry_run| {
-            self.execute_command_within(cmd, dry_run, &limits.for_command())
+        let id = req.request_id.as_deref();
+        envelope::run_with(req, access, &batch, |index, cmd, dry_run| {
+            let key = id.map(|id| requests::key(id, index));
+            self.execute_command_within(cmd, dry_run, &limits.for_command(), key)
         })
     }
 
     /// Executes one bound command. KML runs in one write transaction, committed only on
     /// success and never under `dry_run`; reads run on a consistent snapshot.
     pub fn execute_command(&self, cmd: &Command, dry_run: bool) -> Outcome {
-        self.execute_command_within(cmd, dry_run, &self.limits.for_command())
+        self.execute_command_within(cmd, dry_run, &self.limits.for_command(), None)
     }
 
+    /// One command; `key` is its request log key (a write is applied once per key).
     fn execute_command_within(
         &self,
         cmd: &Command,
         dry_run: bool,
         limits: &QueryLimits,
+        key: Option<String>,
     ) -> Outcome {
         if dry_run {
             return match self.validate(cmd, limits) {
@@ -330,7 +341,7 @@ impl Nexus {
         }
         let r = match cmd {
             Command::Upsert(_) | Command::Delete(_) | Command::Update(_) | Command::Merge(_) => {
-                let r = self.write_kml(cmd).map(Outcome::ok);
+                let r = self.write_kml(cmd, key).map(Outcome::ok);
                 self.wrote.store(true, std::sync::atomic::Ordering::Relaxed);
                 if let Some(s) = &self.semantic {
                     s.nudge();
@@ -359,7 +370,9 @@ impl Nexus {
             Command::Upsert(_) | Command::Delete(_) | Command::Update(_) | Command::Merge(_) => {
                 self.write(|w| validate_in(w, cmd, limits), true)
             }
-            _ => self.read(|r| validate_in_read(r, cmd, limits)),
+            Command::Find(_) | Command::Export(_) | Command::Describe(_) | Command::Search(_) => {
+                self.read(|r| validate_in_read(r, cmd, limits))
+            }
         }
     }
 
@@ -380,7 +393,7 @@ impl Nexus {
                     req,
                     access,
                     batch,
-                    |cmd, _| match validate_in(w, cmd, &limits.for_command()) {
+                    |_, cmd, _| match validate_in(w, cmd, &limits.for_command()) {
                         Ok(v) => Outcome::ok(v),
                         Err(e) => Outcome::Err(e),
                     },
@@ -394,13 +407,14 @@ impl Nexus {
     /// Runs one KML statement through the write combiner (durable on return). A caller
     /// that finds no leader becomes it and runs its own statement (first, by reference)
     /// with whatever is queued; the others queue a copy and wait for their result.
-    fn write_kml(&self, cmd: &Command) -> Result<Value, KipError> {
+    fn write_kml(&self, cmd: &Command, key: Option<String>) -> Result<Value, KipError> {
         {
             let mut st = self.lock_combiner();
             if st.leader {
                 let reply = std::sync::Arc::new(Reply::default());
                 st.jobs.push(KmlJob {
                     cmd: cmd.clone(),
+                    key,
                     reply: reply.clone(),
                 });
                 drop(st);
@@ -420,7 +434,7 @@ impl Nexus {
         }
         let _resign = Resign(self);
         let queued = std::mem::take(&mut self.lock_combiner().jobs);
-        let own = self.run_batch(Some(cmd), queued);
+        let own = self.run_batch(Some((cmd, key.as_deref())), queued);
         loop {
             let batch = {
                 let mut st = self.lock_combiner();
@@ -445,13 +459,32 @@ impl Nexus {
             Command::Delete(d) => delete::delete(w, d, &self.limits),
             Command::Update(u) => crate::kml::update::update(w, u, &self.limits),
             Command::Merge(m) => crate::kml::merge::merge(w, m, &self.limits),
-            _ => Err(KipError::internal("not a KML statement")),
+            Command::Find(_) | Command::Export(_) | Command::Describe(_) | Command::Search(_) => {
+                Err(KipError::internal("not a KML statement"))
+            }
         }
     }
 
+    /// [`Nexus::run_kml`] once per request log key (see `requests.rs`).
+    fn run_kml_once(
+        &self,
+        w: &mut dyn GraphWrite,
+        cmd: &Command,
+        key: Option<&str>,
+    ) -> Result<Value, KipError> {
+        requests::once(w, key, |w| self.run_kml(w, cmd))
+    }
+
     /// One statement, one durable transaction.
-    fn run_single(&self, cmd: &Command) -> Result<Value, KipError> {
-        self.write(|w| self.run_kml(w, cmd), false)
+    fn run_single(&self, cmd: &Command, key: Option<&str>) -> Result<Value, KipError> {
+        self.write(
+            |w| {
+                let v = self.run_kml_once(w, cmd, key)?;
+                self.requests.maybe_prune(w)?;
+                Ok(v)
+            },
+            false,
+        )
     }
 
     /// Runs `own` (the leader's statement, if any) and the queued jobs: all in one
@@ -459,11 +492,14 @@ impl Nexus {
     /// own. Replies to the jobs; returns the result of `own`.
     fn run_batch(
         &self,
-        own: Option<&Command>,
+        own: Option<(&Command, Option<&str>)>,
         jobs: Vec<KmlJob>,
     ) -> Option<Result<Value, KipError>> {
         let results: Vec<Result<Value, KipError>> = {
-            let cmds: Vec<&Command> = own.into_iter().chain(jobs.iter().map(|j| &j.cmd)).collect();
+            let cmds: Vec<(&Command, Option<&str>)> = own
+                .into_iter()
+                .chain(jobs.iter().map(|j| (&j.cmd, j.key.as_deref())))
+                .collect();
             let combined = if cmds.len() > 1 {
                 self.run_combined(&cmds).ok().flatten()
             } else {
@@ -472,7 +508,7 @@ impl Nexus {
             match combined {
                 Some(values) => values.into_iter().map(Ok).collect(),
                 // One statement, or a batch with a failure: each on its own.
-                None => cmds.iter().map(|c| self.run_single(c)).collect(),
+                None => cmds.iter().map(|(c, k)| self.run_single(c, *k)).collect(),
             }
         };
         let mut results = results.into_iter();
@@ -484,14 +520,22 @@ impl Nexus {
     }
 
     /// Runs statements in one transaction; `None` (rolled back) if any of them fails.
-    fn run_combined(&self, cmds: &[&Command]) -> Result<Option<Vec<Value>>, KipError> {
+    fn run_combined(
+        &self,
+        cmds: &[(&Command, Option<&str>)],
+    ) -> Result<Option<Vec<Value>>, KipError> {
         self.store.write_keep(|w| {
             let mut out = Vec::with_capacity(cmds.len());
-            for cmd in cmds {
-                if self.run_kml(w, cmd).map(|v| out.push(v)).is_err() {
+            for (cmd, key) in cmds {
+                if self
+                    .run_kml_once(w, cmd, *key)
+                    .map(|v| out.push(v))
+                    .is_err()
+                {
                     return Ok((None, false));
                 }
             }
+            self.requests.maybe_prune(w)?;
             Ok((Some(out), true))
         })
     }
@@ -766,7 +810,9 @@ fn validate_in(
         Command::Delete(d) => out["effect"] = delete::delete(w, d, limits)?,
         Command::Update(u) => out["effect"] = crate::kml::update::update(w, u, limits)?,
         Command::Merge(m) => out["effect"] = crate::kml::merge::merge(w, m, limits)?,
-        _ => return validate_in_read(&*w, cmd, limits),
+        Command::Find(_) | Command::Export(_) | Command::Describe(_) | Command::Search(_) => {
+            return validate_in_read(&*w, cmd, limits)
+        }
     }
     Ok(out)
 }

@@ -13,9 +13,12 @@
 //! then opens the directory itself (the write-ahead log is replayed as after any crash),
 //! starts answering on the socket, and re-sends the request that was cut off. Whoever
 //! gets the lock first becomes the owner; the others connect to it. A re-sent request
-//! may be one the old owner committed just before it died: KIP writes are idempotent
-//! (UPSERT merges, DELETE of what is gone is a no-op) and so are the memory tools
-//! (existing entities, relations and observations are skipped), so it is applied once.
+//! may be one the old owner committed (in part) just before it died: every forwarded
+//! `execute_kip` call carries a `request_id`, under which the owner records each write
+//! statement's outcome in that statement's transaction, so the next owner answers what
+//! was applied from the record (exactly once; the engine's request log); the memory
+//! tools are idempotent by themselves (existing entities, relations and observations
+//! are skipped).
 //! A request whose owner died is acknowledged only once it has run on the new owner;
 //! an acknowledged write is durable (it was synced to the log before the answer).
 //!
@@ -92,6 +95,37 @@ struct Owner {
     listener: Option<Listener>,
 }
 
+/// `op` with a `request_id` in its `execute_kip` arguments when it writes and has none
+/// (the id names the request in the owner's request log; see docs/sharing.md).
+fn with_request_id(op: &Op) -> Op {
+    let mut op = op.clone();
+    if let Op::Kip {
+        args: serde_json::Value::Object(args),
+        read_only: false,
+        ..
+    } = &mut op
+    {
+        if !args.contains_key("request_id") {
+            args.insert(
+                "request_id".into(),
+                serde_json::Value::String(new_request_id()),
+            );
+        }
+    }
+    op
+}
+
+/// An id no other request of any process gets: this process's id, the time and a
+/// counter.
+fn new_request_id() -> String {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = NEXT.fetch_add(1, Ordering::Relaxed);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::SystemTime::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    format!("fwd-{:x}-{nanos:x}-{n:x}", std::process::id())
+}
+
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
@@ -150,9 +184,14 @@ impl SharedNexus {
         lock(&self.role).owner.is_some()
     }
 
-    /// Runs `op` here (owner) or at the owner, re-routing when the owner goes away.
+    /// Runs `op` here (owner) or at the owner, re-routing when the owner goes away. A
+    /// forwarded `execute_kip` call gets a `request_id` (unless its client sent one),
+    /// kept through every re-send and a takeover: the owner that applied a statement
+    /// recorded its outcome under that id in the same transaction, so the next owner
+    /// answers it from the record instead of applying it again (exactly once).
     pub fn call(&self, op: &Op, budget: &Budget) -> Reply {
         let mut resends = 0;
+        let mut stamped: Option<Op> = None;
         loop {
             let (generation, local) = {
                 let role = lock(&self.role);
@@ -168,9 +207,10 @@ impl SharedNexus {
                 )
             };
             if let Some(nexus) = local {
-                return run(&nexus, op, budget);
+                return run(&nexus, stamped.as_ref().unwrap_or(op), budget);
             }
-            match self.forward(op, budget) {
+            let sent = stamped.get_or_insert_with(|| with_request_id(op));
+            match self.forward(sent, budget) {
                 Sent::Answer(reply) => return reply,
                 Sent::Lost => {
                     resends += 1;

@@ -853,3 +853,16 @@ impl GraphRead for PgTx<'_> {
         )
     }
 }
+
+impl kip_storage::RequestLog for PgTx<'_> {
+    fn request_record(&self, key: &str) -> StoreResult<Option<Vec<u8>>> {
+        let row = self.query_opt(
+            "SELECT outcome FROM kip_requests WHERE key = $1",
+            &[&key.as_bytes()],
+        )?;
+        match row {
+            Some(r) => Ok(Some(get::<Vec<u8>>(&r, 0)?)),
+            None => Ok(None),
+        }
+    }
+}

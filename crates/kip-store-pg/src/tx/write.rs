@@ -97,7 +97,7 @@ impl PgTx<'_> {
         let (first, next) = if rev {
             (
                 "SELECT seq, rec FROM kip_audit WHERE seq >= $1 AND seq < $2 ORDER BY seq DESC LIMIT $3",
-                "SELECT seq, rec FROM kip_audit WHERE seq >= $1 AND seq < LEAST($2, $3) ORDER BY seq DESC LIMIT $4",
+                "SELECT seq, rec FROM kip_audit WHERE seq >= $1 AND seq < LEAST($2::bigint, $3::bigint) ORDER BY seq DESC LIMIT $4",
             )
         } else {
             (
@@ -333,5 +333,27 @@ impl IndexTarget for PgTx<'_> {
     fn drop_vector(&mut self, key: u64) -> StoreResult<()> {
         self.execute("DELETE FROM kip_vectors WHERE elem = $1", &[&ek(key)])?;
         Ok(())
+    }
+}
+
+impl kip_storage::RequestLogWrite for PgTx<'_> {
+    fn put_request_record(&mut self, key: &str, at_ms: u64, outcome: &[u8]) -> StoreResult<()> {
+        let at = i64::try_from(at_ms).unwrap_or(i64::MAX);
+        self.execute(
+            "INSERT INTO kip_requests (key, at, outcome) VALUES ($1, $2, $3) \
+             ON CONFLICT (key) DO UPDATE SET at = excluded.at, outcome = excluded.outcome",
+            &[&key.as_bytes(), &at, &outcome],
+        )?;
+        Ok(())
+    }
+
+    fn prune_request_records(&mut self, before_ms: u64, max: usize) -> StoreResult<u64> {
+        let before = i64::try_from(before_ms).unwrap_or(i64::MAX);
+        let max = i64::try_from(max).unwrap_or(i64::MAX);
+        self.execute(
+            "DELETE FROM kip_requests WHERE key IN \
+             (SELECT key FROM kip_requests WHERE at < $1 ORDER BY at, key LIMIT $2)",
+            &[&before, &max],
+        )
     }
 }

@@ -511,3 +511,29 @@ macro_rules! impl_graph_read {
 
 impl_graph_read!(ReadTables);
 impl_graph_read!(WriteTables<'_>);
+
+/// The recorded outcome under `key` in the request log table (value: made-at, then the
+/// outcome).
+fn request_record(
+    t: &impl ReadableTable<&'static str, &'static [u8]>,
+    key: &str,
+) -> StoreResult<Option<Vec<u8>>> {
+    Ok(t.get(key)
+        .map_err(storage_error)?
+        .and_then(|g| g.value().get(8..).map(<[u8]>::to_vec)))
+}
+
+impl kip_storage::RequestLog for ReadTables {
+    fn request_record(&self, key: &str) -> StoreResult<Option<Vec<u8>>> {
+        match &self.requests {
+            Some(t) => request_record(t, key),
+            None => Ok(None),
+        }
+    }
+}
+
+impl kip_storage::RequestLog for WriteTables<'_> {
+    fn request_record(&self, key: &str) -> StoreResult<Option<Vec<u8>>> {
+        request_record(&self.requests, key)
+    }
+}

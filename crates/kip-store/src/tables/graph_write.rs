@@ -4,6 +4,7 @@
 use super::*;
 use crate::StoreError;
 use kip_storage::upkeep::{self, IndexTarget};
+use kip_storage::RequestLogWrite;
 
 impl GraphWrite for WriteTables<'_> {
     fn alloc_concept_id(&mut self) -> StoreResult<u64> {
@@ -318,5 +319,56 @@ impl WriteTables<'_> {
                 .map_err(storage_error)?;
         }
         Ok(())
+    }
+}
+
+impl RequestLogWrite for WriteTables<'_> {
+    fn put_request_record(&mut self, key: &str, at_ms: u64, outcome: &[u8]) -> StoreResult<()> {
+        self.log_op(OP_PUT_REQUEST, at_ms, key.as_bytes(), outcome);
+        let mut value = Vec::with_capacity(8 + outcome.len());
+        value.extend_from_slice(&at_ms.to_le_bytes());
+        value.extend_from_slice(outcome);
+        let old = self
+            .requests
+            .insert(key, value.as_slice())
+            .map_err(storage_error)?
+            .and_then(|g| g.value().get(..8).and_then(|b| <[u8; 8]>::try_from(b).ok()))
+            .map(u64::from_le_bytes);
+        if let Some(old) = old {
+            self.requests_by_time
+                .remove((old, key))
+                .map_err(storage_error)?;
+        }
+        self.requests_by_time
+            .insert((at_ms, key), ())
+            .map_err(storage_error)?;
+        Ok(())
+    }
+
+    fn prune_request_records(&mut self, before_ms: u64, max: usize) -> StoreResult<u64> {
+        self.log_op(
+            OP_PRUNE_REQUESTS,
+            before_ms,
+            &(max as u64).to_le_bytes(),
+            &[],
+        );
+        let mut old: Vec<(u64, String)> = Vec::new();
+        for item in self
+            .requests_by_time
+            .range(..(before_ms, ""))
+            .map_err(storage_error)?
+            .take(max)
+        {
+            let (k, _) = item.map_err(storage_error)?;
+            let (at, key) = k.value();
+            old.push((at, key.to_owned()));
+        }
+        for (at, key) in &old {
+            self.requests_by_time
+                .remove((*at, key.as_str()))
+                .map_err(storage_error)?;
+            self.requests.remove(key.as_str()).map_err(storage_error)?;
+        }
+        Ok(old.len() as u64)
     }
 }

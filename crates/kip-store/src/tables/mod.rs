@@ -27,7 +27,10 @@ use graph_read::read;
 mod ceiling;
 mod graph_write;
 mod oplog;
-use oplog::{OP_DEL_CONCEPT, OP_DEL_PROP, OP_META, OP_PUT_CONCEPT, OP_PUT_PROP};
+use oplog::{
+    OP_DEL_CONCEPT, OP_DEL_PROP, OP_META, OP_PRUNE_REQUESTS, OP_PUT_CONCEPT, OP_PUT_PROP,
+    OP_PUT_REQUEST,
+};
 
 pub(crate) const META: TableDefinition<&str, &[u8]> = TableDefinition::new("meta");
 pub(crate) const CONCEPTS: TableDefinition<u64, &[u8]> = TableDefinition::new("concepts");
@@ -63,6 +66,12 @@ pub(crate) const EMBED_PENDING: TableDefinition<u64, ()> = TableDefinition::new(
 /// engine's `audit` module). Not graph data: not in the write-ahead log (its writes
 /// commit durably), not in the overlay, read with its own transactions.
 pub(crate) const AUDIT: TableDefinition<u64, &[u8]> = TableDefinition::new("audit_log");
+/// The request log (see `kip_storage::RequestLog`): key -> made-at (u64, little-endian)
+/// followed by the recorded outcome. Logged in the write-ahead log like the records.
+pub(crate) const REQUESTS: TableDefinition<&str, &[u8]> = TableDefinition::new("request_log");
+/// (made at, key) -> (): the request log in age order, for pruning.
+pub(crate) const REQUESTS_BY_TIME: TableDefinition<(u64, &str), ()> =
+    TableDefinition::new("request_log_time");
 /// Storage format 1 kept each element's analysed text here; format 2 derives it from the
 /// record when needed, and the migration deletes this table.
 pub(crate) const LEGACY_DOCS: TableDefinition<u64, &[u8]> = TableDefinition::new("text_docs");
@@ -154,6 +163,9 @@ pub struct ReadTables {
     attrs: ReadOnlyTable<AttrTableKey, ()>,
     vectors: ReadOnlyTable<u64, &'static [u8]>,
     embed_pending: ReadOnlyTable<u64, ()>,
+    /// `None` in a store written before the request log existed and not yet opened for
+    /// writing.
+    requests: Option<ReadOnlyTable<&'static str, &'static [u8]>>,
     overlay: Arc<Overlay>,
     snapshot: Snapshot,
 }
@@ -199,6 +211,11 @@ impl ReadTables {
             attrs: txn.open_table(ATTR_VALUES).map_err(storage_error)?,
             vectors: txn.open_table(VECTORS).map_err(storage_error)?,
             embed_pending: txn.open_table(EMBED_PENDING).map_err(storage_error)?,
+            requests: match txn.open_table(REQUESTS) {
+                Ok(t) => Some(t),
+                Err(redb::TableError::TableDoesNotExist(_)) => None,
+                Err(e) => return Err(storage_error(e)),
+            },
             overlay,
             snapshot,
         })
@@ -242,6 +259,8 @@ pub struct WriteTables<'t> {
     vectors: Table<'t, u64, &'static [u8]>,
     embed_pending: Table<'t, u64, ()>,
     audit: Table<'t, u64, &'static [u8]>,
+    requests: Table<'t, &'static str, &'static [u8]>,
+    requests_by_time: Table<'t, (u64, &'static str), ()>,
     /// Whether this store keeps embedding marks ([`crate::VECTORS_ON`] in `meta`).
     vectors_on: bool,
     overlay: &'t Overlay,
@@ -297,6 +316,8 @@ impl<'t> WriteTables<'t> {
             attrs: txn.open_table(ATTR_VALUES).map_err(storage_error)?,
             vectors: txn.open_table(VECTORS).map_err(storage_error)?,
             embed_pending: txn.open_table(EMBED_PENDING).map_err(storage_error)?,
+            requests: txn.open_table(REQUESTS).map_err(storage_error)?,
+            requests_by_time: txn.open_table(REQUESTS_BY_TIME).map_err(storage_error)?,
             audit: txn.open_table(AUDIT).map_err(storage_error)?,
             vectors_on,
             overlay,

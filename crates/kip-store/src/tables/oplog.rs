@@ -4,6 +4,7 @@
 //! so they are not logged.
 
 use super::*;
+use kip_storage::RequestLogWrite;
 
 /// Operation log tags (see [`WriteTables::apply_log`]).
 pub(super) const OP_PUT_CONCEPT: u8 = 1;
@@ -11,6 +12,10 @@ pub(super) const OP_DEL_CONCEPT: u8 = 2;
 pub(super) const OP_PUT_PROP: u8 = 3;
 pub(super) const OP_DEL_PROP: u8 = 4;
 pub(super) const OP_META: u8 = 5;
+/// A request log record: id = made at (ms), a = key, b = outcome.
+pub(super) const OP_PUT_REQUEST: u8 = 6;
+/// A prune of the request log: id = before (ms), a = the most records (u64 LE).
+pub(super) const OP_PRUNE_REQUESTS: u8 = 7;
 
 impl WriteTables<'_> {
     pub(super) fn log_op(&mut self, tag: u8, id: u64, a: &[u8], b: &[u8]) {
@@ -102,6 +107,24 @@ impl WriteTables<'_> {
                         ))
                     })?;
                     self.set_meta(key, b)?;
+                }
+                OP_PUT_REQUEST => {
+                    let key = std::str::from_utf8(a).map_err(|_| {
+                        storage_error(crate::StoreError::Corruption(
+                            "write-ahead log: a request key is not UTF-8".into(),
+                        ))
+                    })?;
+                    self.put_request_record(key, id, b)?;
+                }
+                OP_PRUNE_REQUESTS => {
+                    let max = <[u8; 8]>::try_from(a)
+                        .map(u64::from_le_bytes)
+                        .map_err(|_| {
+                            storage_error(crate::StoreError::Corruption(
+                                "write-ahead log: a request log prune without its bound".into(),
+                            ))
+                        })?;
+                    self.prune_request_records(id, usize::try_from(max).unwrap_or(usize::MAX))?;
                 }
                 other => {
                     return Err(storage_error(format!(
