@@ -34,6 +34,8 @@ pub const MAX_PAGE: usize = 100;
 /// Most records held in memory while the store refuses them (a full disk): the oldest
 /// are dropped beyond it, so a failing disk cannot grow the process without bound.
 pub const MAX_QUEUED: usize = 100_000;
+/// Most records one pass of [`Audit::drop_old_parameters`] rewrites.
+pub const PARAMS_BATCH: usize = 10_000;
 /// Largest record kept, in bytes: a bigger one (a batch of a hundred long commands)
 /// keeps its request cut to fit, with the request's size and CRC-32 digest.
 pub const MAX_RECORD: usize = 64 * 1024;
@@ -47,6 +49,10 @@ pub struct AuditConfig {
     pub max_age: Option<Duration>,
     /// Bytes of records kept at most (the oldest are dropped; 0: no byte limit).
     pub max_bytes: u64,
+    /// Records older than this lose their request's parameters and arguments (which
+    /// may hold personal data or secrets the graph no longer holds); the command texts
+    /// and outcomes stay. `None`: parameters are kept as long as their record.
+    pub params_max_age: Option<Duration>,
 }
 
 impl Default for AuditConfig {
@@ -55,17 +61,27 @@ impl Default for AuditConfig {
             max_entries: 100_000,
             max_age: None,
             max_bytes: 256 << 20,
+            params_max_age: Some(Duration::from_secs(30 * 86_400)),
         }
     }
 }
 
 impl AuditConfig {
     /// The default, changed by `KIP_AUDIT_MAX_ENTRIES` (a count; 0 keeps no log),
-    /// `KIP_AUDIT_MAX_AGE` (a duration such as `30d`) and `KIP_AUDIT_MAX_BYTES` (a
-    /// size in bytes; 0: no byte limit), so every process using a data directory
-    /// applies the same retention when it is the one writing.
+    /// `KIP_AUDIT_MAX_AGE` (a duration such as `30d`), `KIP_AUDIT_MAX_BYTES` (a size in
+    /// bytes; 0: no byte limit) and `KIP_AUDIT_PARAMS_MAX_AGE` (a duration; `0` or
+    /// `never` keeps parameters), so every process using a data directory applies the
+    /// same retention when it is the one writing.
     pub fn from_env() -> AuditConfig {
         let mut c = AuditConfig::default();
+        if let Ok(v) = std::env::var("KIP_AUDIT_PARAMS_MAX_AGE") {
+            let v = v.trim();
+            if v == "0" || v.eq_ignore_ascii_case("never") {
+                c.params_max_age = None;
+            } else if let Ok(d) = humantime::parse_duration(v) {
+                c.params_max_age = Some(d);
+            }
+        }
         if let Some(n) = std::env::var("KIP_AUDIT_MAX_BYTES")
             .ok()
             .and_then(|v| v.trim().parse::<u64>().ok())
@@ -110,6 +126,9 @@ pub struct Audit {
     /// Bytes of the records in the store's log as this process last counted them (an
     /// upper bound between exact counts: see [`Audit::byte_cut`]).
     bytes: AtomicU64,
+    /// Records up to this number have had their old parameters dropped (see
+    /// [`Audit::drop_old_parameters`]), and when that last ran.
+    params_done: Mutex<(u64, Option<std::time::Instant>)>,
 }
 
 impl std::fmt::Debug for Audit {
@@ -156,6 +175,7 @@ impl Audit {
             thread: Mutex::new(None),
             last_durable: Mutex::new(std::time::Instant::now()),
             bytes: AtomicU64::new(bytes),
+            params_done: Mutex::new((0, None)),
         });
         let weak = Arc::downgrade(&audit);
         let handle = std::thread::Builder::new()
@@ -265,7 +285,7 @@ impl Audit {
                     *lock(&self.last_durable) = std::time::Instant::now();
                 }
                 self.bytes.store(kept_bytes, Ordering::Relaxed);
-                Ok(())
+                self.drop_old_parameters(config.params_max_age, force_durable)
             }
             Err(crate::store::StoreError::Other(m)) if m.contains("no audit log") => {
                 self.enabled.store(false, Ordering::Relaxed);
@@ -321,6 +341,76 @@ impl Audit {
             Ok(true)
         })?;
         Ok((cut, kept))
+    }
+
+    /// Writes the queue, then drops the parameters of the records older than the
+    /// configured [`AuditConfig::params_max_age`] now (not waiting for the next pass).
+    pub fn purge_old_parameters(&self) -> Result<(), KipError> {
+        self.flush()?;
+        let _one = lock(&self.flushing);
+        let age = lock(&self.config).params_max_age;
+        self.drop_old_parameters(age, true)
+    }
+
+    /// Drops the parameters and arguments of the records older than `max_age` (once a
+    /// minute at most, unless `now`; at most [`PARAMS_BATCH`] records a time): the
+    /// record keeps its command texts and outcome and says `"parameters_dropped":
+    /// true`.
+    fn drop_old_parameters(&self, max_age: Option<Duration>, now: bool) -> Result<(), KipError> {
+        let Some(age) = max_age else {
+            return Ok(());
+        };
+        let from = {
+            let mut done = lock(&self.params_done);
+            if !now
+                && done
+                    .1
+                    .is_some_and(|t| t.elapsed() < Duration::from_secs(60))
+            {
+                return Ok(());
+            }
+            done.1 = Some(std::time::Instant::now());
+            done.0
+        };
+        let cutoff = crate::time::now()
+            .checked_sub(age)
+            .unwrap_or(SystemTime::UNIX_EPOCH);
+        let mut rewrite = Vec::new();
+        let mut last = from;
+        self.store.audit_range(
+            from.saturating_add(1),
+            u64::MAX,
+            false,
+            &mut |seq, bytes| {
+                let Ok(Value::Object(mut rec)) = serde_json::from_slice::<Value>(bytes) else {
+                    last = seq;
+                    return Ok(true);
+                };
+                let old = rec
+                    .get("timestamp")
+                    .and_then(Value::as_str)
+                    .and_then(crate::time::parse)
+                    .is_some_and(|t| t < cutoff);
+                if !old || rewrite.len() >= PARAMS_BATCH {
+                    return Ok(false);
+                }
+                last = seq;
+                let mut dropped = false;
+                for key in ["parameters", "arguments", "request_clipped"] {
+                    dropped |= rec.remove(key).is_some();
+                }
+                if dropped {
+                    rec.insert("parameters_dropped".into(), json!(true));
+                    rewrite.push((seq, Value::Object(rec).to_string().into_bytes()));
+                }
+                Ok(true)
+            },
+        )?;
+        if !rewrite.is_empty() {
+            self.store.audit_rewrite(&rewrite)?;
+        }
+        lock(&self.params_done).0 = last;
+        Ok(())
     }
 
     /// One page of the log, newest first: records before `cursor` (a record id from a

@@ -178,3 +178,43 @@ fn records_and_the_log_are_bounded_in_bytes() {
     let (newest, _) = n.audit().list(None, 1).expect("list");
     assert_eq!(newest[0]["id"], "201", "{}", newest[0]);
 }
+
+/// Issue 45: parameters (which may hold personal data or secrets) stayed in the log after
+/// the data left the graph. Records older than `params_max_age` lose their parameters
+/// and arguments; command texts and outcomes stay.
+#[test]
+fn old_records_lose_their_parameters() {
+    let n = common::nexus();
+    n.audit().configure(AuditConfig {
+        params_max_age: Some(Duration::from_millis(300)),
+        ..AuditConfig::default()
+    });
+    n.execute_audited(
+        &json!({"command": "UPSERT { CONCEPT ?p { {type: \"Person\", name: :name} } }", "parameters": {"name": "Secret Sam"}}),
+        Access::ReadWrite,
+        &Budget::default(),
+        "test",
+    );
+    n.memory_tool_audited(
+        "create_entities",
+        &json!({"entities": [{"name": "Private Pat", "entityType": "person", "observations": ["lives at 1 Elm St"]}]}),
+        "test",
+    )
+    .expect("tool");
+    std::thread::sleep(Duration::from_millis(500));
+    call(&n, "DESCRIBE PRIMER");
+    n.audit().purge_old_parameters().expect("purge");
+    let (records, _) = n.audit().list(None, 10).expect("list");
+    let text = serde_json::to_string(&records).expect("json");
+    assert!(!text.contains("Secret Sam"), "{text}");
+    assert!(!text.contains("Elm St"), "{text}");
+    let old: Vec<&Value> = records
+        .iter()
+        .filter(|r| r["parameters_dropped"] == json!(true))
+        .collect();
+    assert_eq!(old.len(), 2, "{text}");
+    assert!(old
+        .iter()
+        .any(|r| r["command"].as_str().is_some_and(|c| c.contains("UPSERT"))));
+    assert!(old.iter().all(|r| r["outcome"] == "ok"));
+}

@@ -79,6 +79,13 @@ pub trait Backend: Send + Sync + std::fmt::Debug {
         Err(StoreError::Other("this backend keeps no audit log".into()))
     }
 
+    /// Replaces the bytes of the audit records among `records` that the log still
+    /// holds (a record already dropped is not written again): how the engine drops the
+    /// parameters of old records.
+    fn audit_rewrite(&self, _records: &[(u64, Vec<u8>)]) -> StoreResult<()> {
+        Err(StoreError::Other("this backend keeps no audit log".into()))
+    }
+
     /// Audit records with `lo <= seq < hi`, ascending (descending when `rev`):
     /// `f(seq, bytes)` until it returns false.
     fn audit_range(

@@ -196,6 +196,16 @@ impl Backend for MemStore {
         Ok(())
     }
 
+    fn audit_rewrite(&self, records: &[(u64, Vec<u8>)]) -> StoreResult<()> {
+        let mut log = lock(&self.audit);
+        for (seq, bytes) in records {
+            if log.contains_key(seq) {
+                log.insert(*seq, Arc::new(bytes.clone()));
+            }
+        }
+        Ok(())
+    }
+
     fn audit_range(
         &self,
         lo: u64,

@@ -522,6 +522,19 @@ impl Backend for PgStore {
         t.finish(true)
     }
 
+    fn audit_rewrite(&self, records: &[(u64, Vec<u8>)]) -> StoreResult<()> {
+        let mut seqs = Vec::with_capacity(records.len());
+        let mut recs: Vec<&[u8]> = Vec::with_capacity(records.len());
+        for (seq, bytes) in records {
+            seqs.push(i64::try_from(*seq).unwrap_or(i64::MAX));
+            recs.push(bytes);
+        }
+        self.write_tx(&mut |tx| {
+            tx.audit_rewrite(&seqs, &recs)?;
+            Ok(true)
+        })
+    }
+
     fn audit_range(
         &self,
         lo: u64,

@@ -84,6 +84,18 @@ impl PgTx<'_> {
         Ok(())
     }
 
+    /// Replaces the audit records numbered `seqs` that exist with `recs`.
+    pub(crate) fn audit_rewrite(&mut self, seqs: &[i64], recs: &[&[u8]]) -> StoreResult<()> {
+        if !seqs.is_empty() {
+            self.execute(
+                "UPDATE kip_audit SET rec = d.rec FROM unnest($1::bigint[], $2::bytea[]) AS d(seq, rec) \
+                 WHERE kip_audit.seq = d.seq",
+                &[&seqs, &recs],
+            )?;
+        }
+        Ok(())
+    }
+
     /// Audit records with `lo <= seq < hi`.
     pub(crate) fn audit_range(
         &self,

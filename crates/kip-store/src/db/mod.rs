@@ -488,6 +488,13 @@ impl crate::backend::Backend for Store {
         Store::audit_append(self, records, keep.cut(last), durable)
     }
 
+    fn audit_rewrite(&self, records: &[(u64, Vec<u8>)]) -> StoreResult<()> {
+        self.write_with(|w| {
+            w.audit_rewrite(records)?;
+            Ok(((), true))
+        })
+    }
+
     fn audit_range(
         &self,
         lo: u64,

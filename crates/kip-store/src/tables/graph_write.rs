@@ -299,6 +299,20 @@ impl WriteTables<'_> {
     /// They are not in the write-ahead log: `durable` makes the transaction commit
     /// durably (a checkpoint); otherwise it commits like a logged write without a log
     /// record, and the records become durable at the next checkpoint.
+    /// Replaces the audit records of `records` that exist (not logged, like appends:
+    /// durable at the next checkpoint).
+    pub(crate) fn audit_rewrite(&mut self, records: &[(u64, Vec<u8>)]) -> StoreResult<()> {
+        for (seq, bytes) in records {
+            let exists = self.audit.get(*seq).map_err(storage_error)?.is_some();
+            if exists {
+                self.audit
+                    .insert(*seq, bytes.as_slice())
+                    .map_err(storage_error)?;
+            }
+        }
+        Ok(())
+    }
+
     pub(crate) fn audit_append(
         &mut self,
         records: &[(u64, Vec<u8>)],
