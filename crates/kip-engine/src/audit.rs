@@ -34,7 +34,7 @@ pub const MAX_PAGE: usize = 100;
 /// Most records held in memory while the store refuses them (a full disk): the oldest
 /// are dropped beyond it, so a failing disk cannot grow the process without bound.
 pub const MAX_QUEUED: usize = 100_000;
-/// Most records one pass of [`Audit::drop_old_parameters`] rewrites.
+/// Most records one pass of dropping old parameters rewrites ([`AuditConfig::params_max_age`]).
 pub const PARAMS_BATCH: usize = 10_000;
 /// Largest record kept, in bytes: a bigger one (a batch of a hundred long commands)
 /// keeps its request cut to fit, with the request's size and CRC-32 digest.

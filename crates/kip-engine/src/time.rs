@@ -1,5 +1,5 @@
 //! Time, in one place: the engine's clock ([`now`]), the form it writes timestamps in
-//! ([`format`], [`now_text`]: RFC 3339 UTC with milliseconds), the one strict reader
+//! ([`format()`], [`now_text`]: RFC 3339 UTC with milliseconds), the one strict reader
 //! of the timestamps agents write ([`parse`]), and the one expiry rule ([`expired`])
 //! that the health report, the sleep cycle's plan and its deletions all use.
 

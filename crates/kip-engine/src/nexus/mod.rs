@@ -183,7 +183,7 @@ impl Nexus {
 
     /// Reads the database file once, sequentially, so the kernel's page cache holds it
     /// and the first queries after a start do not wait for the disk (see
-    /// [`Backend::prewarm`]).
+    /// [`LocalLog::prewarm`]).
     pub fn prewarm(&self, max_bytes: u64) -> std::io::Result<u64> {
         self.store
             .local_log()
