@@ -455,6 +455,9 @@ async fn a_timed_out_request_stops_and_reports_what_it_applied() {
     assert_eq!(s, StatusCode::OK);
     let results = v["result"].as_array().expect("batch");
     assert_eq!(results[0]["error"]["code"], "KIP_4001", "{v}");
+    // The budget named is the request's own, not the per-query default (10 s).
+    let stopped = results[0]["error"]["message"].as_str().unwrap_or("");
+    assert!(stopped.contains("time budget (700 ms)"), "{stopped}");
     let last = results.last().expect("some");
     assert_eq!(last["error"]["code"], "KIP_4001", "{v}");
     assert!(
