@@ -453,3 +453,24 @@ async fn the_log_filters_by_interface_outcome_writes_and_text() {
         "older records are not scanned: {later}"
     );
 }
+
+#[tokio::test]
+async fn the_console_runs_a_commands_batch() {
+    let (_, app) = app(None, false);
+    let (s, v) = post(
+        &app,
+        "/explorer/api/kip",
+        json!({"commands": ["DESCRIBE PRIMER", "FIND(?p.name) WHERE { ?p {type: \"Person\", name: \"$self\"} }"]}),
+        None,
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK, "{v}");
+    let results = v["result"].as_array().expect("a batch answer");
+    assert_eq!(results.len(), 2, "{v}");
+    assert!(results.iter().all(|r| r.get("error").is_none()), "{v}");
+    // Neither key: the message does not claim one that is not there.
+    let (_, v) = post(&app, "/explorer/api/kip", json!({"write": false}), None).await;
+    let message = v["error"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains("neither"), "{v}");
+    assert!(!message.contains("it has"), "{v}");
+}
