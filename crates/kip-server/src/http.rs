@@ -117,7 +117,7 @@ async fn auth(State(state): State<AppState>, req: Request, next: Next) -> Respon
             .headers()
             .get(header::AUTHORIZATION)
             .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.strip_prefix("Bearer "));
+            .and_then(bearer_token);
         let ok = given.is_some_and(|g| constant_time_eq(g.as_bytes(), key.as_bytes()));
         if !ok {
             let mut r = error_response(
@@ -136,6 +136,17 @@ async fn auth(State(state): State<AppState>, req: Request, next: Next) -> Respon
         }
     }
     next.run(req).await
+}
+
+/// The token of an `Authorization: Bearer <token>` value. The scheme is matched
+/// without regard to case (RFC 9110 §11.1: `bearer`, `BEARER`), followed by one or
+/// more spaces.
+fn bearer_token(value: &str) -> Option<&str> {
+    let (scheme, rest) = value.split_once(' ')?;
+    if !scheme.eq_ignore_ascii_case("bearer") {
+        return None;
+    }
+    Some(rest.trim_start_matches(' '))
 }
 
 /// The host name of a `Host` header value (without the port; IPv6 without brackets).
