@@ -331,7 +331,10 @@ pub fn import_memory(
     match outcome {
         Ok((report, bad)) => {
             for (line, why) in &bad {
-                eprintln!("kip: line {line} left out: {why}");
+                eprintln!(
+                    "kip: line {line} left out: {}",
+                    crate::render::printable_lines(why)
+                );
             }
             print_json(&json!({"result": {
                 "entities": report.entities,
@@ -344,7 +347,7 @@ pub fn import_memory(
                 eprintln!(
                     "kip: {} relation end(s) were not defined in the file; they were created as placeholder entities (entityType \"unknown\", metadata placeholder: true): {}",
                     report.placeholders.len(),
-                    report.placeholders.iter().take(10).cloned().collect::<Vec<_>>().join(", ")
+                    crate::render::printable(&report.placeholders.iter().take(10).cloned().collect::<Vec<_>>().join(", "))
                 );
             }
             Ok(ExitCode::SUCCESS)
@@ -380,7 +383,7 @@ pub fn export_memory(data: &Path, file: &str) -> Result<ExitCode> {
         .map_err(|e| anyhow::anyhow!("{}", e.message))?;
     if file == "-" {
         if !text.is_empty() {
-            crate::out(text.trim_end_matches('\n'));
+            crate::out_raw(text.trim_end_matches('\n'));
         }
     } else {
         std::fs::write(file, text).with_context(|| format!("writing {file}"))?;

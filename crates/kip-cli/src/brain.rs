@@ -68,7 +68,7 @@ pub fn sleep(
             .into_iter()
             .flatten()
             .map(|x| match x {
-                Value::String(s) => s.clone(),
+                Value::String(s) => crate::render::printable(s).into_owned(),
                 o => format!(
                     "{} {:?} ({})",
                     o["type"].as_str().unwrap_or("?"),
@@ -132,7 +132,9 @@ pub fn sleep(
                 out(&format!(
                     "  [{}] {}",
                     s["outcome"].as_str().unwrap_or("?"),
-                    s["command"].as_str().unwrap_or("").replace('\n', " ")
+                    crate::render::printable(
+                        &s["command"].as_str().unwrap_or("").replace('\n', " ")
+                    )
                 ));
             }
         }
@@ -244,16 +246,19 @@ pub fn recall(
         for s in r["sources"].as_array().into_iter().flatten() {
             out(&format!(
                 "  source {}: {} {}",
-                s["id"].as_str().unwrap_or("?"),
-                s["type"].as_str().unwrap_or(""),
-                s["name"].as_str().unwrap_or("")
+                crate::render::printable(s["id"].as_str().unwrap_or("?")),
+                crate::render::printable(s["type"].as_str().unwrap_or("")),
+                crate::render::printable(s["name"].as_str().unwrap_or(""))
             ));
         }
     })
 }
 
 /// One audit record as a table line: time, interface, method, outcome, duration, command.
+/// Every text from the record is escaped ([`crate::render::printable`]): a client can
+/// put anything in a command text, and the line must show it, not act on the terminal.
 fn log_line(r: &Value) -> String {
+    use crate::render::printable;
     let command = r["command"]
         .as_str()
         .map(str::to_string)
@@ -271,17 +276,18 @@ fn log_line(r: &Value) -> String {
         .split_whitespace()
         .collect::<Vec<_>>()
         .join(" ");
-    let command: String = command.chars().take(100).collect();
+    let command: String = printable(&command).chars().take(100).collect();
     let outcome = match r["error_code"].as_str() {
         Some(c) => c.to_string(),
         None => r["outcome"].as_str().unwrap_or("?").to_string(),
     };
+    let text = |k: &str| printable(r[k].as_str().unwrap_or("?")).into_owned();
     format!(
         "{:<24} {:<6} {:<22} {:<9} {:>9.1}ms  {}",
-        r["timestamp"].as_str().unwrap_or("?"),
-        r["interface"].as_str().unwrap_or("?"),
-        r["method"].as_str().unwrap_or("?"),
-        outcome,
+        text("timestamp"),
+        text("interface"),
+        text("method"),
+        printable(&outcome),
         r["duration_ms"].as_f64().unwrap_or(0.0),
         command
     )

@@ -260,7 +260,7 @@ fn lines(data: &Path, file: &str, readonly: bool, dry_run: bool) -> Result<ExitC
             ),
         };
         any_error |= code(&request, &response) != ExitCode::SUCCESS;
-        crate::out(&serde_json::to_string(&response).unwrap_or_else(|_| "{}".into()));
+        crate::out_raw(&serde_json::to_string(&response).unwrap_or_else(|_| "{}".into()));
     }
     close(&shared);
     Ok(if any_error {

@@ -339,16 +339,23 @@ pub fn error_text(e: &kip_lang::KipError) -> String {
     }
 }
 
-/// Prints a JSON value on one line.
+/// Prints a JSON value on one line, as it is (machine output: not escaped).
 pub fn print_json(v: &Value) {
-    out(&serde_json::to_string(v).unwrap_or_else(|_| "{}".into()));
+    out_raw(&serde_json::to_string(v).unwrap_or_else(|_| "{}".into()));
 }
 
-/// Prints a line on stdout. When the reader has gone away (`kip exec ... | head`), the
-/// process ends quietly with status 0, as other Unix tools do, instead of panicking:
-/// whatever was being written is no longer wanted, and every write already committed
-/// is durable.
+/// Prints human-readable text on stdout: its control characters escaped line by line
+/// ([`render::printable_lines`]), so that what it quotes from the memory cannot act
+/// on the terminal.
 pub fn out(text: &str) {
+    out_raw(&render::printable_lines(text));
+}
+
+/// Prints a line on stdout as it is (JSON, exported data). When the reader has gone
+/// away (`kip exec ... | head`), the process ends quietly with status 0, as other Unix
+/// tools do, instead of panicking: whatever was being written is no longer wanted, and
+/// every write already committed is durable.
+pub fn out_raw(text: &str) {
     use std::io::Write;
     let mut stdout = std::io::stdout().lock();
     let written = writeln!(stdout, "{text}").and_then(|()| stdout.flush());
@@ -496,7 +503,7 @@ fn run_command(cli: Cli) -> ExitCode {
     match result {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("kip: {e:#}");
+            eprintln!("kip: {}", render::printable_lines(&format!("{e:#}")));
             ExitCode::from(2)
         }
     }

@@ -708,3 +708,68 @@ fn remember_and_recall_from_the_command_line() {
         json!([{"id": id, "type": "Person", "name": "Noor"}])
     );
 }
+
+/// A stored name and a command text that carry terminal escapes (erase the line, move
+/// up, retitle the window, bell) are printed escaped by the tables and by `kip logs`,
+/// and left as they are in JSON output.
+#[test]
+fn terminal_escapes_are_printed_escaped_in_tables_and_logs_but_not_in_json() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let evil = "\u{1b}[2K\u{1b}[1A\u{1b}]0;title\u{7}forged";
+    let (code, _) = kip_in(
+        dir.path(),
+        &[
+            "exec",
+            "--param",
+            &format!("n={evil}"),
+            r#"UPSERT { CONCEPT ?p { {type: "Person", name: :n} } }"#,
+        ],
+        b"",
+    );
+    assert_eq!(code, 0);
+    // A command text with the escapes in it (an unknown name: no rows).
+    let find_evil = format!(r#"FIND(?p.name) WHERE {{ ?p {{type: "Person", name: "{evil}"}} }}"#);
+    kip_in(dir.path(), &["exec", &find_evil], b"");
+    let raw = |out: &str| out.contains('\u{1b}') || out.contains('\u{7}');
+
+    let (code, table) = kip_in(
+        dir.path(),
+        &[
+            "exec",
+            r#"FIND(?p.name, ?p) WHERE { ?p {type: "Person"} FILTER(CONTAINS(?p.name, "forged")) }"#,
+        ],
+        b"",
+    );
+    assert_eq!(code, 0, "{table}");
+    assert!(!raw(&table), "a raw escape reached the terminal: {table:?}");
+    assert!(
+        table.contains(r"\u{1b}[2K\u{1b}[1A\u{1b}]0;title\u{7}forged"),
+        "{table}"
+    );
+
+    let (code, logs) = kip_in(dir.path(), &["logs"], b"");
+    assert_eq!(code, 0, "{logs}");
+    assert!(!raw(&logs), "a raw escape reached the terminal: {logs:?}");
+    assert!(logs.contains(r"\u{1b}]0;title"), "{logs}");
+
+    // JSON output is unchanged: the exact name comes back.
+    let (_, json_out) = kip_in(
+        dir.path(),
+        &[
+            "exec",
+            "--format",
+            "json",
+            r#"FIND(?p.name) WHERE { ?p {type: "Person"} FILTER(CONTAINS(?p.name, "forged")) }"#,
+        ],
+        b"",
+    );
+    let v: Value = serde_json::from_str(json_out.trim()).expect("json");
+    assert_eq!(v["result"], json!([evil]), "{json_out}");
+    let (_, json_logs) = kip_in(dir.path(), &["logs", "--json"], b"");
+    let commands: Vec<String> = json_logs
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter_map(|r| r["command"].as_str().map(str::to_string))
+        .collect();
+    assert!(commands.contains(&find_evil), "{json_logs}");
+}

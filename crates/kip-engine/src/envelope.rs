@@ -87,9 +87,13 @@ impl ExecuteRequest {
             )),
             (None, None) => {
                 // Name the keys it does have: a misspelt `command` is the usual cause.
+                // (A null `command` or `commands` counts as absent: not named.)
                 let other: Vec<String> = obj
                     .keys()
-                    .filter(|k| !["parameters", "dry_run", "request_id"].contains(&k.as_str()))
+                    .filter(|k| {
+                        !["parameters", "dry_run", "request_id", "command", "commands"]
+                            .contains(&k.as_str())
+                    })
                     .take(8)
                     .map(|k| format!("`{k}`"))
                     .collect();
@@ -419,6 +423,14 @@ mod tests {
         );
         assert!(req(json!({"command": "DESCRIBE PRIMER"})).is_ok());
         assert!(req(json!({"commands": ["DESCRIBE PRIMER"]})).is_ok());
+    }
+
+    #[test]
+    fn a_null_command_is_not_named_as_a_key_the_request_has() {
+        let e = req(json!({"command": null, "commands": null})).expect_err("neither");
+        assert!(!e.message.contains("it has"), "{}", e.message);
+        let e = req(json!({"command": null, "cmd": "FIND"})).expect_err("neither");
+        assert!(e.message.ends_with("(it has `cmd`)"), "{}", e.message);
     }
 
     #[test]

@@ -271,6 +271,48 @@ fn an_interrupted_request_runs_nothing_more() {
     assert_eq!(code(&r).as_deref(), Some("KIP_4001"), "{r}");
 }
 
+/// A query stopped by its request's deadline names the request's budget, not the
+/// per-query limit (10 s by default) that did not bind.
+#[test]
+fn a_timed_out_request_names_its_own_budget() {
+    let mut n = nexus();
+    people(&n, 300);
+    n.set_limits(QueryLimits {
+        max_work: u64::MAX,
+        ..QueryLimits::default()
+    });
+    let budget = kip_engine::Budget {
+        deadline: std::time::Instant::now().checked_add(std::time::Duration::from_millis(300)),
+        interrupt: None,
+    };
+    // 27 million combinations: far more than 300 ms of work.
+    let r = n
+        .execute_json_with(
+            &json!({"command": "FIND(COUNT(?a)) WHERE { ?a {type: \"Person\"} ?b {type: \"Person\"} ?c {type: \"Person\"} }"}),
+            Access::ReadOnly,
+            &budget,
+        )
+        .to_json();
+    assert_eq!(code(&r).as_deref(), Some("KIP_4001"), "{r}");
+    let message = r["error"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains("time budget (300 ms)"), "{message}");
+    assert!(!message.contains("10"), "{message}");
+
+    // Without a request deadline, the per-query limit is the one named.
+    n.set_limits(QueryLimits {
+        max_work: u64::MAX,
+        timeout: std::time::Duration::from_millis(200),
+        ..QueryLimits::default()
+    });
+    let r = run(
+        &n,
+        "FIND(COUNT(?a)) WHERE { ?a {type: \"Person\"} ?b {type: \"Person\"} ?c {type: \"Person\"} }",
+    );
+    assert_eq!(code(&r).as_deref(), Some("KIP_4001"), "{r}");
+    let message = r["error"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains("time limit (200 ms)"), "{message}");
+}
+
 /// A dry-run batch is validated cumulatively: a command that depends on an earlier one
 /// (a type it registers, a concept it creates) is valid, as it would be for real, and
 /// nothing is written.

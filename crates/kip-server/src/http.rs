@@ -32,7 +32,9 @@ use kip_engine::Access;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use serde_json::{json, Value};
+use std::future::Future;
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -63,7 +65,9 @@ pub struct HttpConfig {
     /// Time a client has to send a request's headers (also the longest an idle
     /// keep-alive connection stays open).
     pub header_read_timeout: Duration,
-    /// Time a client has to send a request's body.
+    /// Time a client has to send a request's whole body, counted from the end of its
+    /// headers whatever the rate at which the bytes come (`408` and the connection
+    /// closed when it runs out).
     pub body_read_timeout: Duration,
     /// The language model behind `remember` / `recall_memory` (MCP tools and
     /// `POST /brain/remember`, `POST /brain/recall`).
@@ -113,7 +117,7 @@ async fn auth(State(state): State<AppState>, req: Request, next: Next) -> Respon
             .headers()
             .get(header::AUTHORIZATION)
             .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.strip_prefix("Bearer "));
+            .and_then(bearer_token);
         let ok = given.is_some_and(|g| constant_time_eq(g.as_bytes(), key.as_bytes()));
         if !ok {
             let mut r = error_response(
@@ -132,6 +136,17 @@ async fn auth(State(state): State<AppState>, req: Request, next: Next) -> Respon
         }
     }
     next.run(req).await
+}
+
+/// The token of an `Authorization: Bearer <token>` value. The scheme is matched
+/// without regard to case (RFC 9110 §11.1: `bearer`, `BEARER`), followed by one or
+/// more spaces.
+fn bearer_token(value: &str) -> Option<&str> {
+    let (scheme, rest) = value.split_once(' ')?;
+    if !scheme.eq_ignore_ascii_case("bearer") {
+        return None;
+    }
+    Some(rest.trim_start_matches(' '))
 }
 
 /// The host name of a `Host` header value (without the port; IPv6 without brackets).
@@ -316,6 +331,82 @@ async fn json_errors(resp: Response) -> Response {
     );
     let body = axum::body::Body::from(error_body(&code, message, hint).to_string());
     Response::from_parts(parts, body)
+}
+
+/// A request body that must arrive whole by a fixed deadline: a client that sends a
+/// byte now and then cannot hold a connection (and one of the `max_connections` slots)
+/// open longer than [`HttpConfig::body_read_timeout`]. When the deadline passes, the
+/// next read fails and `expired` is set, so that [`body_deadline`] answers `408`.
+struct DeadlineBody {
+    body: axum::body::Body,
+    deadline: std::pin::Pin<Box<tokio::time::Sleep>>,
+    expired: Arc<AtomicBool>,
+}
+
+impl http_body::Body for DeadlineBody {
+    type Data = Bytes;
+    type Error = axum::Error;
+
+    fn poll_frame(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<http_body::Frame<Bytes>, axum::Error>>> {
+        let this = &mut *self;
+        if !this.body.is_end_stream() && this.deadline.as_mut().poll(cx).is_ready() {
+            this.expired.store(true, Ordering::SeqCst);
+            return std::task::Poll::Ready(Some(Err(axum::Error::new(std::io::Error::new(
+                std::io::ErrorKind::TimedOut,
+                "the request body did not arrive in time",
+            )))));
+        }
+        std::pin::Pin::new(&mut this.body).poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        self.body.size_hint()
+    }
+}
+
+/// Bounds the time to read a request's body in total (see [`DeadlineBody`]); a body
+/// that was not all there by the deadline is answered `408` whatever the handler made
+/// of the failed read, and the connection is closed.
+async fn body_deadline(State(state): State<AppState>, req: Request, next: Next) -> Response {
+    let limit = state.config.body_read_timeout;
+    let expired = Arc::new(AtomicBool::new(false));
+    let req = {
+        let expired = expired.clone();
+        req.map(|body| {
+            if http_body::Body::is_end_stream(&body) {
+                body
+            } else {
+                axum::body::Body::new(DeadlineBody {
+                    body,
+                    deadline: Box::pin(tokio::time::sleep(limit)),
+                    expired,
+                })
+            }
+        })
+    };
+    let resp = next.run(req).await;
+    if !expired.load(Ordering::SeqCst) {
+        return resp;
+    }
+    let mut r = error_response(
+        StatusCode::REQUEST_TIMEOUT,
+        "REQUEST_TIMEOUT",
+        format!(
+            "the request body did not arrive within {} ms of the headers",
+            limit.as_millis()
+        ),
+        "send the whole request promptly; a client on a slow link can send smaller requests",
+    );
+    r.headers_mut()
+        .insert(header::CONNECTION, HeaderValue::from_static("close"));
+    r
 }
 
 fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
@@ -541,9 +632,7 @@ pub fn router(backend: impl Into<Backend>, config: HttpConfig) -> Router {
     crate::explorer::public_routes()
         .merge(protected)
         .layer(DefaultBodyLimit::max(config.max_body_bytes))
-        .layer(tower_http::timeout::RequestBodyTimeoutLayer::new(
-            config.body_read_timeout,
-        ))
+        .layer(middleware::from_fn_with_state(state.clone(), body_deadline))
         .layer(middleware::from_fn_with_state(state.clone(), guard))
         .layer(middleware::map_response(json_errors))
         .layer(tower_http::trace::TraceLayer::new_for_http())

@@ -94,6 +94,105 @@ async fn a_client_that_sends_headers_one_byte_at_a_time_is_cut_off() {
     assert!(closed.is_some(), "the connection was not closed");
 }
 
+/// Sends `head` at once, then one byte of `trickle` every 100 ms (for at most 8 s)
+/// while reading; returns what the server sent and how long after the head its first
+/// bytes came (`None`: nothing came while the client trickled).
+fn trickle(
+    addr: SocketAddr,
+    head: &'static [u8],
+    trickle: &'static [u8],
+) -> (String, Option<Duration>) {
+    let mut s = TcpStream::connect(addr).expect("connect");
+    s.write_all(head).expect("send the head");
+    let start = Instant::now();
+    let mut writer = s.try_clone().expect("clone");
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let stopped = stop.clone();
+    let sender = std::thread::spawn(move || {
+        for b in trickle.iter().cycle() {
+            if stopped.load(std::sync::atomic::Ordering::SeqCst)
+                || start.elapsed() > Duration::from_secs(8)
+                || writer.write_all(&[*b]).is_err()
+            {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    });
+    s.set_read_timeout(Some(Duration::from_millis(50)))
+        .expect("timeout");
+    let mut out = Vec::new();
+    let mut first = None;
+    let mut buf = [0u8; 4096];
+    while start.elapsed() < Duration::from_secs(9) {
+        match s.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => {
+                first.get_or_insert(start.elapsed());
+                out.extend_from_slice(&buf[..n]);
+            }
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                ) => {}
+            Err(_) => break,
+        }
+    }
+    stop.store(true, std::sync::atomic::Ordering::SeqCst);
+    let _ = sender.join();
+    (String::from_utf8_lossy(&out).into(), first)
+}
+
+/// A body sent a byte at a time does not keep the connection: the read has one
+/// deadline for the whole body, whatever the rate, and ends in 408.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_body_sent_a_byte_at_a_time_is_answered_408_by_its_deadline() {
+    let (addr, _stop) = start(HttpConfig {
+        header_read_timeout: Duration::from_secs(5),
+        body_read_timeout: Duration::from_millis(800),
+        ..HttpConfig::default()
+    })
+    .await;
+    let (text, first) = tokio::task::spawn_blocking(move || {
+        trickle(
+            addr,
+            b"POST /kip HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n",
+            b"{\"command\": \"DESCRIBE PRIMER\"          ",
+        )
+    })
+    .await
+    .expect("client");
+    let first = first.unwrap_or_else(|| panic!("no answer while the body trickled: {text:?}"));
+    assert!(
+        first < Duration::from_millis(800 + 1200),
+        "answered {first:?} after the headers, the deadline being 800 ms: {text}"
+    );
+    assert!(text.starts_with("HTTP/1.1 408"), "{text}");
+    assert!(text.contains("REQUEST_TIMEOUT"), "{text}");
+    assert!(
+        text.to_ascii_lowercase().contains("connection: close"),
+        "{text}"
+    );
+}
+
+/// The same for the headers: one deadline for all of them, whatever the rate.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn headers_sent_a_byte_at_a_time_are_cut_off_by_their_deadline() {
+    let (addr, _stop) = start(config()).await;
+    let started = Instant::now();
+    let (text, _) = tokio::task::spawn_blocking(move || {
+        trickle(addr, b"POST /kip HTTP/1.1\r\n", b"X-Slow: aaaaaaaa\r\n")
+    })
+    .await
+    .expect("client");
+    let took = started.elapsed();
+    assert!(
+        took < Duration::from_millis(800 + 1500),
+        "the connection stayed open {took:?} (deadline 800 ms): {text:?}"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn idle_connections_are_closed() {
     let (addr, _stop) = start(config()).await;

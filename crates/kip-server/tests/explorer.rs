@@ -453,3 +453,55 @@ async fn the_log_filters_by_interface_outcome_writes_and_text() {
         "older records are not scanned: {later}"
     );
 }
+
+#[tokio::test]
+async fn a_log_bound_that_is_not_a_date_is_a_400_naming_it() {
+    let (_, app) = app(None, false);
+    post(&app, "/kip", json!({"command": "DESCRIBE PRIMER"}), None).await;
+    for (param, value) in [
+        ("since", "garbage"),
+        ("until", "garbage"),
+        ("since", "2026-13-45"),
+    ] {
+        let (s, v) = get(&app, &format!("/explorer/api/logs?{param}={value}"), None).await;
+        assert_eq!(s, StatusCode::BAD_REQUEST, "{param}={value}: {v}");
+        let message = v["error"]["message"].as_str().unwrap_or_default();
+        assert!(
+            message.contains(param) && message.contains(value),
+            "{message}"
+        );
+        assert!(v["error"]["hint"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("2026-01-02"));
+    }
+    // A timestamp to the second with a zone is read as such (a record made this second
+    // is kept, although its text with milliseconds sorts before the bare `...05Z`).
+    let (_, all) = get(&app, "/explorer/api/logs", None).await;
+    let ts = all["result"][0]["timestamp"].as_str().expect("timestamp");
+    let second = format!("{}Z", &ts[..19]);
+    let (s, v) = get(&app, &format!("/explorer/api/logs?since={second}"), None).await;
+    assert_eq!(s, StatusCode::OK, "{v}");
+    assert_eq!(v["result"].as_array().map(Vec::len), Some(1), "{v}");
+}
+
+#[tokio::test]
+async fn the_console_runs_a_commands_batch() {
+    let (_, app) = app(None, false);
+    let (s, v) = post(
+        &app,
+        "/explorer/api/kip",
+        json!({"commands": ["DESCRIBE PRIMER", "FIND(?p.name) WHERE { ?p {type: \"Person\", name: \"$self\"} }"]}),
+        None,
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK, "{v}");
+    let results = v["result"].as_array().expect("a batch answer");
+    assert_eq!(results.len(), 2, "{v}");
+    assert!(results.iter().all(|r| r.get("error").is_none()), "{v}");
+    // Neither key: the message does not claim one that is not there.
+    let (_, v) = post(&app, "/explorer/api/kip", json!({"write": false}), None).await;
+    let message = v["error"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains("neither"), "{v}");
+    assert!(!message.contains("it has"), "{v}");
+}

@@ -139,6 +139,47 @@ async fn every_route_requires_the_key_when_one_is_set() {
     assert_eq!(v["status"], "ok");
 }
 
+/// The auth scheme is case-insensitive (RFC 9110 §11.1) and may be followed by more
+/// than one space; another scheme, or none, is refused.
+#[tokio::test]
+async fn the_bearer_scheme_is_matched_without_regard_to_case() {
+    let app = router(
+        nexus(),
+        HttpConfig {
+            api_key: Some("s3cret".into()),
+            ..HttpConfig::default()
+        },
+    );
+    let health = |auth: &'static str| {
+        let app = app.clone();
+        async move {
+            let req = Request::builder()
+                .uri("/health")
+                .header("authorization", auth)
+                .body(Body::empty())
+                .expect("request");
+            app.oneshot(req).await.expect("response").status()
+        }
+    };
+    for ok in [
+        "Bearer s3cret",
+        "bearer s3cret",
+        "BEARER s3cret",
+        "bEaReR  s3cret",
+    ] {
+        assert_eq!(health(ok).await, StatusCode::OK, "{ok}");
+    }
+    for refused in [
+        "Basic s3cret",
+        "Bearers3cret",
+        "s3cret",
+        "bearer wrong",
+        "bearer",
+    ] {
+        assert_eq!(health(refused).await, StatusCode::UNAUTHORIZED, "{refused}");
+    }
+}
+
 #[tokio::test]
 async fn read_only_server_serves_reads_only() {
     let app = router(
@@ -455,6 +496,9 @@ async fn a_timed_out_request_stops_and_reports_what_it_applied() {
     assert_eq!(s, StatusCode::OK);
     let results = v["result"].as_array().expect("batch");
     assert_eq!(results[0]["error"]["code"], "KIP_4001", "{v}");
+    // The budget named is the request's own, not the per-query default (10 s).
+    let stopped = results[0]["error"]["message"].as_str().unwrap_or("");
+    assert!(stopped.contains("time budget (700 ms)"), "{stopped}");
     let last = results.last().expect("some");
     assert_eq!(last["error"]["code"], "KIP_4001", "{v}");
     assert!(

@@ -119,7 +119,10 @@ impl<'g> Ctx<'g> {
         if self.start.elapsed() > self.limits.timeout {
             return Err(KipError::new(
                 ErrorCode::ExecutionTimeout,
-                format!("the query ran longer than {:?}", self.limits.timeout),
+                format!(
+                    "the query ran longer than its time limit ({})",
+                    super::show_duration(self.limits.timeout)
+                ),
             )
             .with_hint("optimize the query: bind exact {type, name} first, reduce UNION branches, hops and REGEX, lower LIMIT"));
         }

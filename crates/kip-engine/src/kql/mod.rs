@@ -57,6 +57,11 @@ pub struct QueryLimits {
     /// [`crate::Nexus::execute_with`]); each query then ends at the earlier of it and
     /// its own `timeout`.
     pub deadline: Option<Instant>,
+    /// The length of the request's time budget, when its deadline is the one that
+    /// `deadline` holds (set per request by [`crate::Nexus::execute_with`] and kept by
+    /// [`QueryLimits::for_command`] only while the request's deadline comes before the
+    /// query's own `timeout`): named when the time runs out.
+    pub request_budget: Option<Duration>,
     /// The request's cancellation flag (set per request), checked inside the matching
     /// loops: a cancelled query ends in `KIP_4001` within milliseconds.
     pub interrupt: Option<Interrupt>,
@@ -75,8 +80,25 @@ impl Default for QueryLimits {
             max_batch: 256,
             max_response_bytes: 16 << 20,
             deadline: None,
+            request_budget: None,
             interrupt: None,
         }
+    }
+}
+
+/// A duration for messages: `250 ms`, `1 s`, `1.5 s`, `60 s`.
+pub fn show_duration(d: Duration) -> String {
+    let micros = d.as_micros();
+    // To the tenth of a second from 0.95 s up (what is left of a 1 s budget when the
+    // request starts is a hair under 1 s); to the millisecond below.
+    let tenths = (micros + 50_000) / 100_000;
+    if tenths < 10 {
+        return format!("{} ms", (micros + 500) / 1000);
+    }
+    if tenths.is_multiple_of(10) {
+        format!("{} s", tenths / 10)
+    } else {
+        format!("{}.{} s", tenths / 10, tenths % 10)
     }
 }
 
@@ -85,12 +107,15 @@ impl QueryLimits {
     /// request's and `now + timeout`.
     pub fn for_command(&self) -> QueryLimits {
         let own = Instant::now().checked_add(self.timeout);
-        let deadline = match (own, self.deadline) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
+        // Which deadline binds decides which budget a timeout names.
+        let (deadline, the_requests) = match (own, self.deadline) {
+            (Some(a), Some(b)) if b <= a => (Some(b), true),
+            (Some(a), _) => (Some(a), false),
+            (None, b) => (b, b.is_some()),
         };
         QueryLimits {
             deadline,
+            request_budget: self.request_budget.filter(|_| the_requests),
             ..self.clone()
         }
     }
@@ -105,10 +130,17 @@ impl QueryLimits {
             .with_hint("optimize the query: bind exact {type, name} first, reduce UNION branches, hops and REGEX, lower LIMIT"));
         }
         if self.deadline.is_some_and(|d| Instant::now() > d) {
-            return Err(KipError::new(
-                ErrorCode::ExecutionTimeout,
-                format!("the query ran longer than its time budget ({:?})", self.timeout),
-            )
+            let message = match self.request_budget {
+                Some(b) => format!(
+                    "the query was stopped: the request's time budget ({}) ran out",
+                    show_duration(b)
+                ),
+                None => format!(
+                    "the query ran longer than its time limit ({})",
+                    show_duration(self.timeout)
+                ),
+            };
+            return Err(KipError::new(ErrorCode::ExecutionTimeout, message)
             .with_hint("optimize the query: bind exact {type, name} first, reduce UNION branches, hops and REGEX, lower LIMIT"));
         }
         Ok(())
@@ -158,4 +190,36 @@ pub fn explain(
     limits: &QueryLimits,
 ) -> Result<Vec<String>, KipError> {
     result::explain_find(g, q, limits)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_are_shown_in_milliseconds_or_tenths_of_seconds() {
+        assert_eq!(show_duration(Duration::from_millis(250)), "250 ms");
+        assert_eq!(show_duration(Duration::from_micros(999_970)), "1 s");
+        assert_eq!(show_duration(Duration::from_millis(1500)), "1.5 s");
+        assert_eq!(show_duration(Duration::from_secs(60)), "60 s");
+    }
+
+    #[test]
+    fn a_command_names_the_request_budget_only_when_it_binds() {
+        let limits = QueryLimits {
+            deadline: Instant::now().checked_add(Duration::from_secs(1)),
+            request_budget: Some(Duration::from_secs(1)),
+            ..QueryLimits::default()
+        };
+        assert_eq!(
+            limits.for_command().request_budget,
+            Some(Duration::from_secs(1))
+        );
+        let long = QueryLimits {
+            deadline: Instant::now().checked_add(Duration::from_secs(600)),
+            request_budget: Some(Duration::from_secs(600)),
+            ..QueryLimits::default()
+        };
+        assert_eq!(long.for_command().request_budget, None);
+    }
 }

@@ -302,6 +302,10 @@ impl Nexus {
     pub fn execute_with(&self, req: &ExecuteRequest, access: Access, budget: &Budget) -> Response {
         let mut limits = self.limits.clone();
         limits.deadline = budget.deadline;
+        // What is left of the budget as the request starts: its length, for messages.
+        limits.request_budget = budget
+            .deadline
+            .map(|d| d.saturating_duration_since(std::time::Instant::now()));
         limits.interrupt = budget.interrupt.clone();
         let batch = envelope::BatchLimits {
             max_commands: limits.max_batch,

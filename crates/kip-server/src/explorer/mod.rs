@@ -177,7 +177,8 @@ async fn logs(State(state): State<AppState>, Query(q): Query<HashMap<String, Str
     view_answer(state, move |b| view::logs(b, &args)).await
 }
 
-/// `POST /explorer/api/kip` `{command, parameters?, write?}`: the console. Without
+/// `POST /explorer/api/kip` `{command | commands, parameters?, dry_run?, write?}`: the
+/// console (an `execute_kip` arguments object plus `write`). Without
 /// `write: true` the command runs read-only (a KML statement gets KIP_3004 explaining
 /// how to write); with it, the server must allow explorer writes.
 async fn console(State(state): State<AppState>, body: axum::body::Bytes) -> Response {
@@ -204,9 +205,12 @@ async fn console(State(state): State<AppState>, body: axum::body::Bytes) -> Resp
         )
             .into_response();
     }
-    let mut args = json!({"command": v.get("command").cloned().unwrap_or(Value::Null)});
-    if let Some(p) = v.get("parameters").filter(|p| !p.is_null()) {
-        args["parameters"] = p.clone();
+    // The body is an `execute_kip` arguments object (`command` or `commands`,
+    // `parameters`, `dry_run`) plus `write`: passed on whole, so that a batch runs and
+    // a malformed request gets the envelope's own error naming what it has.
+    let mut args = v;
+    if let Value::Object(m) = &mut args {
+        m.remove("write");
     }
     let access = if write {
         Access::ReadWrite

@@ -483,6 +483,18 @@ fn searchable(r: &Value) -> String {
     out.to_lowercase()
 }
 
+/// A `since`/`until` bound of the audit log view, in the shape of the records'
+/// timestamps (`2026-01-02T03:04:05.000Z`).
+fn log_bound(name: &str, value: &str) -> Result<String, KipError> {
+    match kip_engine::brain::time::parse(value) {
+        Some(t) => Ok(kip_engine::brain::time::format(t)),
+        None => Err(bad(
+            format!("{name} is not a date or a timestamp: {value:?}"),
+            "give a UTC date (2026-01-02) or an RFC 3339 timestamp (2026-01-02T03:04:05Z), or leave it out",
+        )),
+    }
+}
+
 /// A page of the audit log keeping the records that match `{interface, outcome,
 /// text, writes, since, until}` (text: case-insensitive, in the call's text and error;
 /// since/until: dates or timestamps, UTC, since inclusive, until exclusive), newest
@@ -512,10 +524,12 @@ pub fn logs(backend: &Backend, args: &Value) -> Result<Value, KipError> {
     let text = s("text").map(|t| t.to_lowercase());
     let writes = matches!(args.get("writes"), Some(Value::Bool(true)))
         || s("writes").is_some_and(|w| w == "1" || w == "true");
-    // Timestamps are RFC 3339 UTC with a fixed shape, so a date or a timestamp
-    // compares as text: `since` inclusive, `until` exclusive.
-    let since = s("since");
-    let until = s("until");
+    // The records' timestamps are RFC 3339 UTC with milliseconds, one fixed shape: a
+    // bound read as a time and written in that shape compares as text (`since`
+    // inclusive, `until` exclusive). A bound that is not a date or a timestamp is an
+    // error, never ignored.
+    let since = s("since").map(|v| log_bound("since", &v)).transpose()?;
+    let until = s("until").map(|v| log_bound("until", &v)).transpose()?;
     let mut cursor = s("cursor");
     let mut out = Vec::new();
     let mut scanned = 0usize;

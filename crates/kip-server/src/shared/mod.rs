@@ -22,6 +22,11 @@
 //! A request whose owner died is acknowledged only once it has run on the new owner;
 //! an acknowledged write is durable (it was synced to the log before the answer).
 //!
+//! Only the user who owns the directory stands at either end of the socket: a process
+//! refuses to serve or forward through a directory (or a `kip.sock`) that another user
+//! owns or can write, and both ends check the other's uid on every connection before
+//! anything is sent (see `trust.rs`).
+//!
 //! The wire format is one JSON object per line each way, one request per connection:
 //! the request is an [`Op`], the answer a [`Reply`]. A forwarding process that stops
 //! waiting (cancelled, past its deadline) closes the connection, and the owner stops
@@ -61,6 +66,7 @@ const CLOSE_WAIT: Duration = Duration::from_secs(30);
 
 mod backend;
 mod protocol;
+mod trust;
 
 pub use backend::Backend;
 use protocol::{cancelled, fail, run};
@@ -235,8 +241,10 @@ impl SharedNexus {
         if budget.interrupt.as_ref().is_some_and(Interrupt::is_set) {
             return Sent::Answer(cancelled());
         }
-        let Ok(mut stream) = UnixStream::connect(&self.socket) else {
-            return Sent::Lost;
+        let mut stream = match self.connect_owner() {
+            Ok(Some(s)) => s,
+            Ok(None) => return Sent::Lost,
+            Err(e) => return Sent::Answer(fail(e)),
         };
         let mut line = match serde_json::to_vec(op) {
             Ok(l) => l,
@@ -292,6 +300,22 @@ impl SharedNexus {
         }
     }
 
+    /// Connects to the directory's owner: `None` when nobody answers on the socket; an
+    /// error, before anything is sent, when the directory or the socket could be
+    /// another user's, or the process answering runs as another user.
+    fn connect_owner(&self) -> Result<Option<UnixStream>, KipError> {
+        trust::check_dir(&self.dir)?;
+        trust::check_socket(&self.socket)?;
+        let Ok(stream) = UnixStream::connect(&self.socket) else {
+            return Ok(None);
+        };
+        trust::check_peer(
+            &stream,
+            &format!("the process answering on {}", self.socket.display()),
+        )?;
+        Ok(Some(stream))
+    }
+
     /// Finds the directory's owner again after the one seen at `generation` went away:
     /// opens the directory (becoming its owner) when nobody has it, else waits until
     /// the process that has it answers on the socket.
@@ -301,7 +325,11 @@ impl SharedNexus {
             return Ok(()); // another thread of this process re-routed already
         }
         let deadline = Instant::now() + ROUTE_WAIT;
+        let is_directory = !self.dir.to_str().is_some_and(kip_open::is_database_url);
         loop {
+            if is_directory {
+                trust::check_dir(&self.dir)?;
+            }
             match Nexus::try_open(&self.dir, OpenMode::Normal) {
                 Ok(mut nexus) => {
                     if let Some(e) = &self.embedder {
@@ -327,7 +355,7 @@ impl SharedNexus {
                     // socket to forward through.
                     let listener = match nexus
                         .path()
-                        .map(|_| Listener::start(nexus.clone(), &self.socket))
+                        .map(|_| Listener::start(nexus.clone(), &self.dir, &self.socket))
                     {
                         None => None,
                         Some(Ok(l)) => Some(l),
@@ -348,7 +376,7 @@ impl SharedNexus {
                 }
                 Err(OpenError::Failed(e)) => return Err(e),
                 Err(OpenError::InUse(e)) => {
-                    if UnixStream::connect(&self.socket).is_ok() {
+                    if self.connect_owner()?.is_some() {
                         if starting {
                             tracing::info!(dir = %kip_open::shown_location(&self.dir), "another kip process owns the data directory: forwarding requests to it");
                         }
@@ -390,14 +418,27 @@ impl SharedNexus {
 
 /// The owner's side: a thread accepting connections on the socket, one thread per
 /// connection (at most [`MAX_FORWARDED`] at once).
+///
+/// Stopping does not go through the socket's path (which another process may have
+/// replaced): the accept loop waits on the listener and on one end of a socket pair
+/// together, and `stop` wakes it by closing the other end.
 struct Listener {
     stop: Arc<AtomicBool>,
+    /// Closing it wakes the accept loop.
+    wake: Option<UnixStream>,
     active: Arc<(Mutex<usize>, Condvar)>,
     thread: Option<std::thread::JoinHandle<()>>,
+    /// The socket file this listener bound (device, inode): removed at stop only when
+    /// the path still leads to it.
+    bound: Option<(u64, u64)>,
 }
 
 impl Listener {
-    fn start(nexus: Arc<Nexus>, socket: &Path) -> std::io::Result<Listener> {
+    fn start(nexus: Arc<Nexus>, dir: &Path, socket: &Path) -> std::io::Result<Listener> {
+        use std::os::unix::fs::{MetadataExt, PermissionsExt};
+        let refused =
+            |e: KipError| std::io::Error::new(std::io::ErrorKind::PermissionDenied, e.message);
+        trust::check_dir(dir).map_err(refused)?;
         // Only the process holding the database lock gets here, so a socket file left
         // behind is a dead owner's.
         match std::fs::remove_file(socket) {
@@ -406,10 +447,14 @@ impl Listener {
             Err(e) => return Err(e),
         }
         let listener = UnixListener::bind(socket)?;
-        {
-            use std::os::unix::fs::PermissionsExt;
-            std::fs::set_permissions(socket, std::fs::Permissions::from_mode(0o600))?;
-        }
+        std::fs::set_permissions(socket, std::fs::Permissions::from_mode(0o600))?;
+        let bound = std::fs::symlink_metadata(socket)
+            .ok()
+            .map(|m| (m.dev(), m.ino()));
+        // Non-blocking, so that a connection that goes away between the wake-up and the
+        // accept cannot block the loop.
+        listener.set_nonblocking(true)?;
+        let (wake, woken) = UnixStream::pair()?;
         let stop = Arc::new(AtomicBool::new(false));
         let active = Arc::new((Mutex::new(0usize), Condvar::new()));
         let thread = {
@@ -417,23 +462,38 @@ impl Listener {
             let active = active.clone();
             std::thread::Builder::new()
                 .name("kip-share".into())
-                .spawn(move || accept_loop(listener, nexus, stop, active))?
+                .spawn(move || accept_loop(listener, woken, nexus, stop, active))?
         };
         Ok(Listener {
             stop,
+            wake: Some(wake),
             active,
             thread: Some(thread),
+            bound,
         })
     }
 
     fn stop(mut self, socket: &Path) {
+        use std::os::unix::fs::MetadataExt;
         self.stop.store(true, Ordering::SeqCst);
-        // Wake the accept call; then nobody new gets in.
-        let _ = UnixStream::connect(socket);
+        // Wake the accept loop through its own descriptors; then nobody new gets in.
+        drop(self.wake.take());
+        self.active.1.notify_all();
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }
-        let _ = std::fs::remove_file(socket);
+        let still_ours = std::fs::symlink_metadata(socket)
+            .ok()
+            .map(|m| (m.dev(), m.ino()))
+            .is_some_and(|f| Some(f) == self.bound);
+        if still_ours {
+            let _ = std::fs::remove_file(socket);
+        } else {
+            tracing::warn!(
+                socket = %socket.display(),
+                "the socket of this data directory was replaced by another process's; it is left in place"
+            );
+        }
         let (count, cv) = &*self.active;
         let deadline = Instant::now() + CLOSE_WAIT;
         let mut n = lock(count);
@@ -452,22 +512,80 @@ impl Listener {
     }
 }
 
+/// Waits until the listener has a connection to accept (true) or the loop is to stop
+/// (false: `woken` was closed or written to, or polling failed).
+fn wait_for_connection(listener: &UnixListener, woken: &UnixStream) -> bool {
+    use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
+    use std::os::fd::AsFd;
+    loop {
+        let mut fds = [
+            PollFd::new(listener.as_fd(), PollFlags::POLLIN),
+            PollFd::new(woken.as_fd(), PollFlags::POLLIN),
+        ];
+        match poll(&mut fds, PollTimeout::NONE) {
+            Ok(_) => {
+                let woke = fds[1].revents().is_none_or(|r| !r.is_empty());
+                if woke {
+                    return false;
+                }
+                if fds[0].revents().is_some_and(|r| !r.is_empty()) {
+                    return true;
+                }
+            }
+            Err(nix::errno::Errno::EINTR) => {}
+            Err(e) => {
+                tracing::error!("cannot wait for connections on the data directory's socket: {e}; other kip processes will take the directory over");
+                return false;
+            }
+        }
+    }
+}
+
 fn accept_loop(
     listener: UnixListener,
+    woken: UnixStream,
     nexus: Arc<Nexus>,
     stop: Arc<AtomicBool>,
     active: Arc<(Mutex<usize>, Condvar)>,
 ) {
-    for conn in listener.incoming() {
-        if stop.load(Ordering::SeqCst) {
-            break;
+    let peer_role = "a process connecting to this data directory's socket";
+    while !stop.load(Ordering::SeqCst) && wait_for_connection(&listener, &woken) {
+        let stream = match listener.accept() {
+            Ok((s, _)) => s,
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::Interrupted
+                ) =>
+            {
+                continue
+            }
+            Err(e) => {
+                // Out of descriptors, say: wait a little instead of spinning.
+                tracing::warn!("cannot accept a connection on the data directory's socket: {e}");
+                std::thread::sleep(POLL);
+                continue;
+            }
+        };
+        if let Err(e) = trust::check_peer(&stream, peer_role) {
+            tracing::warn!("{}", e.message);
+            continue; // dropped unread and unanswered
         }
-        let Ok(stream) = conn else { continue };
+        // Accepted sockets inherit the listener's non-blocking mode on some systems.
+        if stream.set_nonblocking(false).is_err() {
+            continue;
+        }
         {
             let (count, cv) = &*active;
             let mut n = lock(count);
             while *n >= MAX_FORWARDED {
-                n = cv.wait(n).unwrap_or_else(|p| p.into_inner());
+                if stop.load(Ordering::SeqCst) {
+                    return;
+                }
+                n = cv
+                    .wait_timeout(n, POLL)
+                    .map(|(g, _)| g)
+                    .unwrap_or_else(|p| p.into_inner().0);
             }
             *n += 1;
         }
