@@ -28,11 +28,13 @@ use std::collections::{HashMap, HashSet};
 mod dispatch;
 mod jsonl;
 mod read;
+mod tools;
 mod write;
 
 pub use dispatch::*;
 pub use jsonl::*;
 pub use read::*;
+pub use tools::*;
 pub use write::*;
 
 /// The attribute holding an entity's observations.
