@@ -65,6 +65,38 @@ pub fn memory_tools(read_only: bool) -> Vec<Tool> {
         .collect()
 }
 
+/// The streamable HTTP service with a session's end answered as the clients expect:
+/// rmcp answers a `DELETE` that closed the session `202 Accepted`, which the official
+/// Python client reports as `Session termination failed: 202` after every session (it
+/// takes 200 or 204); the session is closed when the answer is sent, so the answer is
+/// `204 No Content`. Other answers pass unchanged. Mount it as the `/mcp` service.
+pub fn session_delete_no_content(
+    service: rmcp::transport::streamable_http_server::StreamableHttpService<
+        KipMcp,
+        rmcp::transport::streamable_http_server::session::local::LocalSessionManager,
+    >,
+) -> axum::Router {
+    axum::Router::new()
+        .fallback_service(service)
+        .layer(axum::middleware::from_fn(delete_answers_no_content))
+}
+
+async fn delete_answers_no_content(
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    let delete = request.method() == axum::http::Method::DELETE;
+    let response = next.run(request).await;
+    if delete && response.status() == axum::http::StatusCode::ACCEPTED {
+        let (mut parts, _) = response.into_parts();
+        parts.status = axum::http::StatusCode::NO_CONTENT;
+        parts.headers.remove(axum::http::header::CONTENT_TYPE);
+        parts.headers.remove(axum::http::header::CONTENT_LENGTH);
+        return axum::response::Response::from_parts(parts, axum::body::Body::empty());
+    }
+    response
+}
+
 /// The MCP handler over one nexus.
 #[derive(Clone)]
 pub struct KipMcp {
