@@ -11,16 +11,22 @@
 #   /usr/bin/chromium or /usr/bin/chromedriver is missing; KIP_TEST_CHROMIUM and
 #   KIP_TEST_CHROMEDRIVER point elsewhere instead) and Selenium from PyPI in the venv.
 # Idempotent; called by scripts/test.sh. Prints the python path on its last line.
+# `--mcp-client`: only the venv with the MCP client (all scripts/wheel-smoke.sh needs;
+# Python 3 only, no Node, Chromium or model).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 VENV="target/test-venv"
 MCP_VERSION="2.3.0"
+ONLY_CLIENT=""
+if [ "${1:-}" = "--mcp-client" ]; then ONLY_CLIENT=1; fi
 
 missing=()
 command -v python3 >/dev/null 2>&1 || missing+=("python3 (with the venv module)")
-command -v node >/dev/null 2>&1 || missing+=("node")
-command -v npm >/dev/null 2>&1 || missing+=("npm")
+if [ -z "$ONLY_CLIENT" ]; then
+  command -v node >/dev/null 2>&1 || missing+=("node")
+  command -v npm >/dev/null 2>&1 || missing+=("npm")
+fi
 if [ "${#missing[@]}" -gt 0 ]; then
   echo "setup-test-env.sh: the end-to-end tests need ${missing[*]}: install them (Debian: apt install python3-venv nodejs npm) and run again" >&2
   exit 1
@@ -31,6 +37,10 @@ if [ ! -x "$VENV/bin/python" ]; then
 fi
 if ! "$VENV/bin/python" -c "import mcp, importlib.metadata as m; assert m.version('mcp') == '$MCP_VERSION'" 2>/dev/null; then
   "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check "mcp==$MCP_VERSION"
+fi
+if [ -n "$ONLY_CLIENT" ]; then
+  echo "$PWD/$VENV/bin/python"
+  exit 0
 fi
 SELENIUM_VERSION="4.45.0"
 if ! "$VENV/bin/python" -c "import selenium; assert selenium.__version__ == '$SELENIUM_VERSION'" 2>/dev/null; then

@@ -73,4 +73,6 @@ KIP_TEST_BACKEND=memory cargo test --workspace --locked \
   --test concurrency --test sleep_safety --test exactly_once
 
 echo "== wheel: build it, pip install it into a fresh venv, MCP smoke test through the installed kip"
-scripts/wheel-smoke.sh
+# Run as a newcomer runs it (README, first step): without KIP_TEST_PYTHON, so the
+# script sets up its own MCP client.
+env -u KIP_TEST_PYTHON scripts/wheel-smoke.sh

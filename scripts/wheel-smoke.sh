@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds the `kip-nexus` wheel (maturin, `bindings = "bin"`), installs it into a fresh
 # virtual environment and runs the MCP smoke test (tests/mcp/kip_client.py over stdio)
-# through the installed `kip`, so the packaging cannot rot. Called by scripts/test.sh.
+# through the installed `kip`, so the packaging cannot rot. Called by scripts/test.sh;
+# needs only Rust and Python 3 with venv when run by itself (the README's first step).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -29,8 +30,13 @@ if [ "$SIZE" -gt $((40 * 1024 * 1024)) ]; then
   exit 1
 fi
 
-# The MCP smoke test through the installed binary, with the test client's Python.
-PY="${KIP_TEST_PYTHON:-target/test-venv/bin/python}"
+# The MCP smoke test through the installed binary, with the test client's Python
+# (scripts/test.sh passes it; run alone, e.g. first thing in a fresh clone, the script
+# makes the client's venv itself).
+PY="${KIP_TEST_PYTHON:-}"
+if [ -z "$PY" ]; then
+  PY="$(scripts/setup-test-env.sh --mcp-client | tail -n 1)"
+fi
 DATA="$(mktemp -d)"
 trap 'rm -rf "$DATA"' EXIT
 "$PY" tests/mcp/kip_client.py stdio "$PWD/$KIP" "$DATA/nexus"

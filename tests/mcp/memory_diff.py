@@ -67,6 +67,25 @@ SCRIPT = [
     ("open_nodes", {"names": ["Dave"]}),
     ("delete_relations", {"relations": [R("Dave", "Acme Corp", "works at")]}),
     ("search_nodes", {"query": "acme"}),
+    # Relations to entities that do not exist are stored, with the valid ones sent with
+    # them; the missing ends are no entities for the other tools.
+    ("create_relations", {"relations": [R("Dave", "Nobody", "knows"), R("Dave", "Ünïcödé 名前", "likes"), R("Ghost A", "Ghost B", "haunts"), R("Dave", "Phantom", "fears")]}),
+    ("read_graph", {}),
+    ("search_nodes", {"query": "nobody"}),
+    ("search_nodes", {"query": "unknown"}),
+    ("search_nodes", {"query": "dave"}),
+    ("open_nodes", {"names": ["Nobody", "Ghost A", "Dave"]}),
+    ("add_observations", {"observations": [{"entityName": "Nobody", "contents": ["x"]}]}),
+    ("create_relations", {"relations": [R("Dave", "Nobody", "knows")]}),
+    ("delete_observations", {"deletions": [{"entityName": "Nobody", "observations": ["x"]}]}),
+    # The entity created later: the relations were waiting for it.
+    ("create_entities", {"entities": [E("Nobody", "person", ["exists now"])]}),
+    ("read_graph", {}),
+    ("open_nodes", {"names": ["Nobody"]}),
+    ("delete_relations", {"relations": [R("Ghost A", "Ghost B", "haunts")]}),
+    ("delete_entities", {"entityNames": ["Phantom"]}),
+    ("read_graph", {}),
+    ("delete_entities", {"entityNames": ["Nobody"]}),
     ("read_graph", {}),
 ]
 

@@ -66,21 +66,6 @@ fn duplicate_names_are_skipped_on_create() {
 }
 
 #[test]
-fn relations_to_unknown_entities_are_rejected_and_nothing_is_saved() {
-    let n = nexus();
-    call(
-        &n,
-        "create_entities",
-        json!({"entities": [{"name": "A", "entityType": "x", "observations": []}]}),
-    )
-    .expect("create");
-    let before = n.dump().expect("dump");
-    let e = call(&n, "create_relations", json!({"relations": [{"from": "A", "to": "A", "relationType": "likes"}, {"from": "A", "to": "Nobody", "relationType": "knows"}]})).expect_err("unknown");
-    assert_eq!(e.message, "Entity with name Nobody not found");
-    assert_eq!(n.dump().expect("dump"), before);
-}
-
-#[test]
 fn add_observations_on_an_unknown_entity_fails_and_saves_nothing() {
     let n = nexus();
     call(
@@ -250,11 +235,11 @@ fn kip_concepts_are_entities_and_names_refer_to_them() {
             CONCEPT ?r { {type: "Software", name: "redb"} SET ATTRIBUTES { description: "an embedded key-value store" } }
         }"#,
     );
-    // Visible to the memory tools without any observations.
+    // Visible to the memory tools, its description as an observation.
     let g = call(&n, "read_graph", json!({})).expect("read");
     assert_eq!(
         g["entities"],
-        json!([{"name": "redb", "entityType": "Software", "observations": []}]),
+        json!([{"name": "redb", "entityType": "Software", "observations": ["an embedded key-value store"]}]),
         "the system's own concepts stay hidden; KIP concepts are entities"
     );
     // A relation to it works, and creating an entity of that name refers to it instead
@@ -429,4 +414,403 @@ fn the_tools_are_held_to_the_rules_of_kip_writes() {
         err(&n, r#"FIND(?g.name) WHERE { ?g {type: "Gadget"} }"#),
         "KIP_2001"
     );
+}
+
+/// Every memory tool the registry lists is one the dispatch runs (the MCP list and the
+/// read-only list come from the same registry: kip-server's and the engine's unit tests).
+#[test]
+fn every_memory_tool_of_the_registry_is_dispatched() {
+    let n = nexus();
+    for name in kip_engine::memory::TOOLS {
+        match call(&n, name, json!({})) {
+            Ok(_) => assert_eq!(name, "read_graph", "{name} ran without its arguments"),
+            Err(e) => assert!(
+                e.message.starts_with("missing argument"),
+                "{name}: {}",
+                e.message
+            ),
+        }
+    }
+    let e = call(&n, "drop_everything", json!({})).expect_err("unknown");
+    assert!(e.message.contains("unknown memory tool"), "{}", e.message);
+}
+
+fn names(v: &Value) -> Vec<String> {
+    v.as_array()
+        .map(|a| {
+            a.iter()
+                .map(|e| e["name"].as_str().unwrap_or("").to_string())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+fn rel(from: &str, to: &str, t: &str) -> Value {
+    json!({"from": from, "to": to, "relationType": t})
+}
+
+/// As the official server does, `create_relations` stores a relation whose end names no
+/// entity (here with a placeholder concept), with the valid relations sent with it; the
+/// placeholder is in no entity list and is not an entity for the other tools.
+#[test]
+fn a_relation_to_an_unknown_entity_is_kept_and_its_placeholder_is_not_listed() {
+    let n = nexus();
+    call(&n, "create_entities", json!({"entities": [{"name": "Alice", "entityType": "person", "observations": ["likes tea"]}, {"name": "Bob", "entityType": "person", "observations": []}]})).expect("create");
+    let r = call(
+        &n,
+        "create_relations",
+        json!({"relations": [rel("Alice", "Bob", "knows"), rel("Alice", "Nobody", "knows"), rel("Ghost", "Phantom", "haunts")]}),
+    )
+    .expect("relations to unknown entities are stored");
+    let stripped = |v: &Value| -> Vec<Value> {
+        v.as_array()
+            .into_iter()
+            .flatten()
+            .map(|r| json!([r["from"], r["to"], r["relationType"]]))
+            .collect()
+    };
+    let all = vec![
+        json!(["Alice", "Bob", "knows"]),
+        json!(["Alice", "Nobody", "knows"]),
+        json!(["Ghost", "Phantom", "haunts"]),
+    ];
+    assert_eq!(stripped(&r["relations"]), all);
+    let g = call(&n, "read_graph", json!({})).expect("read");
+    assert_eq!(names(&g["entities"]), vec!["Alice", "Bob"]);
+    assert_eq!(stripped(&g["relations"]), all);
+    // Search and open see relations through listed entities only, as the official
+    // server does (its relations name strings, not entities).
+    let s = call(&n, "search_nodes", json!({"query": "alice"})).expect("search");
+    assert_eq!(
+        stripped(&s["relations"]),
+        vec![
+            json!(["Alice", "Bob", "knows"]),
+            json!(["Alice", "Nobody", "knows"])
+        ]
+    );
+    for q in ["nobody", "unknown", "ghost"] {
+        let s = call(&n, "search_nodes", json!({"query": q})).expect("search");
+        assert_eq!(s, json!({"entities": [], "relations": []}), "{q}");
+    }
+    let o = call(&n, "open_nodes", json!({"names": ["Nobody", "Ghost"]})).expect("open");
+    assert_eq!(o, json!({"entities": [], "relations": []}));
+    // Not an entity for the other tools either.
+    let e = call(
+        &n,
+        "add_observations",
+        json!({"observations": [{"entityName": "Nobody", "contents": ["x"]}]}),
+    )
+    .expect_err("no such entity");
+    assert_eq!(e.message, "Entity with name Nobody not found");
+    assert!(call(
+        &n,
+        "update_entities",
+        json!({"entities": [{"name": "Nobody", "observations": []}]})
+    )
+    .is_err());
+    // Skipped when sent again; deleted and updated by its names.
+    let again = call(
+        &n,
+        "create_relations",
+        json!({"relations": [rel("Alice", "Nobody", "knows")]}),
+    )
+    .expect("again");
+    assert_eq!(again["relations"], json!([]));
+    let u = call(
+        &n,
+        "update_relations",
+        json!({"relations": [rel("Ghost", "Phantom", "haunts")]}),
+    )
+    .expect("update");
+    assert_eq!(u["relations"][0]["version"], 2);
+    // The export leaves the placeholders out and keeps their relations.
+    let exported = n.export_memory_jsonl().expect("export");
+    assert!(
+        !exported.contains("\"type\":\"entity\",\"name\":\"Nobody\""),
+        "{exported}"
+    );
+    assert_eq!(exported.lines().count(), 5, "{exported}");
+    // For KIP the placeholder is a concept marked as such.
+    assert_eq!(
+        ok(
+            &n,
+            r#"FIND(?p.type, ?p.metadata.placeholder) WHERE { ?p {name: "Nobody"} }"#
+        ),
+        json!([["Unknown"], [true]])
+    );
+    assert!(n.check_integrity().expect("integrity").is_empty());
+}
+
+/// An entity created under a placeholder's name takes its place: its relations are
+/// kept, it is listed after the entities created before it (where the official server
+/// lists it), and the placeholder is gone.
+#[test]
+fn creating_the_entity_of_a_placeholder_keeps_its_relations() {
+    let n = nexus();
+    call(
+        &n,
+        "create_entities",
+        json!({"entities": [{"name": "Alice", "entityType": "person", "observations": []}]}),
+    )
+    .expect("create");
+    call(
+        &n,
+        "create_relations",
+        json!({"relations": [rel("Alice", "Nobody", "knows"), rel("Nobody", "Alice", "admires"), rel("Alice", "Someone", "knows")]}),
+    )
+    .expect("relations");
+    call(
+        &n,
+        "create_entities",
+        json!({"entities": [{"name": "Bob", "entityType": "person", "observations": []}]}),
+    )
+    .expect("create");
+    let created = call(&n, "create_entities", json!({"entities": [{"name": "Nobody", "entityType": "person", "observations": ["exists now"]}, {"name": "Someone", "entityType": "unknown", "observations": []}]})).expect("create");
+    assert_eq!(names(&created["entities"]), vec!["Nobody", "Someone"]);
+    let g = call(&n, "read_graph", json!({})).expect("read");
+    assert_eq!(
+        names(&g["entities"]),
+        vec!["Alice", "Bob", "Nobody", "Someone"]
+    );
+    assert_eq!(g["entities"][2]["observations"], json!(["exists now"]));
+    let rels: Vec<(String, String)> = g["relations"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|r| {
+            (
+                r["from"].as_str().unwrap_or("").to_string(),
+                r["to"].as_str().unwrap_or("").to_string(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        rels,
+        vec![
+            ("Alice".to_string(), "Nobody".to_string()),
+            ("Nobody".to_string(), "Alice".to_string()),
+            ("Alice".to_string(), "Someone".to_string())
+        ]
+    );
+    assert_eq!(
+        ok(
+            &n,
+            r#"FIND(?p.type, ?p.metadata.placeholder) WHERE { ?p {name: "Nobody"} }"#
+        ),
+        json!([["Person"], [null]])
+    );
+    assert_eq!(
+        ok(&n, r#"FIND(COUNT(?p)) WHERE { ?p {type: "Unknown"} }"#),
+        json!(1),
+        "Someone (entityType unknown) is an entity now, not a placeholder"
+    );
+    let o = call(&n, "open_nodes", json!({"names": ["Nobody"]})).expect("open");
+    assert_eq!(o["relations"].as_array().map(Vec::len), Some(2));
+    assert!(n.check_integrity().expect("integrity").is_empty());
+}
+
+/// A placeholder lives as long as a relation names it: deleting the last such relation,
+/// or the entity at its other end, deletes it; deleting its name deletes its relations
+/// (as the official server deletes the relations naming a deleted name).
+#[test]
+fn a_placeholder_goes_with_its_last_relation() {
+    let n = nexus();
+    call(&n, "create_entities", json!({"entities": [{"name": "Alice", "entityType": "person", "observations": []}, {"name": "Bob", "entityType": "person", "observations": []}]})).expect("create");
+    call(
+        &n,
+        "create_relations",
+        json!({"relations": [rel("Alice", "Nobody", "knows"), rel("Bob", "Nobody", "knows"), rel("Alice", "Ghost", "fears"), rel("Bob", "Phantom", "fears")]}),
+    )
+    .expect("relations");
+    let placeholders = |n: &kip_engine::Nexus| -> Value {
+        ok(
+            n,
+            r#"FIND(?p.name) WHERE { ?p {type: "Unknown"} } ORDER BY ?p.name"#,
+        )
+    };
+    call(
+        &n,
+        "delete_relations",
+        json!({"relations": [rel("Alice", "Nobody", "knows")]}),
+    )
+    .expect("delete");
+    assert_eq!(placeholders(&n), json!(["Ghost", "Nobody", "Phantom"]));
+    call(
+        &n,
+        "delete_relations",
+        json!({"relations": [rel("Bob", "Nobody", "knows")]}),
+    )
+    .expect("delete");
+    assert_eq!(placeholders(&n), json!(["Ghost", "Phantom"]));
+    let d = call(
+        &n,
+        "delete_entities",
+        json!({"entityNames": ["Alice", "Phantom"]}),
+    )
+    .expect("delete");
+    assert_eq!(
+        d["notFound"],
+        json!(["Phantom"]),
+        "a placeholder is no entity"
+    );
+    assert_eq!(placeholders(&n), json!([]));
+    let g = call(&n, "read_graph", json!({})).expect("read");
+    assert_eq!(names(&g["entities"]), vec!["Bob"]);
+    assert_eq!(g["relations"], json!([]));
+    assert!(n.check_integrity().expect("integrity").is_empty());
+}
+
+/// The mapping rule for concepts written through KIP (docs/memory-server.md): the
+/// descriptive attributes (those SEARCH reads) are the observations, `description`
+/// as it is, the others as `attribute: value`; the entityType is the KIP type. The
+/// tools find, add to and delete from that view.
+#[test]
+fn kip_concepts_show_their_descriptive_attributes_as_observations() {
+    let n = nexus();
+    ok(
+        &n,
+        r#"UPSERT {
+            CONCEPT ?t { {type: "$ConceptType", name: "Software"} SET ATTRIBUTES { description: "a program" } }
+            CONCEPT ?k { {type: "Software", name: "kip-nexus"} SET ATTRIBUTES { description: "An agent memory written in Rust", aliases: ["kip"], version_number: 3 } }
+        }"#,
+    );
+    let hits = ok(&n, r#"SEARCH CONCEPT "rust""#);
+    assert_eq!(hits[0]["name"], "kip-nexus", "{hits}");
+    let found = call(&n, "search_nodes", json!({"query": "rust"})).expect("search");
+    assert_eq!(
+        found["entities"],
+        json!([{"name": "kip-nexus", "entityType": "Software", "observations": ["An agent memory written in Rust", "aliases: kip"]}])
+    );
+    let g = call(&n, "read_graph", json!({})).expect("read");
+    assert_eq!(
+        g["entities"], found["entities"],
+        "read_graph applies the same rule"
+    );
+    let o = call(&n, "open_nodes", json!({"names": ["kip-nexus"]})).expect("open");
+    assert_eq!(
+        o["entities"], found["entities"],
+        "open_nodes applies the same rule"
+    );
+    // An observation already shown is not added again; a new one goes to
+    // `observations`, after the description.
+    let added = call(
+        &n,
+        "add_observations",
+        json!({"observations": [{"entityName": "kip-nexus", "contents": ["An agent memory written in Rust", "fast"]}]}),
+    )
+    .expect("add");
+    assert_eq!(added["results"][0]["addedObservations"], json!(["fast"]));
+    let shown = |n: &kip_engine::Nexus| -> Value {
+        call(n, "open_nodes", json!({"names": ["kip-nexus"]})).expect("open")["entities"][0]
+            ["observations"]
+            .clone()
+    };
+    assert_eq!(
+        shown(&n),
+        json!(["An agent memory written in Rust", "fast", "aliases: kip"])
+    );
+    // Deleting an observation deletes it where it is shown from.
+    call(
+        &n,
+        "delete_observations",
+        json!({"deletions": [{"entityName": "kip-nexus", "observations": ["aliases: kip"]}]}),
+    )
+    .expect("delete");
+    assert_eq!(
+        shown(&n),
+        json!(["An agent memory written in Rust", "fast"])
+    );
+    assert_eq!(
+        ok(
+            &n,
+            r#"FIND(?k.attributes.aliases, ?k.attributes.version_number) WHERE { ?k {name: "kip-nexus"} }"#
+        ),
+        json!([[[]], [3]]),
+        "other attributes are untouched"
+    );
+    // Replacing the observations keeps the description when it is among them.
+    call(
+        &n,
+        "update_entities",
+        json!({"entities": [{"name": "kip-nexus", "observations": ["An agent memory written in Rust", "new"]}]}),
+    )
+    .expect("update");
+    assert_eq!(shown(&n), json!(["An agent memory written in Rust", "new"]));
+    call(
+        &n,
+        "update_entities",
+        json!({"entities": [{"name": "kip-nexus", "observations": ["only this"]}]}),
+    )
+    .expect("update");
+    assert_eq!(shown(&n), json!(["only this"]));
+    assert_eq!(
+        ok(
+            &n,
+            r#"FIND(?k.attributes.description) WHERE { ?k {name: "kip-nexus"} }"#
+        ),
+        json!([null])
+    );
+}
+
+/// A memory moved over from a file starts healthy: the imported entities (and the
+/// placeholders, types and predicates) are filed in a domain, so the health report
+/// counts no orphans and no Unsorted backlog for them, and their links decay from
+/// their last use (`createdAt`), not from the import.
+#[test]
+fn an_imported_memory_starts_healthy_and_decays_from_its_last_use() {
+    let n = nexus();
+    // A first cycle decays what the new nexus has; the one after the import shows
+    // what the import left to decay.
+    n.sleep(&kip_engine::brain::SleepOptions::default())
+        .expect("sleep");
+    let before = n.health().expect("health");
+    let mut file = String::new();
+    for i in 0..40 {
+        file.push_str(&json!({"type": "entity", "name": format!("e{i}"), "entityType": format!("kind {i}"), "observations": ["x"]}).to_string());
+        file.push('\n');
+    }
+    let recent = kip_engine::memory::now();
+    for i in 0..39 {
+        file.push_str(&json!({"type": "relation", "from": format!("e{i}"), "to": format!("e{}", i + 1), "relationType": format!("rel {i}"), "createdAt": recent}).to_string());
+        file.push('\n');
+    }
+    // Last used long ago, and an end the file never defines.
+    file.push_str(&json!({"type": "relation", "from": "e0", "to": "Nobody", "relationType": "knew", "createdAt": "2020-01-01T00:00:00.000Z"}).to_string());
+    file.push('\n');
+    // The official format: no createdAt (decay counts from the import).
+    file.push_str(
+        &json!({"type": "relation", "from": "e1", "to": "e0", "relationType": "knows"}).to_string(),
+    );
+    let (report, bad) = n.import_memory_jsonl(&file, false).expect("import");
+    assert!(bad.is_empty());
+    assert_eq!(report.relations, 41);
+    assert_eq!(report.placeholders, vec!["Nobody"]);
+    let after = n.health().expect("health");
+    assert_eq!(
+        after.orphans.count, before.orphans.count,
+        "{:?}",
+        after.orphans.sample
+    );
+    assert_eq!(after.unsorted_backlog.count, before.unsorted_backlog.count);
+    assert!(after.triggers.is_empty(), "{:?}", after.triggers);
+    assert_eq!(
+        ok(
+            &n,
+            r#"FIND(COUNT(?e)) WHERE { (?e, "belongs_to_domain", {type: "Domain", name: "MemoryServerImport"}) }"#
+        ),
+        json!(40 + 1 + 41 + 41),
+        "40 entities, the placeholder, 41 types (Unknown with them), 41 predicates"
+    );
+    let report = n
+        .sleep(&kip_engine::brain::SleepOptions::default())
+        .expect("sleep");
+    assert_eq!(
+        report.decayed_links, 1,
+        "only the link last used in 2020 decays"
+    );
+    let strength = ok(
+        &n,
+        r#"FIND(?l.metadata.memory_strength) WHERE { ?l ({name: "e0"}, "knew", ?o) }"#,
+    );
+    assert!(strength[0].as_f64().is_some_and(|s| s < 0.7), "{strength}");
 }

@@ -49,23 +49,52 @@ impl Default for ToolSets {
     }
 }
 
-/// The memory-server tool definitions (official schemas and annotations, with
-/// `createdAt`/`version` in the outputs and the fork's update tools).
-pub const MEMORY_TOOLS: &str = include_str!("../assets/memory_tools.json");
-
 /// The URI of the memory-server resource.
 pub const MEMORY_RESOURCE: &str = "memory://knowledge-graph";
 
 /// The URI of the memory's health report resource.
 pub const HEALTH_RESOURCE: &str = "kip://memory/health";
 
-/// The memory tools, from their JSON definitions.
+/// The memory tools as MCP tools, derived from the registry
+/// ([`kip_engine::memory::MemoryTool`]: its order, its read-only flag and its
+/// definitions with the official schemas and annotations).
 pub fn memory_tools(read_only: bool) -> Vec<Tool> {
-    let defs: Vec<Value> = serde_json::from_str(MEMORY_TOOLS).unwrap_or_default();
-    defs.into_iter()
+    kip_engine::memory::tool_definitions(read_only)
+        .into_iter()
         .filter_map(|d| serde_json::from_value::<Tool>(d).ok())
-        .filter(|t| !read_only || kip_engine::memory::READ_ONLY_TOOLS.contains(&t.name.as_ref()))
         .collect()
+}
+
+/// The streamable HTTP service with a session's end answered as the clients expect:
+/// rmcp answers a `DELETE` that closed the session `202 Accepted`, which the official
+/// Python client reports as `Session termination failed: 202` after every session (it
+/// takes 200 or 204); the session is closed when the answer is sent, so the answer is
+/// `204 No Content`. Other answers pass unchanged. Mount it as the `/mcp` service.
+pub fn session_delete_no_content(
+    service: rmcp::transport::streamable_http_server::StreamableHttpService<
+        KipMcp,
+        rmcp::transport::streamable_http_server::session::local::LocalSessionManager,
+    >,
+) -> axum::Router {
+    axum::Router::new()
+        .fallback_service(service)
+        .layer(axum::middleware::from_fn(delete_answers_no_content))
+}
+
+async fn delete_answers_no_content(
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    let delete = request.method() == axum::http::Method::DELETE;
+    let response = next.run(request).await;
+    if delete && response.status() == axum::http::StatusCode::ACCEPTED {
+        let (mut parts, _) = response.into_parts();
+        parts.status = axum::http::StatusCode::NO_CONTENT;
+        parts.headers.remove(axum::http::header::CONTENT_TYPE);
+        parts.headers.remove(axum::http::header::CONTENT_LENGTH);
+        return axum::response::Response::from_parts(parts, axum::body::Body::empty());
+    }
+    response
 }
 
 /// The MCP handler over one nexus.
@@ -399,7 +428,7 @@ impl ServerHandler for KipMcp {
                     Err(e) => CallToolResult::structured_error(json!({"error": e.to_json()})),
                 }
             }
-            name if kip_engine::memory::TOOLS.contains(&name) => {
+            name if kip_engine::memory::MemoryTool::from_name(name).is_some() => {
                 self.call_memory(name.to_string(), args).await
             }
             other => {
@@ -541,5 +570,31 @@ impl ServerHandler for KipMcp {
                 .with_description("KIP system instructions: start with DESCRIBE PRIMER.")
                 .into(),
         )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kip_engine::memory::{MemoryTool, READ_ONLY_TOOLS, TOOLS};
+
+    fn names(tools: &[Tool]) -> Vec<String> {
+        tools.iter().map(|t| t.name.to_string()).collect()
+    }
+
+    /// The MCP list, the read-only list and the dispatch come from one registry: every
+    /// listed tool is one the dispatch knows, read-only servers list exactly the
+    /// read-only tools, and each listed tool's annotation says what the registry says.
+    #[test]
+    fn the_mcp_memory_tool_lists_agree_with_the_registry() {
+        let all = memory_tools(false);
+        assert_eq!(names(&all), TOOLS.to_vec());
+        assert_eq!(names(&memory_tools(true)), READ_ONLY_TOOLS.to_vec());
+        for t in &all {
+            let tool = MemoryTool::from_name(&t.name).expect("dispatched");
+            let hint = t.annotations.as_ref().and_then(|a| a.read_only_hint);
+            assert_eq!(hint, Some(tool.read_only()), "{}", t.name);
+            assert!(t.output_schema.is_some(), "{}", t.name);
+        }
     }
 }

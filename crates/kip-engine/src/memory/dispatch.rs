@@ -4,24 +4,6 @@
 
 use super::*;
 
-/// The names of the memory tools that only read.
-pub const READ_ONLY_TOOLS: [&str; 3] = ["read_graph", "search_nodes", "open_nodes"];
-
-/// The names of every memory tool.
-pub const TOOLS: [&str; 11] = [
-    "create_entities",
-    "create_relations",
-    "add_observations",
-    "delete_entities",
-    "delete_observations",
-    "delete_relations",
-    "read_graph",
-    "search_nodes",
-    "open_nodes",
-    "update_entities",
-    "update_relations",
-];
-
 fn arg<T: serde::de::DeserializeOwned>(args: &Value, key: &str) -> Result<T, KipError> {
     let v = args.get(key).cloned().ok_or_else(|| {
         KipError::new(
@@ -50,40 +32,52 @@ struct ObservationItem {
 }
 
 /// Runs a memory tool by name against a nexus: writes in one transaction, reads on a
-/// snapshot. Returns the structured result.
+/// snapshot. Returns the structured result. An unknown name is a `KIP_1001` error.
 pub fn call(nexus: &crate::Nexus, name: &str, args: &Value) -> Result<Value, KipError> {
+    let tool = MemoryTool::from_name(name).ok_or_else(|| {
+        KipError::new(
+            ErrorCode::InvalidSyntax,
+            format!("unknown memory tool {name}"),
+        )
+        .with_hint(format!("the memory tools are {}", TOOLS.join(", ")))
+    })?;
+    call_tool(nexus, tool, args)
+}
+
+/// Runs a memory tool (see [`call`]).
+pub fn call_tool(nexus: &crate::Nexus, tool: MemoryTool, args: &Value) -> Result<Value, KipError> {
     let now = now();
     // The reading tools answer at most the response limit of a KIP request.
     let max = nexus.limits().max_response_bytes;
-    match name {
-        "read_graph" => nexus.read(|r| read_graph_within(r, max)),
-        "search_nodes" => {
+    match tool {
+        MemoryTool::ReadGraph => nexus.read(|r| read_graph_within(r, max)),
+        MemoryTool::SearchNodes => {
             let q: String = arg(args, "query")?;
             nexus.read(|r| search_nodes_within(r, &q, max))
         }
-        "open_nodes" => {
+        MemoryTool::OpenNodes => {
             let names: Vec<String> = arg(args, "names")?;
             nexus.read(|r| open_nodes_within(r, &names, max))
         }
-        "create_entities" => {
+        MemoryTool::CreateEntities => {
             let v: Vec<EntityInput> = arg(args, "entities")?;
             nexus.write(|w| create_entities(w, &v, &now), false)
         }
-        "create_relations" => {
+        MemoryTool::CreateRelations => {
             let v: Vec<RelationInput> = arg(args, "relations")?;
             nexus.write(|w| create_relations(w, &v, &now), false)
         }
-        "add_observations" => {
+        MemoryTool::AddObservations => {
             let v: Vec<ObservationItem> = arg(args, "observations")?;
             let items: Vec<(String, Vec<String>)> =
                 v.into_iter().map(|o| (o.entity_name, o.contents)).collect();
             nexus.write(|w| add_observations(w, &items, &now), false)
         }
-        "delete_entities" => {
+        MemoryTool::DeleteEntities => {
             let v: Vec<String> = arg(args, "entityNames")?;
             nexus.write(|w| delete_entities(w, &v), false)
         }
-        "delete_observations" => {
+        MemoryTool::DeleteObservations => {
             let v: Vec<ObservationItem> = arg(args, "deletions")?;
             let items: Vec<(String, Vec<String>)> = v
                 .into_iter()
@@ -91,35 +85,37 @@ pub fn call(nexus: &crate::Nexus, name: &str, args: &Value) -> Result<Value, Kip
                 .collect();
             nexus.write(|w| delete_observations(w, &items, &now), false)
         }
-        "delete_relations" => {
+        MemoryTool::DeleteRelations => {
             let v: Vec<RelationInput> = arg(args, "relations")?;
             nexus.write(|w| delete_relations(w, &v), false)
         }
-        "update_entities" => {
+        MemoryTool::UpdateEntities => {
             let v: Vec<EntityUpdate> = arg(args, "entities")?;
             nexus.write(|w| update_entities(w, &v, &now), false)
         }
-        "update_relations" => {
+        MemoryTool::UpdateRelations => {
             let v: Vec<RelationInput> = arg(args, "relations")?;
             nexus.write(|w| update_relations(w, &v, &now), false)
         }
-        other => Err(KipError::new(
-            ErrorCode::InvalidSyntax,
-            format!("unknown memory tool {other}"),
-        )),
     }
 }
 
 /// The text content the official server returns for a tool's result.
 pub fn result_text(name: &str, result: &Value) -> String {
-    let inner = match name {
-        "create_entities" | "update_entities" => &result["entities"],
-        "create_relations" | "update_relations" => &result["relations"],
-        "add_observations" => &result["results"],
-        "delete_entities" | "delete_observations" | "delete_relations" => {
+    let inner = match MemoryTool::from_name(name) {
+        Some(MemoryTool::CreateEntities | MemoryTool::UpdateEntities) => &result["entities"],
+        Some(MemoryTool::CreateRelations | MemoryTool::UpdateRelations) => &result["relations"],
+        Some(MemoryTool::AddObservations) => &result["results"],
+        Some(
+            MemoryTool::DeleteEntities
+            | MemoryTool::DeleteObservations
+            | MemoryTool::DeleteRelations,
+        ) => {
             return result["message"].as_str().unwrap_or_default().to_string();
         }
-        _ => result,
+        Some(MemoryTool::ReadGraph | MemoryTool::SearchNodes | MemoryTool::OpenNodes) | None => {
+            result
+        }
     };
     serde_json::to_string_pretty(inner).unwrap_or_default()
 }

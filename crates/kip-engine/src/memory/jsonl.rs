@@ -45,24 +45,14 @@ pub fn parse_jsonl(text: &str) -> (Vec<JsonlItem>, Vec<(usize, String)>) {
     (items, bad)
 }
 
-/// Writes the memory graph as JSONL (fork format: with createdAt and version). The
-/// placeholder entities an import created for relation ends its file did not define
-/// are left out (their relations are written), so a file moved over and exported
-/// again holds what it held.
+/// Writes the memory graph as JSONL (fork format: with createdAt and version): what
+/// `read_graph` answers, so placeholders (relation ends no entity has) are left out
+/// and their relations written, and a file moved over and exported again holds what
+/// it held.
 pub fn export_jsonl(g: &dyn GraphRead) -> Result<String, KipError> {
-    let placeholders: HashSet<String> = all_entities(g)?
-        .into_iter()
-        .filter(|(_, c)| {
-            c.metadata.get("placeholder") == Some(&Value::Bool(true)) && observations(c).is_empty()
-        })
-        .map(|(_, c)| c.name)
-        .collect();
     let graph = read_graph(g)?;
     let mut out = String::new();
     for e in graph["entities"].as_array().into_iter().flatten() {
-        if e["name"].as_str().is_some_and(|n| placeholders.contains(n)) {
-            continue;
-        }
         let mut m = Map::new();
         m.insert("type".into(), json!("entity"));
         if let Some(o) = e.as_object() {
@@ -83,9 +73,50 @@ pub fn export_jsonl(g: &dyn GraphRead) -> Result<String, KipError> {
     Ok(out)
 }
 
-/// The `entityType` of an entity created by an import for a relation end that the file
-/// never defines (the official server accepts and stores such relations).
+/// The `entityType` of a placeholder: the entity `create_relations` or an import
+/// creates for a relation end that names no entity (the official server accepts and
+/// stores such relations).
 pub const PLACEHOLDER_TYPE: &str = "unknown";
+
+/// The domain the JSONL import files the entities it creates in (and the types and
+/// predicates it registers), so that a memory moved over starts healthy: the health
+/// report counts a concept without a domain as an orphan, and `Unsorted` members as a
+/// backlog for the sleep cycle. The domain itself is filed in `CoreSchema`, as
+/// `Unsorted` and `Archived` are.
+pub const IMPORT_DOMAIN: &str = "MemoryServerImport";
+
+/// The import's domain, created (and filed in `CoreSchema`) on first use.
+fn import_domain(w: &mut Writer) -> Result<u64, KipError> {
+    if let Some(id) = w.graph().concept_by_key("Domain", IMPORT_DOMAIN)? {
+        return Ok(id);
+    }
+    let mut rec = ConceptRecord {
+        concept_type: "Domain".into(),
+        name: IMPORT_DOMAIN.into(),
+        attributes: json!({"description": "Entities, types and relation types moved over from a Knowledge Graph Memory Server JSONL file (kip import --memory-jsonl, MEMORY_FILE_PATH); a sleep cycle may refile them into topic domains."})
+            .as_object()
+            .cloned()
+            .unwrap_or_default(),
+        metadata: system_meta(),
+    };
+    let id = w.create_concept(&mut rec)?;
+    if let Some(core) = w.graph().concept_by_key("Domain", "CoreSchema")? {
+        file_in(w, id, core)?;
+    }
+    Ok(id)
+}
+
+/// Files a concept in a domain (`belongs_to_domain`).
+fn file_in(w: &mut Writer, id: u64, domain: u64) -> Result<(), KipError> {
+    w.upsert_link(
+        ElemRef::Concept(id),
+        DOMAIN_PREDICATE,
+        ElemRef::Concept(domain),
+        &Map::new(),
+        &system_meta(),
+    )?;
+    Ok(())
+}
 
 /// What an import brought over.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -104,7 +135,13 @@ pub struct ImportReport {
 /// Imports parsed JSONL items in the caller's transaction: entities first, then
 /// relations. Lossless: a relation whose end is neither an entity of the file nor of
 /// the graph (the official server writes such relations) gets a placeholder entity for
-/// that end (see [`PLACEHOLDER_TYPE`]), so no line of the file is dropped.
+/// that end (see [`PLACEHOLDER_TYPE`]), so no line of the file is dropped; an entity
+/// of the file whose name only a placeholder has takes the placeholder's place.
+///
+/// The memory starts healthy: every entity the import creates, and every type and
+/// predicate it registers, is filed in the [`IMPORT_DOMAIN`], and every relation has
+/// `observed_at` set to its `createdAt` (see `relation_meta`), so the sleep cycle's
+/// decay counts from the relation's last use, not from the import.
 ///
 /// Linear in the file: every name is resolved against the graph once, before anything
 /// is written (a read of the name index after each write re-sorted the transaction's
@@ -119,8 +156,9 @@ pub fn import_items(
     let mut w = Writer::new(w, Privilege::MemoryTools);
     let w = &mut w;
     let mut report = ImportReport::default();
-    // Every name the file mentions, resolved once against the graph.
-    let mut known: HashMap<String, Option<u64>> = HashMap::new();
+    // Every name the file mentions, resolved once against the graph: `Some((id,
+    // placeholder))` for an entity or a placeholder.
+    let mut known: HashMap<String, Option<(u64, bool)>> = HashMap::new();
     for item in items {
         let names: [&str; 2] = match item {
             JsonlItem::Entity(e) => [&e.name, &e.name],
@@ -128,31 +166,34 @@ pub fn import_items(
         };
         for n in names {
             if !known.contains_key(n) {
-                let found = find_entity(w.graph(), n)?.map(|(id, _)| id);
+                let found = find_end(w.graph(), n)?.map(|(id, c)| (id, is_placeholder(&c)));
                 known.insert(n.to_string(), found);
             }
         }
     }
+    if items.is_empty() {
+        progress(0);
+        return Ok(report);
+    }
+    let domain = import_domain(w)?;
     let mut types_done: HashSet<String> = HashSet::new();
-    let create = |w: &mut Writer,
-                  e: &EntityInput,
-                  placeholder: bool,
-                  types_done: &mut HashSet<String>|
-     -> Result<u64, KipError> {
-        let t = type_name(&e.entity_type);
-        if types_done.insert(t.clone()) {
-            ensure_type(w, &t, &e.entity_type)?;
-        }
-        Ok(write_entity(w, e, now, placeholder)?.0)
-    };
     let mut done = 0usize;
     for item in items {
         if let JsonlItem::Entity(e) = item {
             match known.get(&e.name).copied().flatten() {
-                Some(_) => report.already_present += 1,
-                None => {
-                    let id = create(w, e, false, &mut types_done)?;
-                    known.insert(e.name.clone(), Some(id));
+                Some((_, false)) => report.already_present += 1,
+                found => {
+                    let t = type_name(&e.entity_type);
+                    if types_done.insert(t.clone()) {
+                        ensure_type(w, &t, &e.entity_type, Some(domain))?;
+                    }
+                    let replacing = match found {
+                        Some((id, _)) => w.graph().concept(id)?.map(|c| (id, c)),
+                        None => None,
+                    };
+                    let (id, _) = write_entity(w, e, now, false, replacing)?;
+                    file_in(w, id, domain)?;
+                    known.insert(e.name.clone(), Some((id, false)));
                     report.entities += 1;
                 }
             }
@@ -170,17 +211,11 @@ pub fn import_items(
         let mut ends = [0u64; 2];
         for (slot, n) in [&r.from, &r.to].into_iter().enumerate() {
             ends[slot] = match known.get(n).copied().flatten() {
-                Some(id) => id,
+                Some((id, _)) => id,
                 None => {
-                    let ghost = EntityInput {
-                        name: n.clone(),
-                        entity_type: PLACEHOLDER_TYPE.into(),
-                        observations: Vec::new(),
-                        created_at: r.created_at.clone(),
-                        version: None,
-                    };
-                    let id = create(w, &ghost, true, &mut types_done)?;
-                    known.insert(n.clone(), Some(id));
+                    let id = create_placeholder(w, n, r.created_at.clone(), now, Some(domain))?;
+                    file_in(w, id, domain)?;
+                    known.insert(n.clone(), Some((id, true)));
                     report.entities += 1;
                     report.placeholders.push(n.clone());
                     id
@@ -189,20 +224,13 @@ pub fn import_items(
         }
         let p = predicate_name(&r.relation_type);
         if preds_done.insert(p.clone()) {
-            ensure_predicate(w, &p, &r.relation_type)?;
+            ensure_predicate(w, &p, &r.relation_type, Some(domain))?;
         }
         let (s, o) = (ElemRef::Concept(ends[0]), ElemRef::Concept(ends[1]));
         if w.graph().prop_by_spo(s, &p, o)?.is_some() {
             report.already_present += 1;
         } else {
-            let mut meta = Map::new();
-            meta.insert("relation_type".into(), json!(r.relation_type));
-            meta.insert(
-                "created_at".into(),
-                json!(r.created_at.clone().unwrap_or_else(|| now.to_string())),
-            );
-            meta.insert("version".into(), json!(r.version.unwrap_or(1)));
-            w.upsert_link(s, &p, o, &Map::new(), &meta)?;
+            w.upsert_link(s, &p, o, &Map::new(), &relation_meta(r, now))?;
             report.relations += 1;
         }
         done += 1;

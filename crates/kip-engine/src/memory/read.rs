@@ -42,34 +42,35 @@ impl Budget {
 
     fn entity(&mut self, c: &ConceptRecord) -> Result<(), KipError> {
         let obs: usize = observations(c).iter().map(|o| o.len() + 3).sum();
-        self.spend(64 + c.name.len() + entity_type_of(c).len() + obs)
+        self.spend(64 + c.name.len() + entity_type(c).len() + obs)
     }
 }
 
-/// Every entity, in creation order, with their ids.
-pub(super) fn all_entities(g: &dyn GraphRead) -> Result<Vec<(u64, ConceptRecord)>, KipError> {
-    all_entities_within(g, &mut Budget::new("export", usize::MAX))
-}
-
+/// Every entity, in creation order, with their ids: `.0` the entities the tools list,
+/// `.1` the names of every relation end (placeholders included).
 fn all_entities_within(
     g: &dyn GraphRead,
     budget: &mut Budget,
-) -> Result<Vec<(u64, ConceptRecord)>, KipError> {
+) -> Result<(Vec<(u64, ConceptRecord)>, HashMap<u64, String>), KipError> {
     let mut ids = Vec::new();
     g.scan_concepts(&mut |id| {
         ids.push(id);
         Ok(true)
     })?;
-    let mut out = Vec::new();
+    let mut listed = Vec::new();
+    let mut names = HashMap::new();
     for id in ids {
         if let Some(c) = g.concept(id)? {
             if is_entity(&c) {
-                budget.entity(&c)?;
-                out.push((id, c));
+                names.insert(id, c.name.clone());
+                if !is_placeholder(&c) {
+                    budget.entity(&c)?;
+                    listed.push((id, c));
+                }
             }
         }
     }
-    Ok(out)
+    Ok((listed, names))
 }
 
 /// Relations between entities where `keep(from_id, to_id)`, in creation order.
@@ -101,7 +102,8 @@ fn relations_where(
     Ok(out)
 }
 
-/// `read_graph`: every entity and every relation between entities.
+/// `read_graph`: every entity and every relation (placeholders are not listed; their
+/// relations are).
 pub fn read_graph(g: &dyn GraphRead) -> Result<Value, KipError> {
     read_graph_within(g, usize::MAX)
 }
@@ -109,11 +111,7 @@ pub fn read_graph(g: &dyn GraphRead) -> Result<Value, KipError> {
 /// [`read_graph`] answering at most about `max_bytes` of JSON (`KIP_4002` beyond).
 pub fn read_graph_within(g: &dyn GraphRead, max_bytes: usize) -> Result<Value, KipError> {
     let mut budget = Budget::new("read_graph", max_bytes);
-    let entities = all_entities_within(g, &mut budget)?;
-    let names: HashMap<u64, String> = entities
-        .iter()
-        .map(|(id, c)| (*id, c.name.clone()))
-        .collect();
+    let (entities, names) = all_entities_within(g, &mut budget)?;
     let relations = relations_where(g, &names, &|_, _| true, &mut budget)?;
     Ok(
         json!({"entities": entities.iter().map(|(_, c)| entity_json(c)).collect::<Vec<_>>(), "relations": relations}),
@@ -121,7 +119,8 @@ pub fn read_graph_within(g: &dyn GraphRead, max_bytes: usize) -> Result<Value, K
 }
 
 /// The entities that satisfy `keep` and every relation touching one of them (in
-/// creation order), found through the selected entities' own links.
+/// creation order), found through the selected entities' own links. Placeholders are
+/// never selected; a relation from a selected entity to one is answered.
 fn subgraph(
     g: &dyn GraphRead,
     keep: &dyn Fn(&ConceptRecord) -> bool,
@@ -135,7 +134,7 @@ fn subgraph(
     let mut selected: Vec<(u64, ConceptRecord)> = Vec::new();
     for id in ids {
         if let Some(c) = g.concept(id)? {
-            if is_entity(&c) && keep(&c) {
+            if is_listed(&c) && keep(&c) {
                 budget.entity(&c)?;
                 selected.push((id, c));
             }
@@ -185,15 +184,9 @@ fn subgraph(
     }))
 }
 
-fn entity_type_of(c: &ConceptRecord) -> &str {
-    c.metadata
-        .get("entity_type")
-        .and_then(Value::as_str)
-        .unwrap_or(&c.concept_type)
-}
-
 /// `search_nodes`: a case-insensitive substring match of the whole query on name,
-/// entityType and observations; relations touching a match.
+/// entityType and observations (as [`entity_json`] shows them); relations touching a
+/// match.
 pub fn search_nodes(g: &dyn GraphRead, query: &str) -> Result<Value, KipError> {
     search_nodes_within(g, query, usize::MAX)
 }
@@ -210,14 +203,10 @@ pub fn search_nodes_within(
         g,
         &|c| {
             c.name.to_lowercase().contains(&q)
-                || entity_type_of(c).to_lowercase().contains(&q)
-                || c.attributes
-                    .get(OBSERVATIONS)
-                    .and_then(Value::as_array)
-                    .is_some_and(|a| {
-                        a.iter()
-                            .any(|o| o.as_str().is_some_and(|o| o.to_lowercase().contains(&q)))
-                    })
+                || entity_type(c).to_lowercase().contains(&q)
+                || observations(c)
+                    .iter()
+                    .any(|o| o.to_lowercase().contains(&q))
         },
         &mut budget,
     )

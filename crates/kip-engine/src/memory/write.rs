@@ -4,7 +4,8 @@
 use super::*;
 
 /// `create_entities`: new names are created; names that exist (or repeat within the
-/// call) are skipped. Returns the created entities.
+/// call) are skipped. A name that only a placeholder has (a relation end named before
+/// its entity) becomes that entity, its relations kept. Returns the created entities.
 pub fn create_entities(
     w: &mut dyn GraphWrite,
     entities: &[EntityInput],
@@ -14,35 +15,41 @@ pub fn create_entities(
     // Every name is looked up before anything is written: a read of the name index
     // after a write re-sorts the transaction's pending index changes, which made one
     // call with many entities quadratic.
-    let mut existing = HashSet::new();
+    let mut known: HashMap<&str, Option<(u64, ConceptRecord)>> = HashMap::new();
     for e in entities {
-        if !existing.contains(&e.name) && find_entity(w.graph(), &e.name)?.is_some() {
-            existing.insert(e.name.clone());
+        if !known.contains_key(e.name.as_str()) {
+            known.insert(&e.name, find_end(w.graph(), &e.name)?);
         }
     }
     let mut seen = HashSet::new();
     let mut created = Vec::new();
     for e in entities {
-        if !seen.insert(e.name.clone()) || existing.contains(&e.name) {
+        if !seen.insert(e.name.as_str()) {
             continue;
         }
-        ensure_type(&mut w, &type_name(&e.entity_type), &e.entity_type)?;
-        let (_, rec) = write_entity(&mut w, e, now, false)?;
+        let placeholder = match known.remove(e.name.as_str()).flatten() {
+            Some((_, c)) if !is_placeholder(&c) => continue,
+            other => other,
+        };
+        ensure_type(&mut w, &type_name(&e.entity_type), &e.entity_type, None)?;
+        let (_, rec) = write_entity(&mut w, e, now, false, placeholder)?;
         created.push(entity_json(&rec));
     }
     Ok(json!({ "entities": created }))
 }
 
-/// Writes one new entity (its type registered by the caller): the concept
+/// Writes one entity (its type registered by the caller): the concept
 /// `{type_name(entityType), name}` with its observations and the entity metadata
-/// (`entity_type`, `created_at`, `version`, and `placeholder: true` for an import's
-/// stand-in for an undefined relation end). A concept of the same type and name
-/// written through KIP gets the observations.
+/// (`entity_type`, `created_at`, `version`, and `placeholder: true` for a stand-in for
+/// a relation end that names no entity). `replacing`: the placeholder this entity
+/// takes the place of (see [`promote`]). A concept of the same type and name written
+/// through KIP gets the observations.
 pub(super) fn write_entity(
     w: &mut Writer,
     e: &EntityInput,
     now: &str,
     placeholder: bool,
+    replacing: Option<(u64, ConceptRecord)>,
 ) -> Result<(u64, ConceptRecord), KipError> {
     let t = type_name(&e.entity_type);
     let mut meta = Map::new();
@@ -53,7 +60,19 @@ pub(super) fn write_entity(
     );
     meta.insert("version".into(), json!(e.version.unwrap_or(1)));
     if placeholder {
-        meta.insert("placeholder".into(), json!(true));
+        meta.insert(PLACEHOLDER.into(), json!(true));
+    }
+    if let Some((pid, placeholder)) = replacing {
+        let mut attributes = Map::new();
+        attributes.insert(OBSERVATIONS.into(), json!(e.observations));
+        let mut rec = ConceptRecord {
+            concept_type: t,
+            name: e.name.clone(),
+            attributes,
+            metadata: meta,
+        };
+        let id = promote(w, pid, placeholder, &mut rec)?;
+        return Ok((id, rec));
     }
     let (id, old) = match w.graph().concept_by_key(&t, &e.name)? {
         Some(id) => (id, w.graph().concept(id)?),
@@ -72,42 +91,128 @@ pub(super) fn write_entity(
     Ok((id, rec))
 }
 
-/// `create_relations`: both ends must be entities (else nothing is saved); existing
-/// relations are skipped. Returns the created relations.
+/// An entity takes the place of the placeholder `pid`: it is created as a new concept
+/// (so the tools list it where the official server does, after the entities created
+/// before it), the placeholder's links are moved to it keeping their ids (so the
+/// relations keep their order), and the placeholder is deleted.
+fn promote(
+    w: &mut Writer,
+    pid: u64,
+    placeholder: ConceptRecord,
+    rec: &mut ConceptRecord,
+) -> Result<u64, KipError> {
+    if placeholder.concept_type == rec.concept_type && placeholder.name == rec.name {
+        // The same `{type, name}`: the placeholder gives up its key first (a `$` name,
+        // which no entity has, for the rest of this transaction).
+        let mut moved = placeholder.clone();
+        moved.name = format!("$placeholder C:{pid}");
+        w.put_concept(pid, Some(&placeholder), &mut moved)?;
+    }
+    let id = w.create_concept(rec)?;
+    let at = ElemRef::Concept(pid);
+    let mut links = Vec::new();
+    w.graph().scan_out(at, None, &mut |_, _, l| {
+        links.push(l);
+        Ok(true)
+    })?;
+    w.graph().scan_in(at, None, &mut |_, _, l| {
+        links.push(l);
+        Ok(true)
+    })?;
+    links.sort_unstable();
+    links.dedup();
+    for l in links {
+        let Some(p) = w.graph().prop(l)? else {
+            continue;
+        };
+        let mut moved = p.clone();
+        for end in [&mut moved.subject, &mut moved.object] {
+            if *end == at {
+                *end = ElemRef::Concept(id);
+            }
+        }
+        w.repoint_link(l, &p, &mut moved)?;
+    }
+    w.delete_concepts(&[pid])?;
+    Ok(id)
+}
+
+/// Creates the placeholder for a relation end that names no entity: entityType
+/// [`PLACEHOLDER_TYPE`], no observations, metadata `placeholder: true` (its type
+/// registered and filed in `domain`, else `Unsorted`).
+pub(super) fn create_placeholder(
+    w: &mut Writer,
+    name: &str,
+    created_at: Option<String>,
+    now: &str,
+    domain: Option<u64>,
+) -> Result<u64, KipError> {
+    let e = EntityInput {
+        name: name.to_string(),
+        entity_type: PLACEHOLDER_TYPE.into(),
+        observations: Vec::new(),
+        created_at,
+        version: None,
+    };
+    ensure_type(w, &type_name(&e.entity_type), &e.entity_type, domain)?;
+    Ok(write_entity(w, &e, now, true, None)?.0)
+}
+
+/// The metadata of a relation the tools or the import write: the original
+/// `relation_type`, `created_at` (the file's `createdAt`, else `now`), `version`, and
+/// `observed_at` equal to `created_at`: the relation's last use, which the sleep
+/// cycle's decay counts from (a link observed within the reinforcement window does
+/// not decay), so a relation moved over from a file decays from when it was last
+/// written there, not from the import.
+pub(super) fn relation_meta(r: &RelationInput, now: &str) -> Map<String, Value> {
+    let at = r.created_at.clone().unwrap_or_else(|| now.to_string());
+    let mut meta = Map::new();
+    meta.insert("relation_type".into(), json!(r.relation_type));
+    meta.insert("created_at".into(), json!(at));
+    meta.insert("observed_at".into(), json!(at));
+    meta.insert("version".into(), json!(r.version.unwrap_or(1)));
+    meta
+}
+
+/// `create_relations`: relations that exist are skipped; an end that names no entity
+/// gets a placeholder (see [`is_placeholder`]), so the relation is stored as the
+/// official server stores it. Returns the created relations.
 pub fn create_relations(
     w: &mut dyn GraphWrite,
     relations: &[RelationInput],
     now: &str,
 ) -> Result<Value, KipError> {
     let mut w = Writer::new(w, Privilege::MemoryTools);
-    let mut ends: HashMap<String, u64> = HashMap::new();
+    // Every end resolved before anything is written (see create_entities).
+    let mut ends: HashMap<String, Option<u64>> = HashMap::new();
     for r in relations {
         for n in [&r.from, &r.to] {
             if !ends.contains_key(n) {
-                let (id, _) = find_entity(w.graph(), n)?.ok_or_else(|| not_found_entity(n))?;
-                ends.insert(n.clone(), id);
+                let found = find_end(w.graph(), n)?.map(|(id, _)| id);
+                ends.insert(n.clone(), found);
             }
         }
     }
     let mut created = Vec::new();
     for r in relations {
+        let mut ids = [0u64; 2];
+        for (slot, n) in [&r.from, &r.to].into_iter().enumerate() {
+            ids[slot] = match ends.get(n).copied().flatten() {
+                Some(id) => id,
+                None => {
+                    let id = create_placeholder(&mut w, n, None, now, None)?;
+                    ends.insert(n.clone(), Some(id));
+                    id
+                }
+            };
+        }
         let p = predicate_name(&r.relation_type);
-        ensure_predicate(&mut w, &p, &r.relation_type)?;
-        let (s, o) = (
-            ElemRef::Concept(ends[&r.from]),
-            ElemRef::Concept(ends[&r.to]),
-        );
+        ensure_predicate(&mut w, &p, &r.relation_type, None)?;
+        let (s, o) = (ElemRef::Concept(ids[0]), ElemRef::Concept(ids[1]));
         if w.graph().prop_by_spo(s, &p, o)?.is_some() {
             continue;
         }
-        let mut meta = Map::new();
-        meta.insert("relation_type".into(), json!(r.relation_type));
-        meta.insert(
-            "created_at".into(),
-            json!(r.created_at.clone().unwrap_or_else(|| now.to_string())),
-        );
-        meta.insert("version".into(), json!(r.version.unwrap_or(1)));
-        let (id, _) = w.upsert_link(s, &p, o, &Map::new(), &meta)?;
+        let (id, _) = w.upsert_link(s, &p, o, &Map::new(), &relation_meta(r, now))?;
         if let Some(rec) = w.graph().prop(id)? {
             created.push(relation_json(&r.from, &r.to, &rec));
         }
@@ -115,8 +220,66 @@ pub fn create_relations(
     Ok(json!({ "relations": created }))
 }
 
+/// Deletes the placeholders among `ids` that no relation names any more (a link to a
+/// domain does not count), so a placeholder lives exactly as long as a relation
+/// needs it.
+fn drop_unused_placeholders(w: &mut Writer, ids: &[u64]) -> Result<(), KipError> {
+    let mut unused = Vec::new();
+    for &id in ids {
+        let Some(c) = w.graph().concept(id)? else {
+            continue;
+        };
+        if !is_placeholder(&c) {
+            continue;
+        }
+        let at = ElemRef::Concept(id);
+        let mut used = false;
+        w.graph().scan_out(at, None, &mut |p, _, _| {
+            used = p != DOMAIN_PREDICATE;
+            Ok(!used)
+        })?;
+        if !used {
+            w.graph().scan_in(at, None, &mut |_, _, _| {
+                used = true;
+                Ok(false)
+            })?;
+        }
+        if !used {
+            unused.push(id);
+        }
+    }
+    if !unused.is_empty() {
+        w.delete_concepts(&unused)?;
+    }
+    Ok(())
+}
+
+/// The placeholders at the other end of `id`'s links.
+fn placeholder_neighbours(w: &mut Writer, id: u64) -> Result<Vec<u64>, KipError> {
+    let at = ElemRef::Concept(id);
+    let mut others = Vec::new();
+    w.graph().scan_out(at, None, &mut |_, o, _| {
+        others.push(o);
+        Ok(true)
+    })?;
+    w.graph().scan_in(at, None, &mut |_, s, _| {
+        others.push(s);
+        Ok(true)
+    })?;
+    let mut out = Vec::new();
+    for o in others {
+        if let ElemRef::Concept(n) = o {
+            if n != id && w.graph().concept(n)?.is_some_and(|c| is_placeholder(&c)) {
+                out.push(n);
+            }
+        }
+    }
+    Ok(out)
+}
+
 /// `add_observations`: every entity must exist (else nothing is saved); observations
-/// already present are dropped. Returns `{entityName, addedObservations}` per item.
+/// the entity already shows are dropped, the others appended to its `observations`.
+/// Returns `{entityName, addedObservations}` per item.
 pub fn add_observations(
     w: &mut dyn GraphWrite,
     items: &[(String, Vec<String>)],
@@ -142,16 +305,17 @@ pub fn add_observations(
             .graph()
             .concept(id)?
             .ok_or_else(|| not_found_entity(name))?;
-        let mut obs = observations(&old);
+        let shown = observations(&old);
         let added: Vec<String> = contents
             .iter()
-            .filter(|c| !obs.contains(c))
+            .filter(|c| !shown.contains(c))
             .cloned()
             .collect();
-        obs.extend(added.iter().cloned());
         if !added.is_empty() {
+            let mut stored = stored_observations(&old);
+            stored.extend(added.iter().cloned());
             let mut rec = old.clone();
-            rec.attributes.insert(OBSERVATIONS.into(), json!(obs));
+            rec.attributes.insert(OBSERVATIONS.into(), json!(stored));
             rec.metadata
                 .insert("version".into(), json!(version_of(&old.metadata) + 1));
             rec.metadata.insert("created_at".into(), json!(now));
@@ -163,22 +327,30 @@ pub fn add_observations(
 }
 
 /// `delete_entities`: deletes the entities and every relation touching them; reports
-/// the names that did not exist.
+/// the names that are no entity. As in the official server, the relations naming a
+/// name that is no entity are deleted too (here: its placeholder).
 pub fn delete_entities(w: &mut dyn GraphWrite, names: &[String]) -> Result<Value, KipError> {
     let mut w = Writer::new(w, Privilege::MemoryTools);
     let mut not_found = Vec::new();
+    let mut neighbours = Vec::new();
     for name in names {
-        match find_entity(w.graph(), name)? {
-            Some((id, _)) => {
+        match find_end(w.graph(), name)? {
+            Some((id, c)) => {
+                neighbours.extend(placeholder_neighbours(&mut w, id)?);
                 w.delete_concepts(&[id])?;
+                if is_placeholder(&c) {
+                    not_found.push(name.clone());
+                }
             }
             None => not_found.push(name.clone()),
         }
     }
+    drop_unused_placeholders(&mut w, &neighbours)?;
     Ok(json!({"success": true, "message": "Entities deleted successfully", "notFound": not_found}))
 }
 
-/// `delete_observations`: removes the listed observations; reports unknown entities.
+/// `delete_observations`: removes the listed observations from whichever descriptive
+/// attribute shows them (see [`observations`]); reports unknown entities.
 pub fn delete_observations(
     w: &mut dyn GraphWrite,
     items: &[(String, Vec<String>)],
@@ -191,15 +363,8 @@ pub fn delete_observations(
             not_found.push(name.clone());
             continue;
         };
-        let obs = observations(&old);
-        let kept: Vec<String> = obs
-            .iter()
-            .filter(|o| !remove.contains(o))
-            .cloned()
-            .collect();
-        if kept.len() != obs.len() {
-            let mut rec = old.clone();
-            rec.attributes.insert(OBSERVATIONS.into(), json!(kept));
+        let mut rec = old.clone();
+        if remove_observations(&mut rec, &|o| remove.iter().any(|r| r == o)) {
             rec.metadata
                 .insert("version".into(), json!(version_of(&old.metadata) + 1));
             rec.metadata.insert("created_at".into(), json!(now));
@@ -211,39 +376,50 @@ pub fn delete_observations(
     )
 }
 
-fn find_relation(g: &dyn GraphRead, r: &RelationInput) -> Result<Option<u64>, KipError> {
-    let (Some((s, _)), Some((o, _))) = (find_entity(g, &r.from)?, find_entity(g, &r.to)?) else {
+/// The relation `r` names, with its ends (entities or placeholders).
+fn find_relation(
+    g: &dyn GraphRead,
+    r: &RelationInput,
+) -> Result<Option<(u64, [u64; 2])>, KipError> {
+    let (Some((s, _)), Some((o, _))) = (find_end(g, &r.from)?, find_end(g, &r.to)?) else {
         return Ok(None);
     };
     Ok(g.prop_by_spo(
         ElemRef::Concept(s),
         &predicate_name(&r.relation_type),
         ElemRef::Concept(o),
-    )?)
+    )?
+    .map(|id| (id, [s, o])))
 }
 
-/// `delete_relations`: deletes the listed relations; reports the ones that did not exist.
+/// `delete_relations`: deletes the listed relations (and the placeholders no relation
+/// names any more); reports the ones that did not exist.
 pub fn delete_relations(
     w: &mut dyn GraphWrite,
     relations: &[RelationInput],
 ) -> Result<Value, KipError> {
     let mut w = Writer::new(w, Privilege::MemoryTools);
     let mut not_found = Vec::new();
+    let mut ends = Vec::new();
     for r in relations {
         match find_relation(w.graph(), r)? {
-            Some(id) => {
+            Some((id, both)) => {
                 w.delete_links(vec![id])?;
+                ends.extend(both);
             }
             None => {
                 not_found.push(json!({"from": r.from, "to": r.to, "relationType": r.relation_type}))
             }
         }
     }
+    drop_unused_placeholders(&mut w, &ends)?;
     Ok(json!({"success": true, "message": "Relations deleted successfully", "notFound": not_found}))
 }
 
 /// `update_entities`: each entity must exist (else nothing is saved); the given fields
-/// replace the stored ones, `version` increases and `createdAt` is refreshed.
+/// replace the stored ones, `version` increases and `createdAt` is refreshed. New
+/// observations replace the ones shown: values of other descriptive attributes that
+/// are not among them are removed, and the rest is the `observations` attribute.
 pub fn update_entities(
     w: &mut dyn GraphWrite,
     items: &[EntityUpdate],
@@ -258,13 +434,17 @@ pub fn update_entities(
         if let Some(et) = &u.entity_type {
             let t = type_name(et);
             if t != rec.concept_type {
-                ensure_type(&mut w, &t, et)?;
+                ensure_type(&mut w, &t, et, None)?;
                 rec.concept_type = t;
             }
             rec.metadata.insert("entity_type".into(), json!(et));
         }
         if let Some(obs) = &u.observations {
-            rec.attributes.insert(OBSERVATIONS.into(), json!(obs));
+            rec.attributes.remove(OBSERVATIONS);
+            remove_observations(&mut rec, &|o| !obs.iter().any(|x| x == o));
+            let kept = observations(&rec);
+            let rest: Vec<&String> = obs.iter().filter(|o| !kept.contains(o)).collect();
+            rec.attributes.insert(OBSERVATIONS.into(), json!(rest));
         }
         rec.metadata
             .insert("version".into(), json!(version_of(&old.metadata) + 1));
@@ -278,7 +458,7 @@ pub fn update_entities(
 }
 
 /// `update_relations`: each relation must exist (else nothing is saved); `version`
-/// increases and `createdAt` is refreshed.
+/// increases and `createdAt` (with `observed_at`, its last use) is refreshed.
 pub fn update_relations(
     w: &mut dyn GraphWrite,
     relations: &[RelationInput],
@@ -287,7 +467,7 @@ pub fn update_relations(
     let mut w = Writer::new(w, Privilege::MemoryTools);
     let mut out = Vec::new();
     for r in relations {
-        let id = find_relation(w.graph(), r)?.ok_or_else(|| {
+        let (id, _) = find_relation(w.graph(), r)?.ok_or_else(|| {
             KipError::new(
                 ErrorCode::NotFound,
                 format!(
@@ -307,6 +487,7 @@ pub fn update_relations(
         rec.metadata
             .insert("version".into(), json!(version_of(&old.metadata) + 1));
         rec.metadata.insert("created_at".into(), json!(now));
+        rec.metadata.insert("observed_at".into(), json!(now));
         w.put_link(id, &old, &mut rec)?;
         out.push(relation_json(&r.from, &r.to, &rec));
     }

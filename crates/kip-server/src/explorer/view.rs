@@ -439,8 +439,8 @@ pub fn is_applied_write(record: &Value) -> bool {
     if method == "execute_kip_readonly" {
         return false;
     }
-    if kip_engine::memory::TOOLS.contains(&method) {
-        return !kip_engine::memory::READ_ONLY_TOOLS.contains(&method);
+    if let Some(tool) = kip_engine::memory::MemoryTool::from_name(method) {
+        return !tool.read_only();
     }
     let mut texts: Vec<&str> = Vec::new();
     if let Some(c) = record.get("command").and_then(Value::as_str) {
