@@ -627,7 +627,7 @@ pub fn router(backend: impl Into<Backend>, config: HttpConfig) -> Router {
         .route("/brain/recall", post(brain_recall))
         .route("/kip", post(kip))
         .merge(crate::explorer::api_routes())
-        .nest_service("/mcp", mcp)
+        .nest_service("/mcp", crate::mcp::session_delete_no_content(mcp))
         .layer(middleware::from_fn_with_state(state.clone(), auth));
     crate::explorer::public_routes()
         .merge(protected)

@@ -353,12 +353,11 @@ fn remove_observations(c: &mut ConceptRecord, remove: &dyn Fn(&str) -> bool) -> 
             continue;
         };
         match v {
-            Value::String(s) => {
-                if remove(&shown(k, s)) {
-                    c.attributes.remove(k);
-                    changed = true;
-                }
+            Value::String(s) if remove(&shown(k, s)) => {
+                c.attributes.remove(k);
+                changed = true;
             }
+            Value::String(_) => {}
             Value::Array(a) => {
                 let before = a.len();
                 a.retain(|x| !x.as_str().is_some_and(|s| remove(&shown(k, s))));

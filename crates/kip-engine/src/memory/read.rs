@@ -46,12 +46,13 @@ impl Budget {
     }
 }
 
+/// The entities the tools list, with their ids, and the names of every relation end
+/// (placeholders included), by id.
+type Entities = (Vec<(u64, ConceptRecord)>, HashMap<u64, String>);
+
 /// Every entity, in creation order, with their ids: `.0` the entities the tools list,
 /// `.1` the names of every relation end (placeholders included).
-fn all_entities_within(
-    g: &dyn GraphRead,
-    budget: &mut Budget,
-) -> Result<(Vec<(u64, ConceptRecord)>, HashMap<u64, String>), KipError> {
+fn all_entities_within(g: &dyn GraphRead, budget: &mut Budget) -> Result<Entities, KipError> {
     let mut ids = Vec::new();
     g.scan_concepts(&mut |id| {
         ids.push(id);
