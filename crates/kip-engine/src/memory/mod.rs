@@ -349,22 +349,19 @@ fn stored_observations(c: &ConceptRecord) -> Vec<String> {
 fn remove_observations(c: &mut ConceptRecord, remove: &dyn Fn(&str) -> bool) -> bool {
     let mut changed = false;
     for k in DESCRIPTIVE_ATTRIBUTES {
-        let Some(v) = c.attributes.get_mut(k) else {
-            continue;
-        };
-        match v {
-            Value::String(s) => {
-                if remove(&shown(k, s)) {
-                    c.attributes.remove(k);
-                    changed = true;
-                }
-            }
-            Value::Array(a) => {
+        let gone = match c.attributes.get_mut(k) {
+            Some(Value::String(s)) => remove(&shown(k, s)),
+            Some(Value::Array(a)) => {
                 let before = a.len();
                 a.retain(|x| !x.as_str().is_some_and(|s| remove(&shown(k, s))));
                 changed |= a.len() != before;
+                false
             }
-            _ => {}
+            _ => false,
+        };
+        if gone {
+            c.attributes.remove(k);
+            changed = true;
         }
     }
     changed

@@ -46,12 +46,16 @@ impl Budget {
     }
 }
 
-/// Every entity, in creation order, with their ids: `.0` the entities the tools list,
-/// `.1` the names of every relation end (placeholders included).
-fn all_entities_within(
-    g: &dyn GraphRead,
-    budget: &mut Budget,
-) -> Result<(Vec<(u64, ConceptRecord)>, HashMap<u64, String>), KipError> {
+/// The entities of the graph, in creation order.
+struct Entities {
+    /// The entities the tools list, with their ids.
+    listed: Vec<(u64, ConceptRecord)>,
+    /// The name of every relation end (placeholders included), by id.
+    names: HashMap<u64, String>,
+}
+
+/// Every entity, in creation order (see [`Entities`]).
+fn all_entities_within(g: &dyn GraphRead, budget: &mut Budget) -> Result<Entities, KipError> {
     let mut ids = Vec::new();
     g.scan_concepts(&mut |id| {
         ids.push(id);
@@ -70,7 +74,7 @@ fn all_entities_within(
             }
         }
     }
-    Ok((listed, names))
+    Ok(Entities { listed, names })
 }
 
 /// Relations between entities where `keep(from_id, to_id)`, in creation order.
@@ -111,7 +115,10 @@ pub fn read_graph(g: &dyn GraphRead) -> Result<Value, KipError> {
 /// [`read_graph`] answering at most about `max_bytes` of JSON (`KIP_4002` beyond).
 pub fn read_graph_within(g: &dyn GraphRead, max_bytes: usize) -> Result<Value, KipError> {
     let mut budget = Budget::new("read_graph", max_bytes);
-    let (entities, names) = all_entities_within(g, &mut budget)?;
+    let Entities {
+        listed: entities,
+        names,
+    } = all_entities_within(g, &mut budget)?;
     let relations = relations_where(g, &names, &|_, _| true, &mut budget)?;
     Ok(
         json!({"entities": entities.iter().map(|(_, c)| entity_json(c)).collect::<Vec<_>>(), "relations": relations}),
