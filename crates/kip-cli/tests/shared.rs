@@ -407,7 +407,10 @@ fn a_server_whose_client_leaves_before_initialize_removes_its_socket() {
         .stdin(Stdio::null())
         .output()
         .expect("run kip serve");
-    assert!(data.join("nexus.redb").exists(), "the server opened the directory");
+    assert!(
+        data.join("nexus.redb").exists(),
+        "the server opened the directory"
+    );
     assert!(
         !data.join("kip.sock").exists(),
         "kip.sock was left behind ({})",
