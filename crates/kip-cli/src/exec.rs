@@ -260,7 +260,12 @@ fn lines(data: &Path, file: &str, readonly: bool, dry_run: bool) -> Result<ExitC
             ),
         };
         any_error |= code(&request, &response) != ExitCode::SUCCESS;
-        crate::out_raw(&serde_json::to_string(&response).unwrap_or_else(|_| "{}".into()));
+        if !crate::out_or_gone(&serde_json::to_string(&response).unwrap_or_else(|_| "{}".into())) {
+            // The reader went away (`| head`): the rest is not wanted. Close the
+            // directory as at the end (checkpoint, socket) and end quietly.
+            close(&shared);
+            return Ok(ExitCode::SUCCESS);
+        }
     }
     close(&shared);
     Ok(if any_error {

@@ -356,15 +356,25 @@ pub fn out(text: &str) {
 /// tools do, instead of panicking: whatever was being written is no longer wanted, and
 /// every write already committed is durable.
 pub fn out_raw(text: &str) {
+    if !out_or_gone(text) {
+        std::process::exit(0);
+    }
+}
+
+/// Prints a line on stdout as it is; false when the reader has gone away (a closed
+/// pipe), for a caller that has something to close first (`kip exec --jsonl` closes
+/// the directory: the final checkpoint, `kip.sock`) and then ends quietly with status
+/// 0. Any other write error ends the process with status 2 and the reason.
+pub fn out_or_gone(text: &str) -> bool {
     use std::io::Write;
     let mut stdout = std::io::stdout().lock();
-    let written = writeln!(stdout, "{text}").and_then(|()| stdout.flush());
-    if let Err(e) = written {
-        if e.kind() == std::io::ErrorKind::BrokenPipe {
-            std::process::exit(0);
+    match writeln!(stdout, "{text}").and_then(|()| stdout.flush()) {
+        Ok(()) => true,
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => false,
+        Err(e) => {
+            eprintln!("kip: cannot write to standard output: {e}");
+            std::process::exit(2);
         }
-        eprintln!("kip: cannot write to standard output: {e}");
-        std::process::exit(2);
     }
 }
 

@@ -4,6 +4,10 @@ use anyhow::{Context, Result};
 use std::path::Path;
 use std::process::ExitCode;
 
+/// How long engine work still running when the server stops may take to end before
+/// the directory is closed.
+const SHUTDOWN_GRACE: std::time::Duration = std::time::Duration::from_secs(3);
+
 /// How much of the database file `kip serve` reads at start to warm the OS page cache.
 const PREWARM_BYTES: u64 = 8 << 30;
 
@@ -114,6 +118,7 @@ pub fn run(data: &Path, args: ServeArgs, llm: Option<String>) -> Result<ExitCode
     };
     let shared = kip_server::SharedNexus::open_with_embedder(data, hook, crate::embedder()?)
         .map_err(|e| anyhow::anyhow!("{}", crate::error_text(&e)))?;
+    let _close_on_return = CloseOnReturn(shared.clone());
     let backend = kip_server::Backend::from(shared.clone());
     if args.read_only {
         // "Writes nothing, ever": not even the audit log.
@@ -148,13 +153,16 @@ pub fn run(data: &Path, args: ServeArgs, llm: Option<String>) -> Result<ExitCode
         brain: args.tools.contains(&ToolSet::Brain),
         read_only: args.read_only,
     };
+    let stdio = args.http.is_none();
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .thread_stack_size(kip_engine::WORKER_STACK_BYTES)
         .build()
         .context("starting the async runtime")?;
-    runtime.block_on(async move {
-        match args.http {
+    let served = runtime.block_on(async move {
+        let stop = stop_signal(stdio);
+        let serving = async move {
+            match args.http {
             Some(addr) => {
                 let config = kip_server::http::HttpConfig {
                     api_key: args.api_key,
@@ -189,24 +197,96 @@ pub fn run(data: &Path, args: ServeArgs, llm: Option<String>) -> Result<ExitCode
             )
             .await
             .map_err(|e| anyhow::anyhow!("MCP stdio server: {e}")),
+            }
+        };
+        // SIGTERM (a service manager, `docker stop`, an MCP client ending its server)
+        // and, on stdio, SIGINT end the server like the end of its input: the
+        // directory is closed below (final checkpoint, `kip.sock` removed), instead of
+        // the process dying with the socket file left behind. (HTTP answers SIGINT
+        // itself, letting open requests finish.)
+        tokio::select! {
+            r = serving => r,
+            signal = stop => {
+                tracing::info!("{signal}: stopping");
+                Ok(())
+            }
         }
-    })?;
+    });
+    // Engine work still under way (a call cut off by a signal) gets a moment to end;
+    // a thread still blocked reading stdin (a client that stopped the server without
+    // closing it) does not hold the exit (dropping the runtime would wait for it).
+    runtime.shutdown_timeout(SHUTDOWN_GRACE);
     // A cycle under way finishes before the directory closes.
     if let Some(s) = sleeper {
         s.stop();
     }
-    // The final checkpoint, said out loud: a failure (a full disk) loses nothing (the
-    // write-ahead log holds every acknowledged write and is replayed at the next start)
-    // but must not look like a clean stop.
-    // Other processes forwarding to this one take the directory over from here.
-    if let Err(e) = shared.close() {
+    // The directory is closed however serving ended (a client that went away before
+    // `initialize` ends it with an error): the final checkpoint, said out loud (a
+    // failure, a full disk, loses nothing: the write-ahead log holds every
+    // acknowledged write and is replayed at the next start, but it must not look like
+    // a clean stop), and `kip.sock` removed. Other processes forwarding to this one
+    // take the directory over from here.
+    let closed = shared.close();
+    if let Err(e) = &closed {
         eprintln!(
             "kip: the final checkpoint failed: {}. Nothing acknowledged is lost: the write-ahead log is replayed at the next start.",
             e.message.trim_end_matches('.')
         );
-        return Ok(ExitCode::from(1));
     }
-    Ok(ExitCode::SUCCESS)
+    served?;
+    Ok(if closed.is_ok() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
+}
+
+/// Closes the shared directory when `kip serve` returns early with an error after
+/// opening it (the normal end closes it explicitly, reporting a failed checkpoint;
+/// closing twice is harmless), so an orderly exit never leaves `kip.sock` behind.
+struct CloseOnReturn(std::sync::Arc<kip_server::SharedNexus>);
+
+impl Drop for CloseOnReturn {
+    fn drop(&mut self) {
+        if let Err(e) = self.0.close() {
+            tracing::warn!("closing the data directory: {}", e.message);
+        }
+    }
+}
+
+/// A future that resolves when the process is asked to stop: SIGTERM, or SIGINT when
+/// `sigint` (the HTTP server handles SIGINT itself). It names the signal. The handlers
+/// are installed now (call it inside the runtime, before serving), so a signal that
+/// comes as soon as the server answers is not missed; when they cannot be installed the
+/// future never resolves (the default actions stay).
+fn stop_signal(sigint: bool) -> impl std::future::Future<Output = &'static str> {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{signal, SignalKind};
+        let handlers = (
+            signal(SignalKind::terminate()),
+            signal(SignalKind::interrupt()),
+        );
+        async move {
+            let (Ok(mut term), Ok(mut int)) = handlers else {
+                return std::future::pending().await;
+            };
+            tokio::select! {
+                _ = term.recv() => "SIGTERM",
+                _ = int.recv(), if sigint => "SIGINT",
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        async move {
+            if sigint {
+                let _ = tokio::signal::ctrl_c().await;
+                return "ctrl-c";
+            }
+            std::future::pending().await
+        }
+    }
 }
 
 /// `--open`: the explorer's address on stdout (one line a script can read), and a

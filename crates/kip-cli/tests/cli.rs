@@ -385,6 +385,37 @@ fn a_closed_pipe_ends_exec_quietly() {
     }
 }
 
+/// `kip exec --jsonl ... | head -n 1`: the reader going away ends the stream quietly
+/// (status 0), after closing the directory as at the end: no `kip.sock` is left in it.
+#[test]
+fn a_closed_pipe_ends_a_jsonl_stream_quietly_and_closes_the_directory() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let data = dir.path().join("memory");
+    let requests: String = (0..5000)
+        .map(|i| format!("{{\"command\": \"DESCRIBE DOMAINS\", \"parameters\": {{\"n\": {i}}}}}\n"))
+        .collect();
+    let file = dir.path().join("requests.jsonl");
+    std::fs::write(&file, requests).expect("write");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_kip"))
+        .arg("--data")
+        .arg(&data)
+        .args(["--quiet", "exec", "--jsonl"])
+        .arg(&file)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    let mut first = [0u8; 16];
+    let mut stdout = child.stdout.take().expect("stdout");
+    std::io::Read::read_exact(&mut stdout, &mut first).expect("some output");
+    drop(stdout);
+    let out = child.wait_with_output().expect("wait");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert!(err.is_empty(), "{err}");
+    assert!(!data.join("kip.sock").exists(), "kip.sock was left behind");
+}
+
 /// REPL dot-commands belong to the shell: `.help` prints help, an unknown one says so;
 /// neither is sent as KIP.
 #[test]

@@ -331,3 +331,89 @@ fn exec_forwards_to_a_running_server_and_exclusive_commands_say_why_they_wait() 
     assert!(!err.contains("Cannot acquire lock"), "{err}");
     drop(window);
 }
+
+/// A server asked to stop (SIGTERM from a service manager, `docker stop` or an MCP
+/// client; SIGINT on stdio) ends like one whose client went away: exit 0, the final
+/// checkpoint, and no `kip.sock` left in the directory.
+#[test]
+fn a_server_stopped_by_a_signal_removes_its_socket() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    for (signal, http) in [("-TERM", false), ("-INT", false), ("-TERM", true)] {
+        let data = dir.path().join(format!("memory{signal}{http}"));
+        let socket = data.join("kip.sock");
+        // Each is serving when the loop goes on, so its signal handlers are in place.
+        let (mut window, mut server) = (None, None);
+        if http {
+            let port = std::net::TcpListener::bind("127.0.0.1:0")
+                .expect("bind")
+                .local_addr()
+                .expect("addr")
+                .port();
+            server = Some(
+                Command::new(env!("CARGO_BIN_EXE_kip"))
+                    .arg("--data")
+                    .arg(&data)
+                    .args([
+                        "serve",
+                        "--no-prewarm",
+                        "--http",
+                        &format!("127.0.0.1:{port}"),
+                    ])
+                    .stdout(Stdio::null())
+                    .stderr(Stdio::null())
+                    .spawn()
+                    .expect("start kip serve --http"),
+            );
+            let deadline = Instant::now() + Duration::from_secs(30);
+            while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+                assert!(Instant::now() < deadline, "kip serve --http did not start");
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        } else {
+            // It answered `initialize`; its client keeps stdin open, so only the signal
+            // stops it.
+            window = Some(Window::start(&data));
+        }
+        let child: &mut Child = match (&mut window, &mut server) {
+            (Some(w), _) => &mut w.child,
+            (None, Some(c)) => c,
+            (None, None) => unreachable!("one of them was started"),
+        };
+        assert!(socket.exists(), "the owner answers on {}", socket.display());
+        let sent = Command::new("kill")
+            .args([signal, &child.id().to_string()])
+            .status()
+            .expect("kill");
+        assert!(sent.success());
+        let status = child.wait().expect("wait");
+        assert!(status.success(), "{signal} http={http}: {status}");
+        assert!(
+            !socket.exists(),
+            "{signal} http={http}: kip.sock was left behind"
+        );
+    }
+}
+
+/// However serving ends, the directory is closed: a client that goes away before
+/// `initialize` (serving ends with an error) leaves no `kip.sock` behind either.
+#[test]
+fn a_server_whose_client_leaves_before_initialize_removes_its_socket() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let data = dir.path().join("memory");
+    let out = Command::new(env!("CARGO_BIN_EXE_kip"))
+        .arg("--data")
+        .arg(&data)
+        .args(["serve", "--no-prewarm"])
+        .stdin(Stdio::null())
+        .output()
+        .expect("run kip serve");
+    assert!(
+        data.join("nexus.redb").exists(),
+        "the server opened the directory"
+    );
+    assert!(
+        !data.join("kip.sock").exists(),
+        "kip.sock was left behind ({})",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

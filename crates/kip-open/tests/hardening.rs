@@ -239,6 +239,7 @@ fn an_interrupted_request_runs_nothing_more() {
     let budget = kip_engine::Budget {
         deadline: None,
         interrupt: Some(interrupt),
+        length: None,
     };
     let r = n
         .execute_json_with(
@@ -259,6 +260,7 @@ fn an_interrupted_request_runs_nothing_more() {
     let late = kip_engine::Budget {
         deadline: Some(std::time::Instant::now()),
         interrupt: None,
+        length: None,
     };
     std::thread::sleep(std::time::Duration::from_millis(2));
     let r = n
@@ -281,10 +283,7 @@ fn a_timed_out_request_names_its_own_budget() {
         max_work: u64::MAX,
         ..QueryLimits::default()
     });
-    let budget = kip_engine::Budget {
-        deadline: std::time::Instant::now().checked_add(std::time::Duration::from_millis(300)),
-        interrupt: None,
-    };
+    let budget = kip_engine::Budget::with_timeout(std::time::Duration::from_millis(300));
     // 27 million combinations: far more than 300 ms of work.
     let r = n
         .execute_json_with(

@@ -505,3 +505,34 @@ async fn the_console_runs_a_commands_batch() {
     assert!(message.contains("neither"), "{v}");
     assert!(!message.contains("it has"), "{v}");
 }
+
+/// A sleep cycle writes a statement per step as `$system` (interface `sleep`): the
+/// log view can leave them out, so the calls made by agents and people are not lost
+/// among them.
+#[tokio::test]
+async fn the_log_can_hide_the_sleep_cycle() {
+    let (n, app) = app(None, false);
+    post(
+        &app,
+        "/kip",
+        json!({"command": "UPSERT { CONCEPT ?p { {type: \"Person\", name: \"Ann\"} } }"}),
+        None,
+    )
+    .await;
+    n.sleep(&kip_engine::brain::SleepOptions::default())
+        .expect("a sleep cycle");
+    let interfaces = |v: &Value| -> Vec<String> {
+        v["result"]
+            .as_array()
+            .map(|a| {
+                a.iter()
+                    .map(|r| r["interface"].as_str().unwrap_or("").to_string())
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    let (_, all) = get(&app, "/explorer/api/logs", None).await;
+    assert!(interfaces(&all).iter().any(|i| i == "sleep"), "{all}");
+    let (_, hidden) = get(&app, "/explorer/api/logs?hide_sleep=1", None).await;
+    assert_eq!(interfaces(&hidden), vec!["http"], "{hidden}");
+}

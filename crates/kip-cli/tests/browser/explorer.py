@@ -187,6 +187,8 @@ def run(p, args):
     check("reports_to" in p.css("table.links.incoming").text and "Carol" in p.css("table.links.incoming").text, "incoming propositions with their subjects")
     check("stated_by" in p.css("#about").text and "Bob" in p.css("#about").text, "statements about its propositions")
     check("Projects" in p.css("#domains-of").text, "domain membership")
+    check("strength 0.665" in out, "a decayed strength is shown rounded: %s" % out)
+    check("0.6649999" not in p.css("main").text, "no float noise on the concept page")
     p.shot("concept")
 
     # -- The graph: starts from the concept, a real click on a node expands it. --
@@ -305,6 +307,16 @@ def run(p, args):
     p.text_in("#logs", "Mallory")
     rows = p.d.find_elements(By.CSS_SELECTOR, "#logs tbody tr")
     check(all("Mallory" in r.text for r in rows), "the text filter keeps matching calls only")
+    # The sleep cycle's statements (memory_strength decay, by $system) are hidden
+    # unless asked for.
+    p.go(url + "/#/logs?text=memory_strength")
+    p.text_in("#logs-status", "matches")
+    check(not p.d.find_elements(By.CSS_SELECTOR, "#logs tbody tr"), "the sleep cycle's statements are hidden by default")
+    check(not p.css("#logs-sleep").is_selected(), "the sleep-cycle box is off by default")
+    p.go(url + "/#/logs?sleep=1&text=memory_strength")
+    table = p.text_in("#logs", "sleep")
+    check("memory_strength" in table.text, "asked for, the sleep cycle's statements are shown")
+    check(p.css("#logs-sleep").is_selected(), "the sleep-cycle box says so")
 
     severe = [e for e in p.console_errors() if "favicon" not in e.get("message", "")]
     check(not severe, "no errors in the browser console (CSP violations included): %s" % severe)

@@ -133,6 +133,9 @@ pub struct Budget {
     pub deadline: Option<std::time::Instant>,
     /// Set to stop the request.
     pub interrupt: Option<Interrupt>,
+    /// The whole length of the budget, when it is known (named in `KIP_4001` messages;
+    /// without it the time left as the request starts is named).
+    pub length: Option<std::time::Duration>,
 }
 
 impl Budget {
@@ -141,6 +144,7 @@ impl Budget {
         Budget {
             deadline: std::time::Instant::now().checked_add(timeout),
             interrupt: Some(Interrupt::new()),
+            length: Some(timeout),
         }
     }
 }
@@ -302,10 +306,13 @@ impl Nexus {
     pub fn execute_with(&self, req: &ExecuteRequest, access: Access, budget: &Budget) -> Response {
         let mut limits = self.limits.clone();
         limits.deadline = budget.deadline;
-        // What is left of the budget as the request starts: its length, for messages.
-        limits.request_budget = budget
-            .deadline
-            .map(|d| d.saturating_duration_since(std::time::Instant::now()));
+        // The budget's length, for messages (what is left of it as the request starts
+        // when the interface did not say).
+        limits.request_budget = budget.deadline.map(|d| {
+            budget
+                .length
+                .unwrap_or_else(|| d.saturating_duration_since(std::time::Instant::now()))
+        });
         limits.interrupt = budget.interrupt.clone();
         let batch = envelope::BatchLimits {
             max_commands: limits.max_batch,

@@ -67,7 +67,16 @@
     return s.length > n ? s.slice(0, n - 1) + "…" : s;
   }
 
+  // A number for display: float noise rounded off (0.6649999999999999 -> 0.665, from a
+  // decay of 0.7 by 0.95), at most 6 significant digits; the exact value is the cell's
+  // title where it differs.
+  function num(v) {
+    if (typeof v !== "number" || !Number.isFinite(v) || Number.isInteger(v)) return String(v);
+    return String(Number(v.toPrecision(6)));
+  }
+
   function valueCell(v) {
+    if (typeof v === "number" && num(v) !== String(v)) return el("td", { title: String(v) }, num(v));
     if (v === null || typeof v !== "object") return el("td", null, v === null ? "null" : String(v));
     return el("td", null, el("pre", null, pretty(v)));
   }
@@ -404,8 +413,8 @@
     const parts = [];
     if (m.source !== undefined) parts.push("source: " + short(m.source, 60));
     if (m.author !== undefined) parts.push("author: " + short(m.author, 40));
-    if (m.confidence !== undefined) parts.push("confidence " + m.confidence);
-    if (m.memory_strength !== undefined) parts.push("strength " + m.memory_strength);
+    if (m.confidence !== undefined) parts.push("confidence " + num(m.confidence));
+    if (m.memory_strength !== undefined) parts.push("strength " + num(m.memory_strength));
     if (m._version !== undefined) parts.push("v" + m._version);
     if (m._updated_at !== undefined) parts.push(m._updated_at);
     return parts.join(" · ");
@@ -729,6 +738,8 @@
       text: params.get("text") || "",
       writes: params.get("writes") === "1",
       day: params.get("day") || "",
+      // The sleep cycle's statements (by $system) are hidden unless asked for.
+      sleep: params.get("sleep") === "1",
     };
     const form = el("form", { class: "row", id: "logs-form" },
       el("label", null, "interface",
@@ -736,6 +747,7 @@
       el("label", null, "outcome",
         el("select", { id: "logs-outcome" }, ["", "ok", "error"].map((o) => el("option", { value: o }, o || "any")))),
       el("label", null, el("input", { type: "checkbox", id: "logs-writes", checked: f.writes }), "writes only"),
+      el("label", { title: "The sleep cycle's statements, run as $system" }, el("input", { type: "checkbox", id: "logs-sleep", checked: f.sleep }), "sleep cycles"),
       el("input", { id: "logs-text", type: "search", placeholder: "text in the call", value: f.text }),
       el("label", null, "day (UTC)", el("input", { id: "logs-day", type: "date", value: f.day })),
       el("button", { type: "submit" }, "Filter"));
@@ -747,6 +759,7 @@
       if ($("logs-interface").value) p.interface = $("logs-interface").value;
       if ($("logs-outcome").value) p.outcome = $("logs-outcome").value;
       if ($("logs-writes").checked) p.writes = "1";
+      if ($("logs-sleep").checked) p.sleep = "1";
       if ($("logs-text").value.trim()) p.text = $("logs-text").value.trim();
       if ($("logs-day").value) p.day = $("logs-day").value;
       go("logs", p);
@@ -767,6 +780,7 @@
       if (f.outcome) args.outcome = f.outcome;
       if (f.text) args.text = f.text;
       if (f.writes) args.writes = "1";
+      if (!f.sleep && f.interface !== "sleep") args.hide_sleep = "1";
       if (/^\d{4}-\d{2}-\d{2}$/.test(f.day)) {
         const next = new Date(f.day + "T00:00:00Z");
         next.setUTCDate(next.getUTCDate() + 1);

@@ -495,10 +495,15 @@ fn log_bound(name: &str, value: &str) -> Result<String, KipError> {
     }
 }
 
+/// The interface of the sleep cycle's records (its statements, run as `$system`, and
+/// the language-model phases).
+pub const SLEEP_INTERFACE: &str = "sleep";
+
 /// A page of the audit log keeping the records that match `{interface, outcome,
-/// text, writes, since, until}` (text: case-insensitive, in the call's text and error;
-/// since/until: dates or timestamps, UTC, since inclusive, until exclusive), newest
-/// first. At
+/// text, writes, since, until, hide_sleep}` (text: case-insensitive, in the call's
+/// text and error; since/until: dates or timestamps, UTC, since inclusive, until
+/// exclusive; hide_sleep: leave out the sleep cycle's records, whose statements by
+/// `$system` would otherwise fill the log), newest first. At
 /// most [`MAX_LOG_SCAN`] records are examined per page; `next_cursor` continues from
 /// the last one examined.
 pub fn logs(backend: &Backend, args: &Value) -> Result<Value, KipError> {
@@ -522,8 +527,12 @@ pub fn logs(backend: &Backend, args: &Value) -> Result<Value, KipError> {
     let interface = s("interface");
     let outcome = s("outcome");
     let text = s("text").map(|t| t.to_lowercase());
-    let writes = matches!(args.get("writes"), Some(Value::Bool(true)))
-        || s("writes").is_some_and(|w| w == "1" || w == "true");
+    let flag = |k: &str| {
+        matches!(args.get(k), Some(Value::Bool(true)))
+            || s(k).is_some_and(|w| w == "1" || w == "true")
+    };
+    let writes = flag("writes");
+    let hide_sleep = flag("hide_sleep");
     // The records' timestamps are RFC 3339 UTC with milliseconds, one fixed shape: a
     // bound read as a time and written in that shape compares as text (`since`
     // inclusive, `until` exclusive). A bound that is not a date or a timestamp is an
@@ -563,6 +572,8 @@ pub fn logs(backend: &Backend, args: &Value) -> Result<Value, KipError> {
                     .as_deref()
                     .is_none_or(|o| r.get("outcome").and_then(Value::as_str) == Some(o))
                 && (!writes || is_applied_write(&r))
+                && !(hide_sleep
+                    && r.get("interface").and_then(Value::as_str) == Some(SLEEP_INTERFACE))
                 && text.as_deref().is_none_or(|t| searchable(&r).contains(t));
             if keep {
                 out.push(r);

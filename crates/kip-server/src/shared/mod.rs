@@ -625,16 +625,17 @@ fn serve_connection(stream: UnixStream, nexus: &Arc<Nexus>) {
         Err(e) => fail(KipError::syntax(format!("not a forwarded request: {e}"))),
         Ok(op) => {
             let interrupt = Interrupt::new();
-            let deadline = match &op {
+            let length = match &op {
                 Op::Kip {
                     timeout_ms: Some(ms),
                     ..
-                } => Instant::now().checked_add(Duration::from_millis(*ms)),
+                } => Some(Duration::from_millis(*ms)),
                 _ => None,
             };
             let budget = Budget {
-                deadline,
+                deadline: length.and_then(|l| Instant::now().checked_add(l)),
                 interrupt: Some(interrupt.clone()),
+                length,
             };
             let (tx, rx) = std::sync::mpsc::channel();
             let worker_nexus = nexus.clone();
