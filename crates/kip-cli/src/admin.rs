@@ -281,6 +281,93 @@ pub fn check(data: &Path) -> Result<ExitCode> {
     })
 }
 
+/// `kip storage stats`: the footprint by table and file.
+pub fn storage_stats(data: &Path, json: bool) -> Result<ExitCode> {
+    let nexus = open_existing(data, "measure")?;
+    let report = nexus
+        .storage_usage()
+        .map_err(|e| anyhow::anyhow!("{}", crate::error_text(&e)))?;
+    if json {
+        print_json(&json!({ "result": report }));
+        return Ok(ExitCode::SUCCESS);
+    }
+    crate::out(&usage_table(&report));
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `kip storage compact`: the database file cut to the pages in use.
+pub fn storage_compact(data: &Path) -> Result<ExitCode> {
+    if data.to_str().is_some_and(kip_open::is_database_url) {
+        anyhow::bail!(
+            "kip storage compact works on a data directory; a PostgreSQL database is compacted by its server (VACUUM FULL on the kip_* tables of its schema, which locks them while it runs)"
+        );
+    }
+    if !crate::store_exists(data) {
+        return Err(crate::no_store(data, "compact"));
+    }
+    let started = std::time::Instant::now();
+    let (before, after) =
+        kip_open::compact(data).map_err(|e| anyhow::anyhow!("{}", crate::error_text(&e)))?;
+    print_json(&json!({"result": {
+        "file_bytes_before": before,
+        "file_bytes_after": after,
+        "seconds": (started.elapsed().as_secs_f64() * 100.0).round() / 100.0,
+    }}));
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The human form of [`storage_stats`]: the graph's size, each table with its share
+/// and bytes per entry, each file with the bytes it uses.
+fn usage_table(r: &kip_engine::UsageReport) -> String {
+    use std::fmt::Write;
+    let mib = |b: u64| b as f64 / (1024.0 * 1024.0);
+    let mut t = String::new();
+    let _ = writeln!(
+        t,
+        "{} at {}: {} concepts, {} links, {:.1} MiB ({:.0} bytes per element)",
+        r.backend,
+        r.location,
+        r.concepts,
+        r.links,
+        mib(r.usage.total_bytes),
+        r.bytes_per_element()
+    );
+    let _ = writeln!(
+        t,
+        "{:<28} {:>12} {:>10} {:>10} {:>10} {:>10} {:>9}",
+        "table", "entries", "stored", "metadata", "fragment", "total MiB", "B/entry"
+    );
+    for u in &r.usage.tables {
+        let per_entry = if u.entries == 0 {
+            0.0
+        } else {
+            u.total_bytes() as f64 / u.entries as f64
+        };
+        let _ = writeln!(
+            t,
+            "{:<28} {:>12} {:>10.2} {:>10.2} {:>10.2} {:>10.2} {:>9.1}",
+            u.name,
+            u.entries,
+            mib(u.stored_bytes),
+            mib(u.metadata_bytes),
+            mib(u.fragmented_bytes),
+            mib(u.total_bytes()),
+            per_entry
+        );
+    }
+    for f in &r.usage.files {
+        let _ = writeln!(
+            t,
+            "file {:<23} {:>10.2} MiB long, {:.2} MiB of disk blocks, {:.2} MiB in use",
+            f.name,
+            mib(f.bytes),
+            mib(f.disk_bytes),
+            mib(f.used_bytes)
+        );
+    }
+    t.trim_end().to_string()
+}
+
 /// `kip explain`: the plan of a FIND.
 pub fn explain(data: &Path, query: &str) -> Result<ExitCode> {
     let nexus = open_existing(data, "explain")?;

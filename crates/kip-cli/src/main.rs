@@ -62,6 +62,22 @@ enum CapsuleCmd {
     },
 }
 
+#[derive(Subcommand, Debug)]
+enum StorageCmd {
+    /// What the store takes on disk, by table and index (entries, stored, metadata
+    /// and fragmented bytes, as the backend counts them) and by file, with bytes per
+    /// concept and per link; checkpoints first.
+    Stats {
+        /// Print the report as JSON instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Give the database file's free pages back to the file system (a redb file keeps
+    /// the pages its writes freed, to reuse them): needs the directory to itself, so
+    /// stop the server first. Prints the file's size before and after.
+    Compact,
+}
+
 /// Output format of `kip exec` for command text.
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Format {
@@ -131,6 +147,9 @@ enum Cmd {
     /// Check the store's invariants: every index (by key, type, name, predicate, incoming
     /// link, text) against the records, references, statistics.
     Check,
+    /// The store's own files and tables.
+    #[command(subcommand)]
+    Storage(StorageCmd),
     /// Print the plan the engine chooses for a FIND query.
     Explain {
         /// The FIND query text.
@@ -460,6 +479,8 @@ fn run_command(cli: Cli) -> ExitCode {
         Cmd::Reindex { vectors: false } => admin::reindex(&data, quiet),
         Cmd::Reindex { vectors: true } => admin::reindex_vectors(&data, quiet),
         Cmd::Check => admin::check(&data),
+        Cmd::Storage(StorageCmd::Stats { json }) => admin::storage_stats(&data, json),
+        Cmd::Storage(StorageCmd::Compact) => admin::storage_compact(&data),
         Cmd::Recover { .. } => admin::salvage_wal(&data),
         Cmd::Parse { file } => admin::parse(&file),
         Cmd::Health { json } => brain::health(&data, json),

@@ -804,3 +804,97 @@ fn terminal_escapes_are_printed_escaped_in_tables_and_logs_but_not_in_json() {
         .collect();
     assert!(commands.contains(&find_evil), "{json_logs}");
 }
+
+/// `kip storage stats` measures what the store takes: every table with its entries
+/// (the concept and link tables hold exactly the graph's elements), and on local files
+/// the database and the log, whose sizes add up to the total.
+#[test]
+fn storage_stats_measures_every_table_and_file() {
+    let dir = rich_store();
+    let (code, text) = kip_in(dir.path(), &["storage", "stats", "--json"], b"");
+    assert_eq!(code, 0, "{text}");
+    let v: Value = serde_json::from_str(text.trim()).expect("json");
+    let r = &v["result"];
+    let concepts = r["concepts"].as_u64().expect("concepts");
+    let links = r["links"].as_u64().expect("links");
+    assert!(concepts > 0 && links > 0, "{r}");
+    let tables = r["tables"].as_array().expect("tables");
+    let entries = |name: &str| {
+        tables
+            .iter()
+            .find(|t| t["name"] == name)
+            .and_then(|t| t["entries"].as_u64())
+    };
+    let total = r["total_bytes"].as_u64().expect("total");
+    let table_bytes: u64 = tables
+        .iter()
+        .map(|t| {
+            ["stored_bytes", "metadata_bytes", "fragmented_bytes"]
+                .iter()
+                .map(|k| t[*k].as_u64().expect("bytes"))
+                .sum::<u64>()
+        })
+        .sum();
+    if r["backend"] == "postgresql" {
+        assert_eq!(entries("kip_concepts"), Some(concepts), "{r}");
+        assert_eq!(entries("kip_props"), Some(links), "{r}");
+        // An index counts its table's rows.
+        assert_eq!(entries("kip_props_pos"), Some(links), "{r}");
+        assert_eq!(total, table_bytes, "{r}");
+        assert_eq!(r["files"], json!([]));
+    } else {
+        assert_eq!(entries("concepts"), Some(concepts), "{r}");
+        for index in ["props", "spo", "pos", "osp"] {
+            assert_eq!(entries(index), Some(links), "{index}: {r}");
+        }
+        let files = r["files"].as_array().expect("files");
+        let names: Vec<&str> = files.iter().filter_map(|f| f["name"].as_str()).collect();
+        assert_eq!(names, ["nexus.redb", "nexus.wal"], "{r}");
+        let sizes: u64 = files.iter().filter_map(|f| f["bytes"].as_u64()).sum();
+        assert_eq!(total, sizes, "{r}");
+        // The database file's allocated pages hold every table's bytes.
+        let used = files[0]["used_bytes"].as_u64().expect("used");
+        assert!(table_bytes <= used && used <= total, "{r}");
+        assert!(files[0]["disk_bytes"].as_u64().expect("blocks") > 0, "{r}");
+    }
+    // The table form names the graph and each table.
+    let (code, text) = kip_in(dir.path(), &["storage", "stats"], b"");
+    assert_eq!(code, 0, "{text}");
+    assert!(
+        text.contains(&format!("{concepts} concepts, {links} links")),
+        "{text}"
+    );
+}
+
+/// `kip storage compact` cuts the database file to its pages in use and keeps every
+/// element; a database URL is refused with the server's own tool named.
+#[test]
+fn storage_compact_keeps_the_graph() {
+    let dir = rich_store();
+    let count = |dir: &std::path::Path| {
+        let (_, text) = kip_in(
+            dir,
+            &[
+                "exec",
+                "--format",
+                "json",
+                "FIND(COUNT(?c)) WHERE { ?c {type: \"Person\"} }",
+            ],
+            b"",
+        );
+        serde_json::from_str::<Value>(text.trim()).expect("json")["result"].clone()
+    };
+    let people = count(dir.path());
+    let (code, text) = kip_in(dir.path(), &["storage", "compact"], b"");
+    let location = common::location(dir.path());
+    if location.to_string_lossy().starts_with("postgres") {
+        assert_ne!(code, 0, "{text}");
+        return;
+    }
+    assert_eq!(code, 0, "{text}");
+    let v: Value = serde_json::from_str(text.trim()).expect("json");
+    let before = v["result"]["file_bytes_before"].as_u64().expect("before");
+    let after = v["result"]["file_bytes_after"].as_u64().expect("after");
+    assert!(0 < after && after <= before, "{v}");
+    assert_eq!(count(dir.path()), people);
+}

@@ -43,4 +43,4 @@ pub const WORKER_STACK_BYTES: usize = 8 << 20;
 
 pub use cancel::Interrupt;
 pub use envelope::{run, Access, CommandItem, ExecuteRequest, Outcome, Response};
-pub use nexus::{Budget, Nexus};
+pub use nexus::{Budget, Nexus, UsageReport};

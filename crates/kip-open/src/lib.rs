@@ -140,3 +140,13 @@ impl Open for Nexus {
         Nexus::with_backend(Arc::new(store))
     }
 }
+
+/// Compacts the embedded store in `dir` (`kip storage compact`): opens it (another
+/// process using it makes this fail as "in use"), checkpoints, and gives the database
+/// file's free pages back to the file system. Returns the file's size before and after.
+/// Only for a data directory: a PostgreSQL database is compacted by its server.
+pub fn compact(dir: &Path) -> Result<(u64, u64), KipError> {
+    let mut store = kip_store::db::Store::open(dir, OpenMode::Normal, &mut |w| bootstrap(w))
+        .map_err(OpenError::into_kip)?;
+    Ok(store.compact()?)
+}

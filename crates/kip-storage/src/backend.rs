@@ -98,6 +98,14 @@ pub trait Backend: Send + Sync + std::fmt::Debug {
         Ok(())
     }
 
+    /// What the store takes, by table and by file (`kip storage stats`). The default
+    /// says the backend does not measure itself.
+    fn storage_usage(&self) -> StoreResult<crate::usage::StorageUsage> {
+        Err(StoreError::Other(
+            "this storage backend does not report its size".into(),
+        ))
+    }
+
     /// What kind of storage this is, for reports (`"embedded"`, `"postgresql"`).
     fn kind(&self) -> &'static str {
         "embedded"

@@ -33,6 +33,7 @@ pub mod error;
 pub mod text;
 pub mod throttle;
 pub mod upkeep;
+pub mod usage;
 
 pub use error::StoreError;
 use serde::{Deserialize, Serialize};

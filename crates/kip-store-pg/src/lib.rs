@@ -56,6 +56,7 @@ mod keys;
 mod schema;
 mod tx;
 mod url;
+mod usage;
 
 use conn::{Conn, Manager};
 use kip_storage::backend::Backend;
@@ -481,6 +482,10 @@ impl Backend for PgStore {
 
     fn path(&self) -> Option<&Path> {
         None
+    }
+
+    fn storage_usage(&self) -> StoreResult<kip_storage::usage::StorageUsage> {
+        self.usage()
     }
 
     fn audit_append(

@@ -68,6 +68,15 @@ impl IntoStoreError for redb::CommitError {
     }
 }
 
+impl IntoStoreError for redb::CompactionError {
+    fn into_store(self) -> StoreError {
+        match self {
+            redb::CompactionError::Storage(s) => s.into_store(),
+            other => StoreError::Conflict(other.to_string()),
+        }
+    }
+}
+
 impl IntoStoreError for redb::TableError {
     fn into_store(self) -> StoreError {
         match self {

@@ -17,7 +17,9 @@ mod capsule;
 mod check;
 mod requests;
 pub use requests::WINDOW as REQUEST_LOG_WINDOW;
+pub use usage::UsageReport;
 mod semantic;
+mod usage;
 
 use crate::cancel::Interrupt;
 use crate::envelope::{self, Access, ExecuteRequest, Outcome, Response};

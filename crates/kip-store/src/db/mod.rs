@@ -76,6 +76,7 @@ impl std::fmt::Debug for Store {
     }
 }
 mod open;
+mod usage;
 
 pub use open::{InitFn, OpenError, OpenMode};
 
@@ -515,6 +516,10 @@ impl crate::backend::Backend for Store {
 
     fn path(&self) -> Option<&Path> {
         Store::path(self)
+    }
+
+    fn storage_usage(&self) -> StoreResult<kip_storage::usage::StorageUsage> {
+        Store::storage_usage(self)
     }
 
     fn local_log(&self) -> Option<&dyn crate::backend::LocalLog> {
