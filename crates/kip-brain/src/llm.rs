@@ -6,6 +6,7 @@
 //! 429 and 5xx are retried [`RETRIES`] times with backoff (1, 2, 4 s); other statuses
 //! fail at once with the endpoint's own message.
 
+use kip_openai::{Client, Policy};
 use serde_json::{json, Value};
 use std::time::Duration;
 
@@ -48,14 +49,8 @@ impl LlmSpec {
                 "the language model spec {spec:?} is not URL#MODEL with an http(s) URL"
             )));
         }
-        let base = url.trim_end_matches('/');
-        let url = if base.ends_with("/chat/completions") {
-            base.to_string()
-        } else {
-            format!("{base}/chat/completions")
-        };
         Ok(LlmSpec {
-            url,
+            url: kip_openai::endpoint_url(url, "chat/completions"),
             model: model.trim().to_string(),
         })
     }
@@ -87,23 +82,22 @@ pub struct Reply {
 /// A chat-completions client.
 #[derive(Debug)]
 pub struct ChatClient {
-    agent: ureq::Agent,
+    client: Client,
     spec: LlmSpec,
-    key: Option<String>,
 }
 
 impl ChatClient {
     /// A client for `spec` with an optional bearer key. Sends nothing yet.
     pub fn new(spec: LlmSpec, key: Option<String>) -> ChatClient {
-        let agent: ureq::Agent = ureq::Agent::config_builder()
-            .timeout_global(Some(TIMEOUT))
-            .http_status_as_error(false)
-            .build()
-            .into();
+        let policy = Policy {
+            timeout: TIMEOUT,
+            retries: RETRIES,
+            first_wait: Duration::from_secs(1),
+            max_answer_bytes: 64 * 1024 * 1024,
+        };
         ChatClient {
-            agent,
+            client: Client::new(spec.url.clone(), key, policy),
             spec,
-            key: key.filter(|k| !k.is_empty()),
         }
     }
 
@@ -114,35 +108,7 @@ impl ChatClient {
 
     /// The bearer key, if any.
     pub fn key(&self) -> Option<&str> {
-        self.key.as_deref()
-    }
-
-    fn attempt(&self, body: &Value) -> Result<Value, (bool, String)> {
-        let mut req = self.agent.post(&self.spec.url);
-        if let Some(k) = &self.key {
-            req = req.header("Authorization", format!("Bearer {k}"));
-        }
-        let mut resp = req.send_json(body).map_err(|e| (true, e.to_string()))?;
-        let status = resp.status().as_u16();
-        let text = resp
-            .body_mut()
-            .with_config()
-            .limit(64 * 1024 * 1024)
-            .read_to_string()
-            .map_err(|e| (true, e.to_string()))?;
-        if status != 200 {
-            let retry = status == 408 || status == 429 || status >= 500;
-            let msg = serde_json::from_str::<Value>(&text)
-                .ok()
-                .and_then(|v| {
-                    v.pointer("/error/message")
-                        .or_else(|| v.get("error"))
-                        .map(|m| m.as_str().map_or_else(|| m.to_string(), str::to_string))
-                })
-                .unwrap_or_else(|| text.chars().take(300).collect());
-            return Err((retry, format!("HTTP {status}: {msg}")));
-        }
-        serde_json::from_str(&text).map_err(|e| (false, format!("the answer is not JSON: {e}")))
+        self.client.key()
     }
 
     /// Sends the conversation with the tool definitions; the first choice's message.
@@ -156,22 +122,10 @@ impl ChatClient {
             body["tools"] = Value::Array(tools.to_vec());
             body["tool_choice"] = json!("auto");
         }
-        let mut wait = Duration::from_secs(1);
-        let mut tries = 0;
-        let v = loop {
-            match self.attempt(&body) {
-                Ok(v) => break v,
-                Err((retry, msg)) => {
-                    if !retry || tries >= RETRIES {
-                        return Err(LlmError(format!("{}: {msg}", self.spec.url)));
-                    }
-                    tracing::warn!(url = %self.spec.url, error = %msg, "chat request failed; retrying");
-                    std::thread::sleep(wait);
-                    wait *= 2;
-                    tries += 1;
-                }
-            }
-        };
+        let v = self
+            .client
+            .post(&body)
+            .map_err(|e| LlmError(e.to_string()))?;
         let Some(message) = v.pointer("/choices/0/message").cloned() else {
             return Err(LlmError(format!(
                 "{}: the answer has no choices[0].message",

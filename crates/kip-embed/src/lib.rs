@@ -28,6 +28,7 @@ use std::sync::Arc;
 
 /// What went wrong while loading or running an embedder.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum EmbedError {
     /// The spec string or the model directory is not usable.
     #[error("embedder configuration: {0}")]
@@ -35,9 +36,12 @@ pub enum EmbedError {
     /// The model failed while computing embeddings.
     #[error("embedding model: {0}")]
     Model(String),
-    /// The remote endpoint failed (after retries) or answered something unusable.
+    /// The remote endpoint answered something unusable.
     #[error("embeddings endpoint: {0}")]
     Remote(String),
+    /// The request to the remote endpoint failed (after retries).
+    #[error("embeddings endpoint: {0}")]
+    Http(#[from] kip_openai::HttpError),
 }
 
 /// Turns texts into vectors of one fixed dimension, L2-normalized (so a dot product is

@@ -4,7 +4,8 @@
 //! in a plain `cargo test`) the same vectors as the local embedder when the server
 //! answers from it.
 
-use kip_embed::{dot, Embedder, EmbedderSpec, LocalEmbedder, OpenAiEmbedder};
+use kip_embed::{dot, EmbedError, Embedder, EmbedderSpec, LocalEmbedder, OpenAiEmbedder};
+use kip_openai::HttpError;
 use serde_json::{json, Value};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpListener;
@@ -141,12 +142,18 @@ fn server_errors_are_retried_and_client_errors_explained() {
     // A 401 is not retried and its message is shown.
     let (url, seen) = serve(usize::MAX, 401, fake);
     let err = OpenAiEmbedder::connect(&url, "test-model", None).expect_err("401");
-    assert!(err.to_string().contains("HTTP 401: simulated 401"), "{err}");
+    assert!(
+        matches!(&err, EmbedError::Http(HttpError::Status { status: 401, message, .. }) if message == "simulated 401"),
+        "{err}"
+    );
     assert_eq!(seen.lock().expect("log").len(), 1);
     // An unknown model.
     let (url, _) = serve(0, 500, fake);
     let err = OpenAiEmbedder::connect(&url, "other", None).expect_err("404");
-    assert!(err.to_string().contains("model not found"), "{err}");
+    assert!(
+        matches!(&err, EmbedError::Http(HttpError::Status { status: 404, message, .. }) if message.contains("model not found")),
+        "{err}"
+    );
     // Nobody listening: a clear error after the retries.
     let port = TcpListener::bind("127.0.0.1:0")
         .expect("bind")
@@ -157,6 +164,10 @@ fn server_errors_are_retried_and_client_errors_explained() {
         .parse()
         .expect("spec");
     let err = spec.open().expect_err("refused");
+    assert!(
+        matches!(&err, EmbedError::Http(HttpError::Transport { .. })),
+        "{err}"
+    );
     assert!(err.to_string().contains("embeddings endpoint"), "{err}");
 }
 
