@@ -249,8 +249,8 @@ impl Nexus {
     }
 
     /// Sets how old the log's oldest record may get before a checkpoint (default 30 s).
-    /// For tests.
-    #[doc(hidden)]
+    /// For tests (feature `testing`).
+    #[cfg(feature = "testing")]
     pub fn set_checkpoint_age(&self, age: std::time::Duration) {
         if let Some(l) = self.store.local_log() {
             l.set_checkpoint_age(age);
@@ -258,8 +258,8 @@ impl Nexus {
     }
 
     /// Makes a write transaction fold its index changes into the tables once it holds
-    /// `n` of them (default 524,288). For tests.
-    #[doc(hidden)]
+    /// `n` of them (default 524,288). For tests (feature `testing`).
+    #[cfg(feature = "testing")]
     pub fn set_max_txn_index_changes(&self, n: usize) {
         if let Some(l) = self.store.local_log() {
             l.set_max_txn_index_changes(n);

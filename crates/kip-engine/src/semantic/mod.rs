@@ -378,8 +378,9 @@ impl Semantic {
         true
     }
 
-    /// Sets the number of live vectors from which the graph is built and used (tests).
-    #[doc(hidden)]
+    /// Sets the number of live vectors from which the graph is built and used (tests;
+    /// feature `testing`).
+    #[cfg(feature = "testing")]
     pub fn set_ann_min(&self, n: usize) {
         self.vectors
             .write()
@@ -388,8 +389,8 @@ impl Semantic {
     }
 
     /// Loads vectors directly (benchmarks and tests of the vector index: no model, no
-    /// store): `(concept, type, unit vector)`.
-    #[doc(hidden)]
+    /// store): `(concept, type, unit vector)`. Feature `testing`.
+    #[cfg(feature = "testing")]
     pub fn insert_raw(&self, items: &[(u64, &str, Vec<f32>)]) {
         let mut v = self.vectors.write().unwrap_or_else(|p| p.into_inner());
         for (id, t, x) in items {
