@@ -235,6 +235,9 @@ enum Parsed {
 
 /// Generates the capsules of the graph (concepts first, then links) into `tx`; returns
 /// the numbers of concept and link blocks.
+///
+/// Long (about 180 lines): the graph's shape (types, attributes, degrees, self-loops)
+/// is one seeded random sequence; splitting it would change the draws and the graph.
 pub(crate) fn generate(
     tx: &SyncSender<Capsule>,
     n: usize,

@@ -279,6 +279,11 @@ fn location(args: &BenchArgs, name: &str, fresh: bool) -> Result<std::path::Path
     }
 }
 
+/// One scale of the benchmark: load (or reuse) the graph, prewarm, run the workload,
+/// the concurrent writers and the cold open, and collect the results.
+///
+/// Long (about 270 lines): the phases run in a fixed order on one nexus and report into
+/// one result; the script of a benchmark run is read top to bottom here.
 pub(crate) fn scale_run(args: &BenchArgs, workload: &Value, n: usize) -> Result<ScaleResult> {
     let reuse = args.reuse_data
         && (args.postgres.is_some()

@@ -87,6 +87,9 @@ pub enum ToolSet {
 }
 
 /// Runs the server until the client disconnects (stdio) or ctrl-c (HTTP).
+///
+/// Long (about 150 lines): the start-up order (open or share the directory, embedder,
+/// sleeper, transport, signals, close) is read top to bottom here.
 pub fn run(data: &Path, args: ServeArgs, llm: Option<String>) -> Result<ExitCode> {
     // Logs go to stderr: stdout carries the MCP stdio transport. KIP_LOG sets the filter.
     tracing_subscriber::fmt()

@@ -127,6 +127,9 @@ impl Buffer {
 
     /// Moves every pending change into `batch` (one part per table and kind of
     /// change) and empties the buffer.
+    ///
+    /// Long (about 270 lines): one block per table and kind of change, in the order
+    /// the batch must run them (rows before the index rows that reference them).
     pub(crate) fn drain_into(&mut self, batch: &mut Batch, fresh: Fresh) {
         let (copy, concepts) = split(
             std::mem::take(&mut self.concepts),

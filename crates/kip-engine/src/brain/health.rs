@@ -318,6 +318,8 @@ pub fn link_verdict(
 }
 
 /// Computes the health report as of `now`.
+///
+/// Long (about 150 lines): one pass over the graph feeds every metric of the report.
 pub fn health(r: &dyn GraphRead, now: SystemTime) -> Result<Health, KipError> {
     let cutoff = now
         .checked_sub(Duration::from_secs(STALE_EVENT_DAYS * 86_400))

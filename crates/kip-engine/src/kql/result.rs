@@ -376,6 +376,10 @@ pub fn explain_find(
 }
 
 /// Runs a FIND query.
+///
+/// Long (about 220 lines): the dispatch between the plain, grouped and aggregate paths
+/// reads the same compiled plan, cursor and page once; the paths themselves are
+/// functions of their own.
 pub fn run_find(
     g: &dyn GraphRead,
     q: &FindQuery,
@@ -674,6 +678,10 @@ fn determining_concept<'p>(plan: &'p Plan, q: &FindQuery) -> Option<&'p super::p
 /// once the page (plus one row, to know whether more exist) is filled; otherwise every
 /// solution is read and the best page after the cursor kept (memory bounded by the
 /// page, not by the position).
+///
+/// Long (about 290 lines) on purpose: the streaming and the buffered paths share the
+/// dedupe set, the cursor anchor and the page bookkeeping, and a cursor must resume
+/// exactly where either path stopped; kept side by side so they cannot drift.
 fn plain(
     ctx: &Ctx,
     plan: &Plan,

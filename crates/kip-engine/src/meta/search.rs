@@ -419,6 +419,10 @@ pub fn search_with(
 /// [`search_with`] with the query's embedding asked for only once the keyword side has
 /// been read (`sem` is called when the vectors are needed, `None`: keyword search), so
 /// that the model can embed the text while the postings are read.
+///
+/// Long (about 200 lines): keyword, semantic and hybrid ranking share the candidate
+/// filter (type, threshold, limit) and the fusion reads both sides; one sequence read
+/// top to bottom.
 pub fn search_pending<'q>(
     g: &dyn GraphRead,
     s: &Search,

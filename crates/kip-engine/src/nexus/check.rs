@@ -18,6 +18,9 @@ impl Nexus {
         Ok(problems)
     }
 
+    /// One pass over the records gathering what every index must hold, then one
+    /// comparison per index: long (about 180 lines) because the expectations are
+    /// gathered in a single scan.
     fn check_graph(&self) -> Result<Vec<String>, KipError> {
         use crate::store::ElemRef;
         self.read(|r| {
