@@ -29,9 +29,9 @@
 # host build links glibc dynamically: the oldest glibc it runs on is printed below and
 # must be within the wheel's manylinux tag (checked). The workflow builds its Linux
 # wheels in manylinux_2_28 containers, so the published binaries need glibc 2.28.
-# The Docker image is not built here either: no container engine runs on this machine
-# (and base images come from a registry it cannot reach); the workflow builds, runs and
-# pushes it.
+# The Docker image is not built here either: Docker's engine does not run on this machine
+# and base images come from a registry it cannot reach; the Dockerfile is linted and its
+# command run instead, and the workflow builds, runs and pushes the image.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
