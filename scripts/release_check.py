@@ -13,7 +13,9 @@ MCP Registry marker, the Dockerfile's label and the workflow must agree with the
                               the sdist checked (every file the crates include is in it)
                               and copied; server.json validated and copied; SHA256SUMS
                               written and read back
-  server-json [--kip KIP]     server.json against the vendored registry schema and the
+  server-json [--kip KIP] [--schema REGISTRY_SCHEMA]
+                              server.json against packaging/server-json.schema.json (and the
+                              registry's own schema when given) and the
                               project's facts (with --kip: its package arguments run)
   dockerfile --kip KIP --python PY
                               hadolint is run by release.sh; here: the stages' wiring,
@@ -52,9 +54,9 @@ except ImportError:  # Python < 3.11: release.sh installs tomli into its tools v
     import tomli as tomllib
 
 ROOT = Path(__file__).resolve().parent.parent
-SCHEMA = ROOT / "packaging" / "server.schema.json"
-# The vendored schema as copied (packaging/README.md): an edit to it is a mistake.
-SCHEMA_SHA256 = "d4c163f299ece68b7432f4e44c4108f2fdb663d99dc088c8344142e5b0a4b520"
+# The project's own strict schema of the server.json it publishes (packaging/README.md);
+# the release workflow passes the registry's own schema with --schema as well.
+SCHEMA = ROOT / "packaging" / "server-json.schema.json"
 WORKFLOW = ROOT / ".github" / "workflows" / "release.yml"
 
 # The wheel's platform tag -> the Rust target triple the tarball is named after, and
@@ -352,19 +354,23 @@ def cmd_assemble(wheel_dir, out):
 VERSION_RANGE = re.compile(r"[\^~<>=*\s]|(^|\.)[xX](\.|$)|^latest$")
 
 
-def check_server_json(f, kip=None):
+def check_server_json(f, kip=None, registry_schema=None):
     import jsonschema
 
-    if sha256(SCHEMA) != SCHEMA_SHA256:
-        fail(f"{SCHEMA}: not the registry's file as copied (SHA-256 {SCHEMA_SHA256}, packaging/README.md)")
-    schema = json.loads(SCHEMA.read_text())
     doc = json.loads((ROOT / "server.json").read_text())
-    if doc.get("$schema") != schema["$id"]:
-        fail(f"server.json: $schema is {doc.get('$schema')!r}, the vendored schema is {schema['$id']} (packaging/README.md)")
-    validator = jsonschema.Draft7Validator(schema, format_checker=jsonschema.Draft7Validator.FORMAT_CHECKER)
-    errors = sorted(validator.iter_errors(doc), key=lambda e: list(e.absolute_path))
-    if errors:
-        fail("server.json does not validate against the registry schema:\n" + "\n".join(f"  /{'/'.join(map(str, e.absolute_path))}: {e.message}" for e in errors))
+    schemas = [(SCHEMA, json.loads(SCHEMA.read_text()))]
+    if registry_schema is not None:
+        # The registry's own schema (downloaded by the release workflow from the URL
+        # server.json names): it must be that version's.
+        official = json.loads(Path(registry_schema).read_text())
+        if official.get("$id") != doc.get("$schema"):
+            fail(f"{registry_schema}: $id is {official.get('$id')!r}, server.json names {doc.get('$schema')!r}")
+        schemas.append((Path(registry_schema), official))
+    for path, schema in schemas:
+        validator = jsonschema.Draft7Validator(schema, format_checker=jsonschema.Draft7Validator.FORMAT_CHECKER)
+        errors = sorted(validator.iter_errors(doc), key=lambda e: list(e.absolute_path))
+        if errors:
+            fail(f"server.json does not validate against {path}:\n" + "\n".join(f"  /{'/'.join(map(str, e.absolute_path))}: {e.message}" for e in errors))
     want = {
         "name": f["server_name"],
         "version": f["version"],
@@ -403,7 +409,8 @@ def check_server_json(f, kip=None):
         for p in doc["packages"]:
             args = [a["value"] for a in p.get("packageArguments", []) if a["type"] == "positional"]
             run_help(kip, args, f"server.json's {p['registryType']} package arguments")
-    say(f"server.json: valid against {schema['$id']}; {f['server_name']} {f['version']}, packages {', '.join(sorted(by_type))}")
+    said = ", ".join(str(p.relative_to(ROOT)) if p.is_relative_to(ROOT) else str(p) for p, _ in schemas)
+    say(f"server.json: valid against {said}; {f['server_name']} {f['version']}, packages {', '.join(sorted(by_type))}")
 
 
 def run_help(kip, args, what):
@@ -652,6 +659,7 @@ def main(argv):
     a.add_argument("out_dir")
     s = sub.add_parser("server-json")
     s.add_argument("--kip")
+    s.add_argument("--schema", help="the registry's own schema (downloaded from server.json's $schema URL) to validate against as well")
     d = sub.add_parser("dockerfile")
     d.add_argument("--kip", required=True)
     d.add_argument("--python", required=True)
@@ -666,7 +674,7 @@ def main(argv):
         if args.cmd == "assemble":
             cmd_assemble(args.wheel_dir, args.out_dir)
         elif args.cmd == "server-json":
-            check_server_json(facts(), args.kip)
+            check_server_json(facts(), args.kip, args.schema)
         elif args.cmd == "dockerfile":
             cmd_dockerfile(Path(args.kip).resolve(), args.python)
         elif args.cmd == "sums":
