@@ -72,7 +72,6 @@ KIP_TEST_BACKEND=memory cargo test --workspace --locked \
   --test robustness --test export --test attr_index --test brain --test audit \
   --test concurrency --test sleep_safety --test exactly_once
 
-echo "== wheel: build it, pip install it into a fresh venv, MCP smoke test through the installed kip"
-# Run as a newcomer runs it (README, first step): without KIP_TEST_PYTHON, so the
-# script sets up its own MCP client.
-env -u KIP_TEST_PYTHON scripts/wheel-smoke.sh
+echo "== release artifacts of this machine's target: the wheel (the one release build), the binary tarball, server.json, SHA256SUMS, the Dockerfile; the wheel pip-installed into a fresh venv and asked over MCP (scripts/release.sh --ci, docs/release.md)"
+# Without KIP_TEST_PYTHON, as a newcomer runs it: the script sets up its own MCP client.
+env -u KIP_TEST_PYTHON scripts/release.sh --ci

@@ -2,7 +2,7 @@
 
 Usage:
   kip_client.py stdio <kip binary> <data dir>
-  kip_client.py http <url of /mcp>
+  kip_client.py http <url of /mcp>      (sends KIP_API_KEY, when set, as the bearer token)
 
 Lists tools, resources and prompts, calls both KIP tools, checks that a bad command is
 an isError tool result with a KIP error object, and runs a batch. Exits non-zero with a
@@ -10,12 +10,15 @@ message on the first mismatch; prints "ok" on success.
 """
 
 import asyncio
+import contextlib
 import json
+import os
 import sys
 
 from mcp import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._httpx_utils import create_mcp_http_client
 
 
 def check(cond, msg):
@@ -117,10 +120,14 @@ async def main():
             async with ClientSession(read, write) as session:
                 await exercise(session)
     else:
-        async with streamable_http_client(sys.argv[2]) as streams:
-            read, write = streams[0], streams[1]
-            async with ClientSession(read, write) as session:
-                await exercise(session)
+        async with contextlib.AsyncExitStack() as stack:
+            key = os.environ.get("KIP_API_KEY")
+            http = None
+            if key:
+                http = await stack.enter_async_context(create_mcp_http_client(headers={"Authorization": f"Bearer {key}"}))
+            streams = await stack.enter_async_context(streamable_http_client(sys.argv[2], http_client=http))
+            session = await stack.enter_async_context(ClientSession(streams[0], streams[1]))
+            await exercise(session)
     print("ok")
 
 

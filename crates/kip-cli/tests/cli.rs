@@ -898,3 +898,55 @@ fn storage_compact_keeps_the_graph() {
     assert!(0 < after && after <= before, "{v}");
     assert_eq!(count(dir.path()), people);
 }
+/// `kip-nexus`, the launcher the wheel installs beside `kip` (what `uvx kip-nexus serve`
+/// and MCP Registry clients run), is `kip`: the same output, stderr and exit status, found
+/// through a symbolic link to the launcher too (`uv tool install` links commands into
+/// ~/.local/bin), and a clear failure where no `kip` is beside it.
+#[cfg(unix)]
+#[test]
+fn kip_nexus_launcher_runs_the_kip_beside_it() {
+    use std::os::unix::fs::symlink;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let run = |exe: &std::path::Path, arg: &str| {
+        Command::new(exe)
+            .arg(arg)
+            .output()
+            .expect("run the launcher")
+    };
+    // An installed layout: the launcher and kip in one scripts directory.
+    let scripts = dir.path().join("bin");
+    std::fs::create_dir(&scripts).expect("mkdir");
+    symlink(env!("CARGO_BIN_EXE_kip"), scripts.join("kip")).expect("link kip");
+    let launcher = scripts.join("kip-nexus");
+    std::fs::copy(env!("CARGO_BIN_EXE_kip-nexus"), &launcher).expect("copy the launcher");
+
+    let kip_version = run(std::path::Path::new(env!("CARGO_BIN_EXE_kip")), "--version");
+    let version = run(&launcher, "--version");
+    assert!(version.status.success(), "{version:?}");
+    assert_eq!(version.stdout, kip_version.stdout);
+    assert!(String::from_utf8_lossy(&version.stdout).starts_with("kip "));
+
+    // kip's own usage error: status 2, its message on stderr.
+    let bad = run(&launcher, "--no-such-flag");
+    assert_eq!(bad.status.code(), Some(2), "{bad:?}");
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("--no-such-flag"));
+
+    // Through a link from another directory, which holds no kip.
+    let elsewhere = dir.path().join("local-bin");
+    std::fs::create_dir(&elsewhere).expect("mkdir");
+    symlink(&launcher, elsewhere.join("kip-nexus")).expect("link the launcher");
+    let linked = run(&elsewhere.join("kip-nexus"), "--version");
+    assert_eq!(linked.stdout, kip_version.stdout, "{linked:?}");
+
+    // A launcher alone: 127 and a message that says what to do.
+    let lonely = dir.path().join("lonely");
+    std::fs::create_dir(&lonely).expect("mkdir");
+    std::fs::copy(env!("CARGO_BIN_EXE_kip-nexus"), lonely.join("kip-nexus")).expect("copy");
+    let alone = run(&lonely.join("kip-nexus"), "--version");
+    assert_eq!(alone.status.code(), Some(127), "{alone:?}");
+    let message = String::from_utf8_lossy(&alone.stderr);
+    assert!(
+        message.contains("no kip binary beside it") && message.contains("reinstall kip-nexus"),
+        "{message}"
+    );
+}
