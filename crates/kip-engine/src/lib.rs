@@ -1,10 +1,16 @@
 //! # kip-engine
 //!
 //! The kip-nexus engine: the Cognitive Nexus ([`Nexus`]) over any storage backend
-//! that implements the contract of [`store`] (the kip-storage crate), KML ([`kml`]), KQL ([`kql`]), META ([`meta`]), the Knowledge Graph
-//! Memory Server tools ([`memory`]) and the `execute_kip` request envelope
-//! ([`envelope`]) every interface (CLI, MCP, HTTP) goes through, so they behave the
-//! same.
+//! that implements the contract of [`store`] (the kip-storage crate), KML, KQL, META,
+//! the Knowledge Graph Memory Server tools ([`memory`]) and the `execute_kip` request
+//! envelope ([`envelope`]) every interface (CLI, MCP, HTTP) goes through, so they
+//! behave the same.
+//!
+//! The public surface is this facade: [`Nexus`] and its request types, the modules an
+//! interface needs ([`envelope`], [`memory`], [`brain`], [`audit`], [`semantic`],
+//! [`bootstrap`], [`progress`], [`time`], [`store`]) and the re-exports below. The
+//! statement executors (`kml`, `kql`, `meta`, `export`), the schema rules (`schema`)
+//! and the nexus internals are private to the crate.
 //!
 //! Architecture invariant: the engine is synchronous; async lives in the server crate.
 //!
@@ -17,21 +23,20 @@
 pub mod audit;
 pub mod bootstrap;
 pub mod brain;
-pub mod cancel;
+pub(crate) mod cancel;
 pub mod envelope;
-pub mod export;
-pub mod kml;
-pub mod kql;
+pub(crate) mod export;
+pub(crate) mod kml;
+pub(crate) mod kql;
 pub mod memory;
-pub mod meta;
-pub mod nexus;
-pub mod outcome;
+pub(crate) mod meta;
+pub(crate) mod nexus;
+pub(crate) mod outcome;
 pub mod progress;
-pub mod schema;
+pub(crate) mod schema;
 pub mod semantic;
 pub mod time;
 pub use kip_storage as store;
-pub use kip_storage::throttle;
 
 /// Stack size of every thread that runs engine calls (the server's async workers and
 /// blocking pool, the CLI's command thread). The engine's recursive walks are bounded
@@ -43,4 +48,5 @@ pub const WORKER_STACK_BYTES: usize = 8 << 20;
 
 pub use cancel::Interrupt;
 pub use envelope::{run, Access, CommandItem, ExecuteRequest, Outcome, Response};
-pub use nexus::{Budget, Nexus, UsageReport};
+pub use kql::QueryLimits;
+pub use nexus::{Backend, Budget, LocalLog, Nexus, SleepGuard, UsageReport, REQUEST_LOG_WINDOW};

@@ -3,7 +3,7 @@
 
 mod common;
 use common::*;
-use kip_engine::kql::QueryLimits;
+use kip_engine::QueryLimits;
 use kip_engine::{Access, Nexus};
 use proptest::prelude::*;
 use serde_json::json;

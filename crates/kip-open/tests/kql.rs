@@ -2,7 +2,7 @@
 
 mod common;
 use common::*;
-use kip_engine::kql::QueryLimits;
+use kip_engine::QueryLimits;
 use kip_engine::{Access, Nexus};
 use serde_json::{json, Value};
 use std::time::Duration;

@@ -311,9 +311,9 @@ fn reading_tools_are_bounded_by_the_response_limit() {
         .map(|i| json!({"name": format!("entity {i}"), "entityType": "thing", "observations": [format!("note {i} about the weather")]}))
         .collect();
     call(&n, "create_entities", json!({ "entities": entities })).expect("create");
-    n.set_limits(kip_engine::kql::QueryLimits {
+    n.set_limits(kip_engine::QueryLimits {
         max_response_bytes: 4_000,
-        ..kip_engine::kql::QueryLimits::default()
+        ..kip_engine::QueryLimits::default()
     });
     for (tool, args) in [
         ("read_graph", json!({})),

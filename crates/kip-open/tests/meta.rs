@@ -3,8 +3,8 @@
 
 mod common;
 use common::*;
-use kip_engine::kql::QueryLimits;
 use kip_engine::Nexus;
+use kip_engine::QueryLimits;
 use serde_json::{json, Value};
 
 fn setup() -> Nexus {

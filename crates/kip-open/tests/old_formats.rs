@@ -74,7 +74,7 @@ fn a_data_directory_of_an_earlier_release_opens_migrated_and_whole() {
         );
         assert_eq!(
             meta_u64(&n, "text_index_version"),
-            Some(kip_engine::meta::text::TEXT_INDEX_VERSION)
+            Some(kip_engine::store::text::TEXT_INDEX_VERSION)
         );
         // The facts.
         assert_eq!(

@@ -61,7 +61,7 @@ fn expected(r: &dyn GraphRead, extra_elems: &BTreeSet<u64>) -> Indexes {
         ix.names.entry(c.name.clone()).or_default().push(n);
         ix.osp.entry(ElemRef::Concept(n).encode()).or_default();
         ix.spo.entry(ElemRef::Concept(n).encode()).or_default();
-        let doc = kip_engine::meta::text::concept_doc(&c);
+        let doc = kip_engine::store::text::concept_doc(&c);
         for (t, tf) in &doc.terms {
             ix.postings
                 .push((t.clone(), ElemRef::Concept(n).encode(), *tf, doc.len));

@@ -131,11 +131,6 @@ impl<'g> Writer<'g> {
         &mut *self.g
     }
 
-    /// Who is writing.
-    pub fn privilege(&self) -> Privilege {
-        self.privilege
-    }
-
     /// `KIP_2001` unless `t` is a registered concept type (checked once per command).
     pub fn require_type(&mut self, t: &str) -> Result<(), KipError> {
         if self.checked_types.contains(t) {

@@ -50,11 +50,6 @@ impl Vars {
     pub fn len(&self) -> usize {
         self.names.len()
     }
-
-    /// True when there are no variables.
-    pub fn is_empty(&self) -> bool {
-        self.names.is_empty()
-    }
 }
 
 /// A concept matcher with literals resolved.

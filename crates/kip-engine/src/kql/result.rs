@@ -13,7 +13,7 @@ use super::cursor::stale_cursor;
 pub use super::cursor::{
     decode_cursor, encode_cursor, fnv1a, query_fingerprint, row_hash, Anchor, Tie,
 };
-use super::eval::{element_json, path_value, sort_cmp};
+use super::eval::{path_value, sort_cmp};
 use super::exec::{run_group, Ctx, More, Row, Val};
 use super::plan::{bound_names, compile, Plan, Vars};
 use super::QueryLimits;
@@ -1053,9 +1053,4 @@ fn columns(q: &FindQuery, rows: Vec<Vec<Value>>, next_cursor: Option<String>) ->
         result,
         next_cursor,
     }
-}
-
-/// The whole element JSON of a value (used by DELETE reporting and tools).
-pub fn val_json(ctx: &Ctx, v: &Val) -> Result<Value, KipError> {
-    element_json(ctx, v)
 }

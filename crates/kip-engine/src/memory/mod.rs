@@ -18,8 +18,8 @@
 //! - Entity names are unique for these tools, as in the original.
 //!
 //! Every tool call is one transaction: a call that fails writes nothing. The tools
-//! write through the same primitives as `UPSERT` and `DELETE` ([`Writer`], with
-//! [`Privilege::MemoryTools`]), so every rule that guards a KIP write guards theirs.
+//! write through the same primitives as `UPSERT` and `DELETE` (the KML `Writer`, with
+//! the `MemoryTools` privilege), so every rule that guards a KIP write guards theirs.
 
 use crate::kml::primitives::{Privilege, Writer};
 use crate::schema::{CONCEPT_TYPE, PROPOSITION_TYPE};

@@ -388,11 +388,6 @@ pub fn effective_mode(s: &Search, has_embedder: bool) -> Result<SearchMode, KipE
     })
 }
 
-/// Executes a SEARCH as keyword search.
-pub fn search(g: &dyn GraphRead, s: &Search, limits: &QueryLimits) -> Result<Outcome, KipError> {
-    search_with(g, s, limits, SearchMode::Keyword, None)
-}
-
 /// Weight of the keyword score in a hybrid `_score` (the rest is the cosine). Measured
 /// on the retrieval test set (`tests/data/recall_set.json`, docs/performance.md): 0.1
 /// gives the best MRR by meaning (0.963, semantic alone 0.954) and keeps every search by
@@ -404,20 +399,8 @@ fn round4(x: f64) -> f64 {
     (x * 10_000.0).round() / 10_000.0
 }
 
-/// Executes a SEARCH in `mode`; `sem` is required for the semantic and hybrid modes
-/// (without it they run as keyword search).
-pub fn search_with(
-    g: &dyn GraphRead,
-    s: &Search,
-    limits: &QueryLimits,
-    mode: SearchMode,
-    sem: Option<&Semantic<'_>>,
-) -> Result<Outcome, KipError> {
-    search_pending(g, s, limits, mode, &|| sem)
-}
-
-/// [`search_with`] with the query's embedding asked for only once the keyword side has
-/// been read (`sem` is called when the vectors are needed, `None`: keyword search), so
+/// Executes a SEARCH in `mode`, with the query's embedding asked for only once the
+/// keyword side has been read (`sem` is called when the vectors are needed, `None`: keyword search), so
 /// that the model can embed the text while the postings are read.
 ///
 /// Long (about 200 lines): keyword, semantic and hybrid ranking share the candidate
