@@ -101,6 +101,19 @@ pub(crate) fn parse_statements(src: &str, opts: ParseOptions) -> KipResult<Vec<S
     })
 }
 
+/// Parses the inside of a KQL `WHERE { ... }` block (BELIEF patterns and raw paths
+/// admitted), without the braces.
+pub(crate) fn parse_where_body(src: &str, opts: ParseOptions) -> KipResult<Vec<WhereClause>> {
+    new_parser(src, opts)?.run(|p| {
+        let mut out = Vec::new();
+        while !p.at_eof() {
+            p.count_clause()?;
+            out.push(p.k2_where_clause(true)?);
+        }
+        Ok(out)
+    })
+}
+
 fn upper(tok: &Tok) -> Option<String> {
     match tok {
         Tok::Ident(w) => Some(w.to_ascii_uppercase()),

@@ -40,6 +40,12 @@ pub fn parse_script(text: &str) -> KipResult<Vec<Statement>> {
     crate::parser::v2::parse_statements(text, ParseOptions::default())
 }
 
+/// Parses the inside of a KQL `WHERE { ... }` block without the braces (patterns,
+/// BELIEF, FILTER, NOT, OPTIONAL, UNION): for checking pattern fragments on their own.
+pub fn parse_where_clauses(text: &str) -> KipResult<Vec<ast::WhereClause>> {
+    crate::parser::v2::parse_where_body(text, ParseOptions::default())
+}
+
 /// Parses raw bytes as one statement: invalid UTF-8 is `InvalidSyntax`.
 pub fn parse_bytes(bytes: &[u8]) -> KipResult<Statement> {
     parse(crate::parser::utf8(bytes)?)
