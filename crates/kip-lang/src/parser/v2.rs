@@ -197,11 +197,16 @@ impl Parser<'_> {
             }
             _ => None,
         };
-        match (hint, inferred) {
-            (_, Some(h)) if t.tok == Tok::Eof || hint.is_none() => e.with_hint(h),
-            (Some(h), _) => e.with_hint(h),
-            (None, Some(h)) => e.with_hint(h),
-            (None, None) => e,
+        // At the end of input the rule's own hint says what is missing; elsewhere a
+        // recognised slip (AND for &&, TRUE for true) is the more useful advice.
+        let chosen = if t.tok == Tok::Eof {
+            hint.map(str::to_string).or(inferred)
+        } else {
+            inferred.or(hint.map(str::to_string))
+        };
+        match chosen {
+            Some(h) => e.with_hint(h),
+            None => e,
         }
     }
 
