@@ -474,12 +474,13 @@ impl<'a> Lexer<'a> {
         let mut i = start + 1;
         let mut out = String::new();
         loop {
-            // Copy the run up to the next quote or backslash in one piece: both are ASCII,
+            // Copy the run up to the next quote or backslash (or, in 2.0, control character)
+            // in one piece: all are ASCII,
             // so they never occur inside a multi-byte character and the run ends on a
             // character boundary.
             let run = self.bytes[i.min(self.bytes.len())..]
                 .iter()
-                .position(|&b| b == b'"' || b == b'\\')
+                .position(|&b| b == b'"' || b == b'\\' || (self.v2 && b < 0x20))
                 .map_or(self.bytes.len(), |n| i + n);
             if run > i {
                 out.push_str(&self.src[i..run]);
@@ -553,6 +554,17 @@ impl<'a> Lexer<'a> {
                                 ))
                         }
                     }
+                }
+                c if self.v2 && c < ' ' => {
+                    return Err(self
+                        .err(
+                            ErrorCode::InvalidSyntax,
+                            i,
+                            format!("control character U+{:04X} inside a string", u32::from(c)),
+                        )
+                        .with_hint(
+                            "KIP 2.0 strings are JSON strings: write a line break as \\n, a tab as \\t, other control characters as \\u00XX",
+                        ));
                 }
                 c => {
                     out.push(c);

@@ -662,3 +662,23 @@ fn keywords_are_case_insensitive_and_literals_are_not() {
         "lowercase: true",
     );
 }
+
+#[test]
+fn raw_control_characters_in_strings_are_refused_in_2_0_only() {
+    // `unescaped_string_character` excludes U+0000..U+001F (all three grammars).
+    check(
+        "FIND(?x) WHERE { ?x {name: \"two\nlines\"} }",
+        "InvalidSyntax",
+        1,
+        32,
+        "\\n",
+    );
+    query("FIND(?x) WHERE { ?x {name: \"two\\nlines\"} }");
+    // 1.x keeps accepting them, as before.
+    assert!(kip_lang::parse_command("FIND(?x) WHERE { ?x {name: \"two\nlines\"} }").is_ok());
+}
+
+#[test]
+fn a_semicolon_is_not_kip_2_0() {
+    check("DESCRIBE PROTOCOL;", "InvalidSyntax", 1, 18, "no ';'");
+}

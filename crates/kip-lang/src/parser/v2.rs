@@ -66,16 +66,17 @@ fn new_parser(src: &str, opts: ParseOptions) -> KipResult<Parser<'_>> {
     ))
 }
 
-/// Parses exactly one KIP 2.0 statement (one trailing `;` is tolerated).
+/// Parses exactly one KIP 2.0 statement (no `;`: one statement per operation).
 pub(crate) fn parse_statement(src: &str, opts: ParseOptions) -> KipResult<Statement> {
     new_parser(src, opts)?.run(|p| {
         if p.at_eof() {
             return Err(p.k2_empty());
         }
         let st = p.k2_statement()?;
-        p.eat(&Tok::Semicolon);
         if !p.at_eof() {
-            let hint = if p.k2_at_statement_keyword() {
+            let hint = if *p.peek_tok() == Tok::Semicolon {
+                "KIP 2.0 has no ';' (KIPSyntax: one statement per operation): remove it; group writes that must commit together in MUTATE { ... }"
+            } else if p.k2_at_statement_keyword() {
                 "one command holds one KIP 2.0 statement: send several as separate operations, or group writes in MUTATE { ... }"
             } else {
                 "remove the extra text after the end of the statement; check that braces and parentheses are balanced and that clauses are in the grammar's order"

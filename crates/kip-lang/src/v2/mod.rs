@@ -21,8 +21,8 @@ use crate::parser::ParseOptions;
 
 pub use ast::{Statement, StatementKind};
 
-/// Parses exactly one KIP 2.0 statement (KQL, KML or META); one trailing `;` is
-/// tolerated. Errors carry the registry name [`KipError::v2_code`](crate::KipError::v2_code) (`InvalidSyntax`,
+/// Parses exactly one KIP 2.0 statement (KQL, KML or META). There is no `;` in KIP
+/// 2.0 (one statement per operation, KIPSyntax.md): a `;` is `InvalidSyntax`. Errors carry the registry name [`KipError::v2_code`](crate::KipError::v2_code) (`InvalidSyntax`,
 /// `InvalidIdentifier`, `ResourceExhausted`), line, column and a hint.
 pub fn parse(text: &str) -> KipResult<Statement> {
     parse_with(text, ParseOptions::default())
