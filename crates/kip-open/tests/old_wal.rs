@@ -49,7 +49,11 @@ fn write_the_fixture() {
         r#"UPSERT { CONCEPT ?g { {type: "Person", name: "Gone"} } CONCEPT ?e { {type: "Person", name: "Early"} SET ATTRIBUTES {rank: 1} SET PROPOSITIONS { ("knows", ?g) } } }"#,
     );
     n.checkpoint().expect("checkpoint");
-    std::fs::copy(dir.path().join(kip_open::DB_FILE), out.join(kip_open::DB_FILE)).expect("db");
+    std::fs::copy(
+        dir.path().join(kip_open::DB_FILE),
+        out.join(kip_open::DB_FILE),
+    )
+    .expect("db");
     for cmd in LOGGED {
         ok(&n, cmd);
     }
