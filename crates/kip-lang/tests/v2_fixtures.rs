@@ -93,3 +93,14 @@ fn decisions_item_45_cases_are_grammatical() {
         kip_lang::v2::parse(cmd).unwrap_or_else(|e| panic!("{file}: {name}: {e}"));
     }
 }
+
+#[test]
+fn every_anda_fixture_command_prints_and_parses_back_to_the_same_tree() {
+    for (file, name, cmd, _) in fixture_commands() {
+        let st = kip_lang::v2::parse(&cmd).unwrap_or_else(|e| panic!("{file}: {name}: {e}"));
+        let printed = st.to_string();
+        let again = kip_lang::v2::parse(&printed)
+            .unwrap_or_else(|e| panic!("{file}: {name}: printed text fails: {e}\n{printed}"));
+        assert_eq!(again.kind, st.kind, "{file}: {name}: {printed}");
+    }
+}

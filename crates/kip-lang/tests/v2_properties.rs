@@ -2,7 +2,7 @@
 //! carries its registry name, line, column and a hint; a statement parses alone as it
 //! does in a script; keyword case never changes the tree (grammar decision 1: keywords
 //! are ASCII case-insensitive); and WHERE blocks assembled from valid clauses parse to
-//! as many clauses.
+//! as many clauses; a printed statement parses back to the same tree.
 
 use kip_lang::lexer::{tokenize, Tok};
 use kip_lang::v2;
@@ -84,6 +84,8 @@ proptest! {
     fn never_panics_and_errors_carry_name_position_and_hint(text in any::<String>()) {
         match v2::parse(&text) {
             Ok(st) => {
+                let again = v2::parse(&st.to_string()).expect("printed text parses");
+                prop_assert_eq!(&again.kind, &st.kind);
                 let script = v2::parse_script(&text).expect("a statement is a script");
                 prop_assert_eq!(script, vec![st]);
             }
@@ -116,6 +118,20 @@ proptest! {
         if let Err(e) = v2::parse(&text) {
             prop_assert!(e.line.is_some() && e.column.is_some(), "no position: {}", e);
             prop_assert!(e.hint.is_some(), "no hint: {}", e);
+        }
+    }
+
+    #[test]
+    fn printed_statements_parse_back_to_the_same_tree(
+        which in 0..STATEMENTS.len(),
+        picks in prop::collection::vec(0..CLAUSES.len(), 0..8),
+    ) {
+        let body: Vec<&str> = picks.iter().map(|&i| CLAUSES[i]).collect();
+        for text in [STATEMENTS[which].to_string(), format!("FIND(?c) WHERE {{ {} }}", body.join(" "))] {
+            let st = v2::parse(&text).map_err(|e| TestCaseError::fail(format!("{text}: {e}")))?;
+            let printed = st.to_string();
+            let again = v2::parse(&printed).map_err(|e| TestCaseError::fail(format!("{printed}: {e}")))?;
+            prop_assert_eq!(again.kind, st.kind);
         }
     }
 

@@ -356,3 +356,21 @@ fn as_of_alternatives_of_section_48_1_parse() {
             .unwrap_or_else(|e| panic!("{tail}: {e}"));
     }
 }
+
+#[test]
+fn every_specification_statement_example_prints_and_parses_back() {
+    let mut n = 0;
+    for (doc, line, body) in blocks() {
+        let Ok(statements) = kip_lang::v2::parse_script(&body) else {
+            continue;
+        };
+        for st in statements {
+            let printed = st.to_string();
+            let again = kip_lang::v2::parse(&printed)
+                .unwrap_or_else(|e| panic!("{doc}:{line}: printed text fails: {e}\n{printed}"));
+            assert_eq!(again.kind, st.kind, "{doc}:{line}: {printed}");
+            n += 1;
+        }
+    }
+    assert!(n >= 30, "only {n} statements round-tripped");
+}

@@ -2,6 +2,9 @@
 //! (`KIP-2.0-KQL.ebnf`, `KIP-2.0-KML.ebnf`, `KIP-2.0-META.ebnf`), beside the 1.x parser
 //! of this crate and sharing its lexer, literals and `:parameter` handling.
 //!
+//! A [`Statement`] prints as canonical 2.0 text ([`std::fmt::Display`]) that parses
+//! back to the same tree, apart from source spans.
+//!
 //! Errors are [`KipError`](crate::KipError)s with line, column and a hint; their KIP 2.0 registry name
 //! (Specification §87, e.g. `InvalidSyntax`) is [`KipError::v2_code`](crate::KipError::v2_code).
 //!
@@ -15,6 +18,7 @@
 //! ```
 
 pub mod ast;
+mod printer;
 
 use crate::error::KipResult;
 use crate::parser::ParseOptions;
