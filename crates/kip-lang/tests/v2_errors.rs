@@ -682,3 +682,28 @@ fn raw_control_characters_in_strings_are_refused_in_2_0_only() {
 fn a_semicolon_is_not_kip_2_0() {
     check("DESCRIBE PROTOCOL;", "InvalidSyntax", 1, 18, "no ';'");
 }
+
+#[test]
+fn kip_1_x_habits_get_the_2_0_way_in_the_hint() {
+    check(
+        "UPSERT CONCEPT ?c { MATCH {key: \"k\"} SET PROPOSITIONS { (\"likes\", ?d) } }",
+        "InvalidSyntax",
+        1,
+        38,
+        "ASSERT (?s",
+    );
+    check(
+        "UPSERT CONCEPT ?c { MATCH {key: \"k\"} } WITH METADATA { confidence: 0.9 }",
+        "InvalidSyntax",
+        1,
+        40,
+        "is an Assertion",
+    );
+    check(
+        "UPSERT { CONCEPT ?c { {type: \"A\", name: \"b\"} } }",
+        "InvalidSyntax",
+        1,
+        8,
+        "UPSERT CONCEPT ?h",
+    );
+}

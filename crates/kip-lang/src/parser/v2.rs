@@ -76,6 +76,8 @@ pub(crate) fn parse_statement(src: &str, opts: ParseOptions) -> KipResult<Statem
         if !p.at_eof() {
             let hint = if *p.peek_tok() == Tok::Semicolon {
                 "KIP 2.0 has no ';' (KIPSyntax: one statement per operation): remove it; group writes that must commit together in MUTATE { ... }"
+            } else if p.k2_is(0, "WITH") && p.k2_is(1, "METADATA") {
+                "WITH METADATA is KIP 1.x: in 2.0 who claimed what, how and how surely is an Assertion: ASSERT (?s, \"pred\", ?o) { by: ..., mode: \"stated\", confidence: 0.9, evidence: [...] }"
             } else if p.k2_at_statement_keyword() {
                 "one command holds one KIP 2.0 statement: send several as separate operations, or group writes in MUTATE { ... }"
             } else {
@@ -1171,7 +1173,11 @@ impl Parser<'_> {
                 return Err(self.k2_unexpected(&format!("a clause of {stmt}"), Some(&h)));
             }
             None => {
-                let h = format!("clauses of {stmt}: {}", allowed.join(", "));
+                let h = if self.k2_is(0, "SET") && self.k2_is(1, "PROPOSITIONS") {
+                    "SET PROPOSITIONS is KIP 1.x: in 2.0 a claim is ENSURE PROPOSITION (?s, \"pred\", ?o) or ASSERT (?s, \"pred\", ?o) { by: ..., confidence: ... }, in the same MUTATE { ... }".to_string()
+                } else {
+                    format!("clauses of {stmt}: {}", allowed.join(", "))
+                };
                 return Err(self.k2_unexpected(&format!("a clause of {stmt}"), Some(&h)));
             }
         };
