@@ -707,3 +707,24 @@ fn kip_1_x_habits_get_the_2_0_way_in_the_hint() {
         "UPSERT CONCEPT ?h",
     );
 }
+
+#[test]
+fn parameters_lists_every_placeholder_once() {
+    let st = v2::parse(
+        r#"MUTATE {
+            UPSERT CONCEPT ?c { MATCH {key: :key} SET FACET :facet {v: ADD(?c.v, :step)} }
+            ASSERT (?c, :pred, (id: :pid)) { by: :me, evidence: [:e1, :e2] } SUPERSEDING :old
+            PURGE :x WHERE { ?x {} FILTER(?x.n > :n) } REFERENCE POLICY :policy CONFIRM "PURGE"
+        }"#,
+    )
+    .expect("parses");
+    let names: Vec<String> = st.parameters().into_iter().collect();
+    assert_eq!(
+        names,
+        ["e1", "e2", "facet", "key", "me", "n", "old", "pid", "policy", "pred", "step", "x"]
+    );
+    assert!(v2::parse("DESCRIBE PROTOCOL")
+        .expect("parses")
+        .parameters()
+        .is_empty());
+}

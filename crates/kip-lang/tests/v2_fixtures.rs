@@ -104,3 +104,35 @@ fn every_anda_fixture_command_prints_and_parses_back_to_the_same_tree() {
         assert_eq!(again.kind, st.kind, "{file}: {name}: {printed}");
     }
 }
+
+#[test]
+fn every_parameter_a_fixture_case_binds_is_one_its_command_uses() {
+    let dir = fixtures_dir();
+    let mut checked = 0;
+    for entry in fs::read_dir(&dir).expect("dir") {
+        let path = entry.expect("entry").path();
+        if path.extension().is_none_or(|e| e != "json") {
+            continue;
+        }
+        let doc: serde_json::Value =
+            serde_json::from_str(&fs::read_to_string(&path).expect("read")).expect("json");
+        for case in doc["cases"].as_array().expect("cases") {
+            let Some(params) = case["params"].as_object() else {
+                continue;
+            };
+            let cmd = case["command"].as_str().expect("command");
+            let used = kip_lang::v2::parse(cmd).expect("parses").parameters();
+            let given: std::collections::BTreeSet<String> = params.keys().cloned().collect();
+            // A case may leave a parameter unbound on purpose (its expected error is then
+            // about the request); it never binds one the command does not use.
+            assert!(
+                given.is_subset(&used),
+                "{}: {}: binds {given:?}, uses {used:?}",
+                path.display(),
+                case["name"]
+            );
+            checked += 1;
+        }
+    }
+    assert!(checked > 0, "no fixture case binds parameters");
+}

@@ -18,6 +18,7 @@
 //! ```
 
 pub mod ast;
+mod params;
 mod printer;
 
 use crate::error::KipResult;
