@@ -43,6 +43,24 @@ pub(crate) const V2_STATEMENT_KEYWORDS: [&str; 26] = [
     "EXPORT",
 ];
 
+/// Words that start a `mutation_clause` (a KML statement other than MUTATE).
+const MUTATION_CLAUSE_KEYWORDS: [&str; 14] = [
+    "CREATE",
+    "UPSERT",
+    "ENSURE",
+    "ASSERT",
+    "UPDATE",
+    "RETRACT",
+    "SUPERSEDE",
+    "CORRECT",
+    "TRANSITION",
+    "SET",
+    "ARCHIVE",
+    "TOMBSTONE",
+    "PURGE",
+    "MERGE",
+];
+
 const STATEMENTS_HINT: &str = "a KIP 2.0 statement starts with FIND (KQL); MUTATE, CREATE, UPSERT, ENSURE, ASSERT, UPDATE, RETRACT, SUPERSEDE, CORRECT, TRANSITION, SET RETENTION, ARCHIVE, TOMBSTONE, PURGE or MERGE (KML); or DESCRIBE, LIST, SEARCH, VERIFY, VALIDATE, PREVIEW, HISTORY, CHANGES, SNAPSHOT or EXPORT (META)";
 
 const WHERE_HINT: &str = "a WHERE clause is a pattern (?c CONCEPT {...}, ?p PROPOSITION (?s, \"pred\", ?o), ?a ASSERTION {...}, ?e EVIDENCE {...}, ?x ACTIVITY {...}, STRUCTURAL (?a, \"field\", ?b), in KQL also ?b BELIEF (...) / ?b BELIEF SLOT (...)) or FILTER(...), NOT {...}, OPTIONAL {...}, UNION {...}";
@@ -238,9 +256,9 @@ impl Parser<'_> {
         let word = upper(self.peek_tok()).unwrap_or_default();
         let kind = match word.as_str() {
             "FIND" => StatementKind::Query(Box::new(self.k2_query()?)),
-            "MUTATE" | "CREATE" | "UPSERT" | "ENSURE" | "ASSERT" | "UPDATE" | "RETRACT"
-            | "SUPERSEDE" | "CORRECT" | "TRANSITION" | "SET" | "ARCHIVE" | "TOMBSTONE"
-            | "PURGE" | "MERGE" => StatementKind::Mutation(Box::new(self.k2_mutation(true)?)),
+            w if w == "MUTATE" || MUTATION_CLAUSE_KEYWORDS.contains(&w) => {
+                StatementKind::Mutation(Box::new(self.k2_mutation(true)?))
+            }
             "DESCRIBE" | "LIST" | "SEARCH" | "VERIFY" | "VALIDATE" | "PREVIEW" | "HISTORY"
             | "CHANGES" | "SNAPSHOT" | "EXPORT" => StatementKind::Meta(Box::new(self.k2_meta()?)),
             _ => {
@@ -1362,7 +1380,7 @@ impl Parser<'_> {
                 let mut clauses = Vec::new();
                 while !self.eat(&Tok::RBrace) {
                     let word = upper(self.peek_tok()).unwrap_or_default();
-                    if word == "MUTATE" || !V2_STATEMENT_KEYWORDS[1..16].contains(&word.as_str()) {
+                    if word == "MUTATE" || !MUTATION_CLAUSE_KEYWORDS.contains(&word.as_str()) {
                         let h = if word == "MUTATE" {
                             "MUTATE cannot be nested: put every clause directly in one MUTATE { ... } block"
                         } else {
