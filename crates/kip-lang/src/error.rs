@@ -103,6 +103,43 @@ impl ErrorCode {
         }
     }
 
+    /// The KIP 2.0 registry name of the code (Specification §87). The syntax and
+    /// resource codes map to the identically named 2.0 errors; the others map to the
+    /// nearest 2.0 name (`NotFound` is `NotFoundOrNotVisible`, `InvalidValueType` is
+    /// `TypeMismatch`, `DuplicateExists` is `IdentityConflict`, `ImmutableTarget` is
+    /// `ImmutableField`).
+    pub fn v2_name(self) -> &'static str {
+        match self {
+            ErrorCode::InvalidSyntax => "InvalidSyntax",
+            ErrorCode::InvalidIdentifier => "InvalidIdentifier",
+            ErrorCode::TypeMismatch | ErrorCode::InvalidValueType => "TypeMismatch",
+            ErrorCode::ConstraintViolation => "ConstraintViolation",
+            ErrorCode::ReferenceError => "ReferenceError",
+            ErrorCode::NotFound => "NotFoundOrNotVisible",
+            ErrorCode::DuplicateExists => "IdentityConflict",
+            ErrorCode::ImmutableTarget => "ImmutableField",
+            ErrorCode::VersionConflict => "VersionConflict",
+            ErrorCode::ExecutionTimeout => "ExecutionTimeout",
+            ErrorCode::ResourceExhausted => "ResourceExhausted",
+            ErrorCode::InternalError => "InternalError",
+        }
+    }
+
+    /// The KIP 2.0 error category of the code (Specification §86.2).
+    pub fn v2_category(self) -> &'static str {
+        match self {
+            ErrorCode::InvalidSyntax | ErrorCode::InvalidIdentifier => "syntax",
+            ErrorCode::TypeMismatch
+            | ErrorCode::InvalidValueType
+            | ErrorCode::ConstraintViolation => "schema",
+            ErrorCode::ReferenceError | ErrorCode::NotFound | ErrorCode::DuplicateExists => "data",
+            ErrorCode::ImmutableTarget => "epistemic",
+            ErrorCode::VersionConflict => "transaction",
+            ErrorCode::ExecutionTimeout | ErrorCode::ResourceExhausted => "resource",
+            ErrorCode::InternalError => "system",
+        }
+    }
+
     /// Parses the wire form (`"KIP_3002"`).
     pub fn from_code(code: &str) -> Option<ErrorCode> {
         ErrorCode::ALL.into_iter().find(|c| c.as_str() == code)
@@ -168,6 +205,38 @@ impl KipError {
         self.line = Some(line);
         self.column = Some(column);
         self
+    }
+
+    /// The KIP 2.0 registry name of this error (Specification §87), e.g.
+    /// `"InvalidSyntax"`; see [`ErrorCode::v2_name`].
+    pub fn v2_code(&self) -> &'static str {
+        self.code.v2_name()
+    }
+
+    /// This error as a KIP 2.0 error object (Specification §86.1): `code` is the 2.0
+    /// registry name, with `category`, `message`, `hint` and, for errors tied to a place
+    /// in the text, `details.line` / `details.column`.
+    pub fn to_v2_json(&self) -> serde_json::Value {
+        let mut o = serde_json::Map::new();
+        o.insert("code".into(), self.v2_code().into());
+        o.insert("category".into(), self.code.v2_category().into());
+        o.insert("message".into(), self.message.clone().into());
+        if let Some(h) = &self.hint {
+            o.insert("hint".into(), h.clone().into());
+        }
+        let mut details = serde_json::Map::new();
+        if let (Some(l), Some(c)) = (self.line, self.column) {
+            details.insert("line".into(), l.into());
+            details.insert("column".into(), c.into());
+        }
+        if let Some(f) = &self.found {
+            details.insert("found".into(), f.clone().into());
+        }
+        if let Some(x) = &self.expected {
+            details.insert("expected".into(), x.clone().into());
+        }
+        o.insert("details".into(), details.into());
+        serde_json::Value::Object(o)
     }
 
     /// Shorthand for a `KIP_1001` error.

@@ -58,6 +58,9 @@ pub enum Tok {
     AndAnd,
     /// `||`
     OrOr,
+    /// A `-` not followed by a digit: unary minus, produced only by the KIP 2.0 dialect
+    /// (the 1.x lexer refuses a lone `-`).
+    Minus,
     /// End of input.
     Eof,
 }
@@ -94,6 +97,7 @@ impl Tok {
             Tok::Ge => "'>='".into(),
             Tok::AndAnd => "'&&'".into(),
             Tok::OrOr => "'||'".into(),
+            Tok::Minus => "'-'".into(),
             Tok::Eof => "end of input".into(),
         }
     }
@@ -133,6 +137,9 @@ pub(crate) struct Lexer<'a> {
     src: &'a str,
     bytes: &'a [u8],
     pos: usize,
+    /// KIP 2.0 lexing: a lone `-` is [`Tok::Minus`] (unary minus of the 2.0 expression
+    /// grammar) instead of an error. Everything else lexes alike in both dialects.
+    v2: bool,
 }
 
 /// Splits `src` into tokens, ending with [`Tok::Eof`].
@@ -183,6 +190,15 @@ impl<'a> Lexer<'a> {
             } else {
                 head.len()
             },
+            v2: false,
+        }
+    }
+
+    /// A KIP 2.0 lexer ([`Tok::Minus`] for a lone `-`).
+    pub(crate) fn new_v2(src: &'a str, range: std::ops::Range<usize>) -> Lexer<'a> {
+        Lexer {
+            v2: true,
+            ..Lexer::new(src, range)
         }
     }
 
@@ -315,6 +331,13 @@ impl<'a> Lexer<'a> {
                 )
                 .with_hint("KIP values are JSON: write strings in double quotes, e.g. \"Drug\"")),
             '?' => self.variable(),
+            '-' if self.v2 && !next.is_some_and(|b| b.is_ascii_digit()) => {
+                self.pos += 1;
+                Ok(Token {
+                    tok: Tok::Minus,
+                    span: Span::new(start, start + 1),
+                })
+            }
             '-' | '0'..='9' => self.number(),
             c if is_ident_start(c) => {
                 let end = self.ident_end(start);
@@ -451,12 +474,13 @@ impl<'a> Lexer<'a> {
         let mut i = start + 1;
         let mut out = String::new();
         loop {
-            // Copy the run up to the next quote or backslash in one piece: both are ASCII,
+            // Copy the run up to the next quote or backslash (or, in 2.0, control character)
+            // in one piece: all are ASCII,
             // so they never occur inside a multi-byte character and the run ends on a
             // character boundary.
             let run = self.bytes[i.min(self.bytes.len())..]
                 .iter()
-                .position(|&b| b == b'"' || b == b'\\')
+                .position(|&b| b == b'"' || b == b'\\' || (self.v2 && b < 0x20))
                 .map_or(self.bytes.len(), |n| i + n);
             if run > i {
                 out.push_str(&self.src[i..run]);
@@ -530,6 +554,17 @@ impl<'a> Lexer<'a> {
                                 ))
                         }
                     }
+                }
+                c if self.v2 && c < ' ' => {
+                    return Err(self
+                        .err(
+                            ErrorCode::InvalidSyntax,
+                            i,
+                            format!("control character U+{:04X} inside a string", u32::from(c)),
+                        )
+                        .with_hint(
+                            "KIP 2.0 strings are JSON strings: write a line break as \\n, a tab as \\t, other control characters as \\u00XX",
+                        ));
                 }
                 c => {
                     out.push(c);

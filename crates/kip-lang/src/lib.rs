@@ -6,6 +6,9 @@
 //! printer back to canonical text ([`std::fmt::Display`] on [`Command`]), parameter
 //! binding on the tree ([`bind()`]) and the standard KIP error codes ([`ErrorCode`]).
 //!
+//! KIP 2.0 (the three normative grammars KQL, KML and META of the 2.0-draft) is parsed
+//! by [`v2::parse`] into the [`v2::ast`] tree.
+//!
 //! Architecture invariant: this crate has no storage, no async and no I/O.
 //!
 //! ```
@@ -27,6 +30,7 @@ pub mod lexer;
 mod parser;
 pub mod printer;
 mod span;
+pub mod v2;
 
 pub use ast::{Command, CommandKind};
 pub use bind::{bind, bind_owned};

@@ -9,6 +9,7 @@ mod kml;
 mod kql;
 mod meta;
 mod rc11;
+pub(crate) mod v2;
 mod values;
 
 use crate::ast::{Command, WhereClause};
@@ -267,9 +268,14 @@ impl<'a> Parser<'a> {
 
     /// A parser of `src[range]` (positions in errors are in the whole `src`).
     fn over(src: &'a str, range: std::ops::Range<usize>, opts: ParseOptions) -> Self {
+        Parser::with_lexer(src, Lexer::new(src, range), opts)
+    }
+
+    /// A parser of `src` over a given lexer (the 1.x one or the 2.0 one).
+    fn with_lexer(src: &'a str, lexer: Lexer<'a>, opts: ParseOptions) -> Self {
         let mut p = Parser {
             src,
-            lexer: Lexer::new(src, range),
+            lexer,
             window: VecDeque::with_capacity(3),
             prev: None,
             lex_error: None,
