@@ -1,7 +1,8 @@
 //! A data directory of storage format 2 whose write-ahead log holds writes the database
 //! file never got: what a power loss after acknowledged writes leaves (the log is
 //! synced before a write is acknowledged, the database file only at checkpoints).
-//! The fixture, `crates/kip-store/tests/fixtures/format2-wal` (README there), pins the
+//! The fixture, `crates/kip-store/tests/fixtures/format2-wal` (README there; written by
+//! `examples/write_wal_fixture.rs`), pins the
 //! log's record format: a later format must still replay it, so every acknowledged
 //! write survives the upgrade.
 
@@ -17,61 +18,10 @@ fn fixture() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../kip-store/tests/fixtures/format2-wal")
 }
 
-/// The writes that were only in the log: an UPSERT with attributes and links, an
-/// arithmetic UPDATE, a DELETE of a link, and a write with a `request_id` (the request
-/// log's own records).
-const LOGGED: &[&str] = &[
-    r#"UPSERT { CONCEPT ?p { {type: "Person", name: "Late"} SET ATTRIBUTES {role: "writer", rank: 3} SET PROPOSITIONS { ("knows", {type: "Person", name: "Early"}) } } }"#,
-    r#"UPDATE ?p SET ATTRIBUTES { rank: ADD(?p.attributes.rank, 10) } WHERE { ?p {type: "Person", name: "Early"} }"#,
-    r#"DELETE PROPOSITIONS ?l WHERE { ?l ({type: "Person", name: "Early"}, "knows", {type: "Person", name: "Gone"}) }"#,
-];
+/// The write sent with a `request_id` among the logged ones (the fixture's writer,
+/// `examples/write_wal_fixture.rs`, lists them all).
 const REQUEST: &str = r#"UPSERT { CONCEPT ?p { {type: "Person", name: "Once"} } }"#;
 const REQUEST_ID: &str = "fixture-request-1";
-
-/// Writes the fixture into `KIP_WRITE_FIXTURE` (a new directory): the database file as
-/// of a checkpoint, and the log of the writes made after it. Run by hand (see the
-/// README); ignored in the suite.
-#[test]
-#[ignore = "writes the fixture; run by hand with KIP_WRITE_FIXTURE=<new dir>"]
-fn write_the_fixture() {
-    let out = PathBuf::from(std::env::var("KIP_WRITE_FIXTURE").expect("KIP_WRITE_FIXTURE"));
-    std::fs::create_dir_all(&out).expect("out");
-    let dir = tempfile::tempdir().expect("tempdir");
-    let n = Nexus::open(dir.path()).expect("open");
-    let log = n.backend().local_log().expect("a log");
-    log.set_checkpoint_age(std::time::Duration::from_secs(24 * 3600));
-    ok(
-        &n,
-        r#"UPSERT { CONCEPT ?k { {type: "$PropositionType", name: "knows"} SET ATTRIBUTES { description: "knows someone", subject_types: ["Person"], object_types: ["Person"] } } }"#,
-    );
-    ok(
-        &n,
-        r#"UPSERT { CONCEPT ?g { {type: "Person", name: "Gone"} } CONCEPT ?e { {type: "Person", name: "Early"} SET ATTRIBUTES {rank: 1} SET PROPOSITIONS { ("knows", ?g) } } }"#,
-    );
-    n.checkpoint().expect("checkpoint");
-    std::fs::copy(
-        dir.path().join(kip_open::DB_FILE),
-        out.join(kip_open::DB_FILE),
-    )
-    .expect("db");
-    for cmd in LOGGED {
-        ok(&n, cmd);
-    }
-    let r = n
-        .execute_json(
-            &json!({"command": REQUEST, "request_id": REQUEST_ID}),
-            Access::ReadWrite,
-        )
-        .to_json();
-    assert!(r.get("error").is_none(), "{r}");
-    // The log as written, without its preallocated tail of zeros.
-    let used = log.log_len() as usize;
-    let bytes = std::fs::read(dir.path().join(kip_open::WAL_FILE)).expect("log");
-    std::fs::write(out.join(kip_open::WAL_FILE), &bytes[..used]).expect("write log");
-    // Not closed: a close would checkpoint (nothing on disk changes any more, the
-    // copies are made).
-    drop(n);
-}
 
 fn copy(to: &Path) {
     for name in [kip_open::DB_FILE, kip_open::WAL_FILE] {
