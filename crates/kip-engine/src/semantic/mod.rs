@@ -58,6 +58,9 @@ struct Progress {
     rounds: u64,
     /// The last failure of the model, if the last batch failed.
     error: Option<String>,
+    /// A batch is being stored: its marks may be gone from the store before its vectors
+    /// are in the in-memory index, so a waiter does not count it done yet.
+    storing: bool,
 }
 
 /// Query texts whose embeddings are kept ([`Semantic::embed_query`]).
@@ -273,11 +276,13 @@ impl Semantic {
         loop {
             let left = store.read(|r| -> Result<u64, KipError> { Ok(r.embedding_marks()?) })?;
             progress(left);
-            if left == 0 {
+            let (m, c) = &self.progress;
+            // Done when nothing is marked and no batch is between its commit (which
+            // clears its marks) and the in-memory index (which gets its vectors after).
+            if left == 0 && !lock(m).storing {
                 return Ok(0);
             }
             self.nudge();
-            let (m, c) = &self.progress;
             let g = lock(m);
             if let Some(e) = &g.error {
                 return Err(KipError::internal(format!(
@@ -610,6 +615,7 @@ fn worker(sem: std::sync::Weak<Semantic>, store: Arc<dyn Backend>) {
                 None => done.push((*id, None)),
             }
         }
+        lock(&s.progress.0).storing = true;
         let wrote = store.write(
             |w| -> Result<(), KipError> {
                 stored.clear();
@@ -655,6 +661,7 @@ fn worker(sem: std::sync::Weak<Semantic>, store: Arc<dyn Backend>) {
         let (m, c) = &s.progress;
         let mut p = lock(m);
         p.error = None;
+        p.storing = false;
         p.rounds += 1;
         c.notify_all();
     }
