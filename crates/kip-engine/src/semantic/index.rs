@@ -205,7 +205,7 @@ impl Vectors {
         })
     }
 
-    #[cfg(any(test, feature = "testing"))]
+    #[cfg(feature = "testing")]
     pub(super) fn set_ann_min(&mut self, n: usize) {
         self.concepts.ann_min = n;
         self.links.ann_min = n;
