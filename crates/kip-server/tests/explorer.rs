@@ -519,7 +519,8 @@ async fn the_log_can_hide_the_sleep_cycle() {
         None,
     )
     .await;
-    n.sleep(&kip_engine::brain::SleepOptions::default())
+    // Off the runtime's threads: the PostgreSQL backend's client blocks.
+    kip_open::testing::blocking(|| n.sleep(&kip_engine::brain::SleepOptions::default()))
         .expect("a sleep cycle");
     let interfaces = |v: &Value| -> Vec<String> {
         v["result"]
