@@ -100,7 +100,7 @@ case "${1:-}" in
       exit 1
     fi
 
-    echo "== release: server.json (the registry's schema, the project's facts, its arguments run)" >&2
+    echo "== release: server.json (our schema of the registry format, the project's facts, its arguments run)" >&2
     check server-json --kip "$KIP"
 
     echo "== release: Dockerfile (hadolint, the stages' wiring, the image's command run)" >&2
