@@ -193,34 +193,10 @@ const EXCLUDED: &[(&str, usize, &str)] = &[
     ),
 ];
 
-const STATEMENTS: [&str; 26] = [
-    "FIND",
-    "MUTATE",
-    "CREATE",
-    "UPSERT",
-    "ENSURE",
-    "ASSERT",
-    "UPDATE",
-    "RETRACT",
-    "SUPERSEDE",
-    "CORRECT",
-    "TRANSITION",
-    "SET",
-    "ARCHIVE",
-    "TOMBSTONE",
-    "PURGE",
-    "MERGE",
-    "DESCRIBE",
-    "LIST",
-    "SEARCH",
-    "VERIFY",
-    "VALIDATE",
-    "PREVIEW",
-    "HISTORY",
-    "CHANGES",
-    "SNAPSHOT",
-    "EXPORT",
-];
+/// The words that start a 2.0 statement: the parser's own list, so the two cannot drift.
+fn is_statement(word: &str) -> bool {
+    kip_lang::v2::statement_keywords().contains(&word)
+}
 
 const WHERE_STARTS: [&str; 6] = [
     "PROPOSITION",
@@ -276,9 +252,8 @@ fn blocks() -> Vec<(&'static str, usize, String)> {
                     i += 1;
                 }
                 let w = first_word(&body);
-                let selected = tag == "prolog"
-                    || tag == "kip"
-                    || (tag == "text" && STATEMENTS.contains(&w.as_str()));
+                let selected =
+                    tag == "prolog" || tag == "kip" || (tag == "text" && is_statement(w.as_str()));
                 if selected && first_char(&body).is_some() {
                     out.push((doc, start, body));
                 }
@@ -292,7 +267,7 @@ fn blocks() -> Vec<(&'static str, usize, String)> {
 fn parse_example(block: &str) -> Result<&'static str, kip_lang::KipError> {
     let w = first_word(block);
     let upper = w.to_ascii_uppercase();
-    if STATEMENTS.contains(&upper.as_str()) {
+    if is_statement(upper.as_str()) {
         kip_lang::v2::parse_script(block).map(|_| "statements")
     } else if TAIL_STARTS.contains(&upper.as_str()) {
         kip_lang::v2::parse(&format!("FIND(?x) WHERE {{ }}\n{block}")).map(|_| "query tail")
