@@ -87,6 +87,27 @@ SCRIPT = [
     ("read_graph", {}),
     ("delete_entities", {"entityNames": ["Nobody"]}),
     ("read_graph", {}),
+    # A name or relation sent twice in one call is stored twice (the official server
+    # filters against the graph before the call only), listed where it was sent; a
+    # relationType that differs only in spelling is another relation.
+    ("create_entities", {"entities": [E("Twin", "person", ["first"]), E("Solo", "person", []), E("Twin", "robot", ["second"]), E("Dave", "person", ["again"])]}),
+    ("create_relations", {"relations": [R("Twin", "Solo", "likes"), R("Solo", "Twin", "likes"), R("Twin", "Solo", "likes"), R("Twin", "Solo", "likes a lot")]}),
+    ("create_relations", {"relations": [R("Twin", "Solo", "likes_a_lot"), R("Twin", "Solo", "likes")]}),
+    ("read_graph", {}),
+    ("search_nodes", {"query": "robot"}),
+    ("search_nodes", {"query": "second"}),
+    ("open_nodes", {"names": ["Twin"]}),
+    ("add_observations", {"observations": [{"entityName": "Twin", "contents": ["third", "second"]}]}),
+    ("delete_observations", {"deletions": [{"entityName": "Twin", "observations": ["second", "first"]}]}),
+    ("read_graph", {}),
+    ("delete_relations", {"relations": [R("Twin", "Solo", "likes a lot")]}),
+    ("read_graph", {}),
+    ("delete_relations", {"relations": [R("Twin", "Solo", "likes")]}),
+    ("open_nodes", {"names": ["Solo"]}),
+    ("create_entities", {"entities": [E("Twin", "person", ["skipped"]), E("Trio", "x", []), E("Trio", "y", []), E("Trio", "z", ["3"])]}),
+    ("search_nodes", {"query": "tri"}),
+    ("delete_entities", {"entityNames": ["Twin"]}),
+    ("read_graph", {}),
 ]
 
 DROP = {"createdAt", "version", "notFound"}

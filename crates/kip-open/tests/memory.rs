@@ -46,8 +46,10 @@ fn kip_concepts_with_observations_are_entities() {
     );
 }
 
+/// As the official server: a name the graph holds is skipped, however often it is
+/// sent; a name new to the graph is stored as often as the call sends it.
 #[test]
-fn duplicate_names_are_skipped_on_create() {
+fn names_of_the_graph_are_skipped_and_names_repeated_in_one_call_are_kept() {
     let n = nexus();
     call(
         &n,
@@ -55,14 +57,254 @@ fn duplicate_names_are_skipped_on_create() {
         json!({"entities": [{"name": "A", "entityType": "x", "observations": []}]}),
     )
     .expect("create");
-    let r = call(&n, "create_entities", json!({"entities": [{"name": "A", "entityType": "y", "observations": []}, {"name": "B", "entityType": "y", "observations": []}, {"name": "B", "entityType": "z", "observations": []}]})).expect("create");
-    let names: Vec<&str> = r["entities"]
-        .as_array()
-        .expect("arr")
-        .iter()
-        .map(|e| e["name"].as_str().expect("n"))
+    let r = call(&n, "create_entities", json!({"entities": [{"name": "A", "entityType": "y", "observations": []}, {"name": "B", "entityType": "y", "observations": []}, {"name": "A", "entityType": "w", "observations": []}, {"name": "B", "entityType": "z", "observations": []}]})).expect("create");
+    assert_eq!(names(&r["entities"]), ["B", "B"]);
+    assert_eq!(r["entities"][1]["entityType"], "z");
+    let g = call(&n, "read_graph", json!({})).expect("read");
+    assert_eq!(names(&g["entities"]), ["A", "B", "B"]);
+}
+
+/// A name sent twice in one call is two entities for every tool, listed where they
+/// were sent; the first is the one the tools change, a deletion takes both, and KIP
+/// sees one concept carrying the copy.
+#[test]
+fn a_name_sent_twice_in_one_call_is_listed_twice_where_it_was_sent() {
+    let n = nexus();
+    let r = call(
+        &n,
+        "create_entities",
+        json!({"entities": [
+            {"name": "A", "entityType": "person", "observations": ["first"]},
+            {"name": "B", "entityType": "person", "observations": []},
+            {"name": "A", "entityType": "city", "observations": ["second"]}
+        ]}),
+    )
+    .expect("create");
+    assert_eq!(names(&r["entities"]), ["A", "B", "A"]);
+    call(
+        &n,
+        "create_entities",
+        json!({"entities": [{"name": "C", "entityType": "person", "observations": []}]}),
+    )
+    .expect("create C");
+    call(
+        &n,
+        "create_relations",
+        json!({"relations": [rel("A", "C", "knows")]}),
+    )
+    .expect("relate");
+    call(
+        &n,
+        "add_observations",
+        json!({"observations": [{"entityName": "A", "contents": ["added"]}]}),
+    )
+    .expect("add");
+    let g = call(&n, "read_graph", json!({})).expect("read");
+    let strip = |v: &Value| -> Value {
+        v.as_array()
+            .into_iter()
+            .flatten()
+            .map(|e| json!([e["name"], e["entityType"], e["observations"]]))
+            .collect()
+    };
+    assert_eq!(
+        strip(&g["entities"]),
+        json!([
+            ["A", "person", ["first", "added"]],
+            ["B", "person", []],
+            ["A", "city", ["second"]],
+            ["C", "person", []]
+        ])
+    );
+    // Only the copy matches; the relations of its name are answered with it.
+    let s = call(&n, "search_nodes", json!({"query": "second"})).expect("search");
+    assert_eq!(strip(&s["entities"]), json!([["A", "city", ["second"]]]));
+    assert_eq!(s["relations"].as_array().map(Vec::len), Some(1));
+    let o = call(&n, "open_nodes", json!({"names": ["A"]})).expect("open");
+    assert_eq!(names(&o["entities"]), ["A", "A"]);
+    // KIP: one concept, the copy in its metadata.
+    let k = ok(&n, r#"FIND(?a.metadata.copies) WHERE { ?a {name: "A"} }"#);
+    assert_eq!(k[0][0]["entity_type"], "city");
+    call(
+        &n,
+        "delete_observations",
+        json!({"deletions": [{"entityName": "A", "observations": ["second"]}]}),
+    )
+    .expect("delete obs");
+    let g = call(&n, "read_graph", json!({})).expect("read");
+    assert_eq!(g["entities"][2]["observations"], json!(["second"]));
+    call(&n, "delete_entities", json!({"entityNames": ["A"]})).expect("delete");
+    let g = call(&n, "read_graph", json!({})).expect("read");
+    assert_eq!(names(&g["entities"]), ["B", "C"]);
+    assert_eq!(g["relations"], json!([]));
+}
+
+/// A relation sent twice in one call is listed twice, where it was sent; one
+/// `delete_relations` removes both.
+#[test]
+fn a_relation_sent_twice_in_one_call_is_listed_twice_where_it_was_sent() {
+    let n = nexus();
+    call(&n, "create_entities", json!({"entities": [{"name": "A", "entityType": "person", "observations": []}, {"name": "B", "entityType": "person", "observations": []}]})).expect("create");
+    let r = call(&n, "create_relations", json!({"relations": [rel("A", "B", "knows"), rel("B", "A", "knows"), rel("A", "B", "knows")]})).expect("relate");
+    assert_eq!(r["relations"].as_array().map(Vec::len), Some(3));
+    let again = call(
+        &n,
+        "create_relations",
+        json!({"relations": [rel("A", "B", "knows")]}),
+    )
+    .expect("again");
+    assert_eq!(again["relations"], json!([]));
+    call(
+        &n,
+        "create_relations",
+        json!({"relations": [rel("B", "B", "knows")]}),
+    )
+    .expect("later");
+    let g = call(&n, "read_graph", json!({})).expect("read");
+    let ends = |v: &Value| -> Vec<String> {
+        v.as_array()
+            .into_iter()
+            .flatten()
+            .map(|r| {
+                format!(
+                    "{}>{}",
+                    r["from"].as_str().unwrap_or(""),
+                    r["to"].as_str().unwrap_or("")
+                )
+            })
+            .collect()
+    };
+    assert_eq!(ends(&g["relations"]), ["A>B", "B>A", "A>B", "B>B"]);
+    call(
+        &n,
+        "delete_relations",
+        json!({"relations": [rel("A", "B", "knows")]}),
+    )
+    .expect("delete");
+    let g = call(&n, "read_graph", json!({})).expect("read");
+    assert_eq!(ends(&g["relations"]), ["B>A", "B>B"]);
+}
+
+/// The official server tells relations apart by their exact relationType; KIP folds
+/// `"works at"` and `"works_at"` into one predicate, so the second is a further entry
+/// of the link: both listed, each deleted and updated on its own.
+#[test]
+fn relation_types_that_fold_into_one_predicate_stay_two_relations() {
+    let n = nexus();
+    call(&n, "create_entities", json!({"entities": [{"name": "A", "entityType": "person", "observations": []}, {"name": "B", "entityType": "company", "observations": []}]})).expect("create");
+    call(
+        &n,
+        "create_relations",
+        json!({"relations": [rel("A", "B", "works at")]}),
+    )
+    .expect("one");
+    call(
+        &n,
+        "create_relations",
+        json!({"relations": [rel("B", "A", "employs")]}),
+    )
+    .expect("between");
+    let r = call(
+        &n,
+        "create_relations",
+        json!({"relations": [rel("A", "B", "works_at")]}),
+    )
+    .expect("two");
+    assert_eq!(r["relations"][0]["relationType"], "works_at");
+    let types = |g: &Value| -> Vec<String> {
+        g["relations"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|r| r["relationType"].as_str().unwrap_or("").to_string())
+            .collect()
+    };
+    let g = call(&n, "read_graph", json!({})).expect("read");
+    assert_eq!(types(&g), ["works at", "employs", "works_at"]);
+    let u = call(
+        &n,
+        "update_relations",
+        json!({"relations": [rel("A", "B", "works_at")]}),
+    )
+    .expect("update");
+    assert_eq!(u["relations"][0]["version"], 2);
+    assert_eq!(u["relations"][0]["relationType"], "works_at");
+    let none = call(
+        &n,
+        "delete_relations",
+        json!({"relations": [rel("A", "B", "worksAt")]}),
+    )
+    .expect("no such");
+    assert_eq!(none["notFound"].as_array().map(Vec::len), Some(1));
+    call(
+        &n,
+        "delete_relations",
+        json!({"relations": [rel("A", "B", "works at")]}),
+    )
+    .expect("delete");
+    let g = call(&n, "read_graph", json!({})).expect("read");
+    assert_eq!(types(&g), ["employs", "works_at"]);
+    assert_eq!(g["relations"][1]["version"], 2);
+    // One KIP link is left, showing the entry that remains.
+    assert_eq!(
+        ok(
+            &n,
+            r#"FIND(?l.metadata.relation_type) WHERE { ?l ({name: "A"}, "works_at", {name: "B"}) }"#
+        ),
+        json!(["works_at"])
+    );
+    call(
+        &n,
+        "delete_relations",
+        json!({"relations": [rel("A", "B", "works_at")]}),
+    )
+    .expect("delete");
+    let g = call(&n, "read_graph", json!({})).expect("read");
+    assert_eq!(types(&g), ["employs"]);
+}
+
+/// A file of the official server holding a name or relation twice moves over whole and
+/// exports back to the same lines.
+#[test]
+fn repeated_lines_of_a_memory_file_are_imported_and_exported_as_they_were() {
+    let n = nexus();
+    let file = [
+        r#"{"type":"entity","name":"A","entityType":"person","observations":["x"]}"#,
+        r#"{"type":"entity","name":"B","entityType":"person","observations":[]}"#,
+        r#"{"type":"entity","name":"A","entityType":"person","observations":["y"]}"#,
+        r#"{"type":"relation","from":"A","to":"B","relationType":"knows"}"#,
+        r#"{"type":"relation","from":"B","to":"A","relationType":"knows"}"#,
+        r#"{"type":"relation","from":"A","to":"B","relationType":"knows"}"#,
+    ];
+    let (report, _) = n
+        .import_memory_jsonl(&file.join("\n"), false)
+        .expect("import");
+    assert_eq!(
+        (report.entities, report.relations, report.already_present),
+        (3, 3, 0)
+    );
+    let out = n.export_memory_jsonl().expect("export");
+    let lines: Vec<Value> = out
+        .lines()
+        .map(|l| {
+            let mut v: Value = serde_json::from_str(l).expect("json");
+            if let Some(m) = v.as_object_mut() {
+                m.remove("createdAt");
+                m.remove("version");
+            }
+            v
+        })
         .collect();
-    assert_eq!(names, vec!["B"]);
+    let expected: Vec<Value> = file
+        .iter()
+        .map(|l| serde_json::from_str(l).expect("json"))
+        .collect();
+    assert_eq!(lines, expected);
+    // Imported again into the same memory: everything is there already.
+    let (again, _) = n
+        .import_memory_jsonl(&file.join("\n"), false)
+        .expect("again");
+    assert_eq!((again.entities, again.relations), (0, 0));
 }
 
 #[test]

@@ -177,9 +177,18 @@ pub fn import_items(
     }
     let domain = import_domain(w)?;
     let mut types_done: HashSet<String> = HashSet::new();
+    // Names this import created: a name on two lines is two entities, as the
+    // official server holds them (a copy on the first, see `copies`).
+    let mut made: HashMap<String, u64> = HashMap::new();
     let mut done = 0usize;
     for item in items {
         if let JsonlItem::Entity(e) = item {
+            if let Some(&id) = made.get(&e.name) {
+                add_entity_copy(w, id, e, now)?;
+                report.entities += 1;
+                done += 1;
+                continue;
+            }
             match known.get(&e.name).copied().flatten() {
                 Some((_, false)) => report.already_present += 1,
                 found => {
@@ -194,6 +203,7 @@ pub fn import_items(
                     let (id, _) = write_entity(w, e, now, false, replacing)?;
                     file_in(w, id, domain)?;
                     known.insert(e.name.clone(), Some((id, false)));
+                    made.insert(e.name.clone(), id);
                     report.entities += 1;
                 }
             }
@@ -204,6 +214,7 @@ pub fn import_items(
         }
     }
     let mut preds_done: HashSet<String> = HashSet::new();
+    let mut relations_made = HashSet::new();
     for item in items {
         let JsonlItem::Relation(r) = item else {
             continue;
@@ -227,11 +238,9 @@ pub fn import_items(
             ensure_predicate(w, &p, &r.relation_type, Some(domain))?;
         }
         let (s, o) = (ElemRef::Concept(ends[0]), ElemRef::Concept(ends[1]));
-        if w.graph().prop_by_spo(s, &p, o)?.is_some() {
-            report.already_present += 1;
-        } else {
-            w.upsert_link(s, &p, o, &Map::new(), &relation_meta(r, now))?;
-            report.relations += 1;
+        match store_relation(w, s, &p, o, r, now, &mut relations_made)? {
+            Some(_) => report.relations += 1,
+            None => report.already_present += 1,
         }
         done += 1;
         if done.is_multiple_of(1000) {

@@ -15,7 +15,9 @@
 //! - A relation is a link whose predicate is the relationType in `snake_case`
 //!   (registered on first use), with the original `relation_type`, `created_at` and
 //!   `version` in metadata.
-//! - Entity names are unique for these tools, as in the original.
+//! - Entity names are unique for these tools, as in the original; a name or relation
+//!   the official server would hold twice (sent twice in one call) is a copy carried
+//!   by the concept or link ([`copies`]).
 //!
 //! Every tool call is one transaction: a call that fails writes nothing. The tools
 //! write through the same primitives as `UPSERT` and `DELETE` (the KML `Writer`, with
@@ -29,12 +31,15 @@ use serde::Deserialize;
 use serde_json::{json, Map, Value};
 use std::collections::{HashMap, HashSet};
 
+mod copies;
 mod dispatch;
 mod jsonl;
 mod read;
 mod tools;
 mod write;
 
+pub use copies::COPIES;
+use copies::*;
 pub use dispatch::*;
 pub use jsonl::*;
 pub use read::*;

@@ -40,19 +40,41 @@ impl Budget {
         }
     }
 
-    fn entity(&mut self, c: &ConceptRecord) -> Result<(), KipError> {
-        let obs: usize = observations(c).iter().map(|o| o.len() + 3).sum();
-        self.spend(64 + c.name.len() + entity_type(c).len() + obs)
+    /// An entity as listed (its JSON: name, entityType, observations).
+    fn entity(&mut self, e: &Value) -> Result<(), KipError> {
+        let text = |k: &str| e[k].as_str().map_or(0, str::len);
+        let obs: usize = e[OBSERVATIONS]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|o| o.as_str().map_or(0, str::len) + 3)
+            .sum();
+        self.spend(64 + text("name") + text("entityType") + obs)
+    }
+
+    /// A relation as listed.
+    fn relation(&mut self, r: &Value) -> Result<(), KipError> {
+        let text = |k: &str| r[k].as_str().map_or(0, str::len);
+        self.spend(96 + text("from") + text("to") + text("relationType"))
     }
 }
 
-/// The entities the tools list, with their ids, and the names of every relation end
-/// (placeholders included), by id.
-type Entities = (Vec<(u64, ConceptRecord)>, HashMap<u64, String>);
+/// Entities or relations in the order the tools list them (creation order: see
+/// [`copies`](super::copies) for the positions of copies).
+fn in_order(mut listed: Vec<Listed>) -> Vec<Value> {
+    listed.sort_by_key(|(at, _)| *at);
+    listed.into_iter().map(|(_, v)| v).collect()
+}
 
-/// Every entity, in creation order, with their ids: `.0` the entities the tools list,
-/// `.1` the names of every relation end (placeholders included).
-fn all_entities_within(g: &dyn GraphRead, budget: &mut Budget) -> Result<Entities, KipError> {
+/// The names of every relation end (entities and placeholders), by concept id.
+type Names = HashMap<u64, String>;
+
+/// Every entity the tools list (copies included), in creation order, and the names of
+/// every relation end (placeholders included).
+fn all_entities_within(
+    g: &dyn GraphRead,
+    budget: &mut Budget,
+) -> Result<(Vec<Value>, Names), KipError> {
     let mut ids = Vec::new();
     g.scan_concepts(&mut |id| {
         ids.push(id);
@@ -65,19 +87,22 @@ fn all_entities_within(g: &dyn GraphRead, budget: &mut Budget) -> Result<Entitie
             if is_entity(&c) {
                 names.insert(id, c.name.clone());
                 if !is_placeholder(&c) {
-                    budget.entity(&c)?;
-                    listed.push((id, c));
+                    for (at, e) in entity_entries(id, &c) {
+                        budget.entity(&e)?;
+                        listed.push((at, e));
+                    }
                 }
             }
         }
     }
-    Ok((listed, names))
+    Ok((in_order(listed), names))
 }
 
-/// Relations between entities where `keep(from_id, to_id)`, in creation order.
+/// Relations between entities where `keep(from_id, to_id)` (copies included), in
+/// creation order.
 fn relations_where(
     g: &dyn GraphRead,
-    names: &HashMap<u64, String>,
+    names: &Names,
     keep: &dyn Fn(u64, u64) -> bool,
     budget: &mut Budget,
 ) -> Result<Vec<Value>, KipError> {
@@ -96,11 +121,13 @@ fn relations_where(
             continue;
         };
         if keep(s, o) {
-            budget.spend(96 + from.len() + to.len() + p.predicate.len())?;
-            out.push(relation_json(from, to, &p));
+            for (at, r) in relation_entries(id, from, to, &p) {
+                budget.relation(&r)?;
+                out.push((at, r));
+            }
         }
     }
-    Ok(out)
+    Ok(in_order(out))
 }
 
 /// `read_graph`: every entity and every relation (placeholders are not listed; their
@@ -114,17 +141,16 @@ pub fn read_graph_within(g: &dyn GraphRead, max_bytes: usize) -> Result<Value, K
     let mut budget = Budget::new("read_graph", max_bytes);
     let (entities, names) = all_entities_within(g, &mut budget)?;
     let relations = relations_where(g, &names, &|_, _| true, &mut budget)?;
-    Ok(
-        json!({"entities": entities.iter().map(|(_, c)| entity_json(c)).collect::<Vec<_>>(), "relations": relations}),
-    )
+    Ok(json!({"entities": entities, "relations": relations}))
 }
 
-/// The entities that satisfy `keep` and every relation touching one of them (in
-/// creation order), found through the selected entities' own links. Placeholders are
-/// never selected; a relation from a selected entity to one is answered.
+/// The entities (copies included) whose listed JSON satisfies `keep`, and every
+/// relation touching the name of one of them (in creation order), found through the
+/// links of the concepts that carry them. Placeholders are never selected; a relation
+/// from a selected entity to one is answered.
 fn subgraph(
     g: &dyn GraphRead,
-    keep: &dyn Fn(&ConceptRecord) -> bool,
+    keep: &dyn Fn(&Value) -> bool,
     budget: &mut Budget,
 ) -> Result<Value, KipError> {
     let mut ids = Vec::new();
@@ -132,21 +158,28 @@ fn subgraph(
         ids.push(id);
         Ok(true)
     })?;
-    let mut selected: Vec<(u64, ConceptRecord)> = Vec::new();
+    let mut selected: Vec<Listed> = Vec::new();
+    let mut names: HashMap<u64, Option<String>> = HashMap::new();
     for id in ids {
         if let Some(c) = g.concept(id)? {
-            if is_listed(&c) && keep(&c) {
-                budget.entity(&c)?;
-                selected.push((id, c));
+            if !is_listed(&c) {
+                continue;
+            }
+            let mut any = false;
+            for (at, e) in entity_entries(id, &c) {
+                if keep(&e) {
+                    budget.entity(&e)?;
+                    selected.push((at, e));
+                    any = true;
+                }
+            }
+            if any {
+                names.insert(id, Some(c.name.clone()));
             }
         }
     }
-    let mut names: HashMap<u64, Option<String>> = selected
-        .iter()
-        .map(|(id, c)| (*id, Some(c.name.clone())))
-        .collect();
     let mut links: Vec<u64> = Vec::new();
-    for (id, _) in &selected {
+    for id in names.keys() {
         let at = ElemRef::Concept(*id);
         g.scan_out(at, None, &mut |_, _, l| {
             links.push(l);
@@ -176,12 +209,14 @@ fn subgraph(
         let (Some(from), Some(to)) = (name_of(s)?, name_of(o)?) else {
             continue;
         };
-        budget.spend(96 + from.len() + to.len() + p.predicate.len())?;
-        relations.push(relation_json(&from, &to, &p));
+        for (at, r) in relation_entries(l, &from, &to, &p) {
+            budget.relation(&r)?;
+            relations.push((at, r));
+        }
     }
     Ok(json!({
-        "entities": selected.iter().map(|(_, c)| entity_json(c)).collect::<Vec<_>>(),
-        "relations": relations,
+        "entities": in_order(selected),
+        "relations": in_order(relations),
     }))
 }
 
@@ -202,12 +237,11 @@ pub fn search_nodes_within(
     let mut budget = Budget::new("search_nodes", max_bytes);
     subgraph(
         g,
-        &|c| {
-            c.name.to_lowercase().contains(&q)
-                || entity_type(c).to_lowercase().contains(&q)
-                || observations(c)
-                    .iter()
-                    .any(|o| o.to_lowercase().contains(&q))
+        &|e| {
+            let has = |v: &Value| v.as_str().is_some_and(|t| t.to_lowercase().contains(&q));
+            has(&e["name"])
+                || has(&e["entityType"])
+                || e[OBSERVATIONS].as_array().into_iter().flatten().any(has)
         },
         &mut budget,
     )
@@ -227,7 +261,7 @@ pub fn open_nodes_within(
     let set: HashSet<&str> = names.iter().map(String::as_str).collect();
     subgraph(
         g,
-        &|c| set.contains(c.name.as_str()),
+        &|e| e["name"].as_str().is_some_and(|n| set.contains(n)),
         &mut Budget::new("open_nodes", max_bytes),
     )
 }

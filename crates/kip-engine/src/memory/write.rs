@@ -3,9 +3,12 @@
 
 use super::*;
 
-/// `create_entities`: new names are created; names that exist (or repeat within the
-/// call) are skipped. A name that only a placeholder has (a relation end named before
-/// its entity) becomes that entity, its relations kept. Returns the created entities.
+/// `create_entities`: new names are created; names the graph had before the call are
+/// skipped (every time they are sent). A name sent again within the call is stored
+/// again, as the official server stores it: a copy on the entity (see
+/// [`copies`](super::copies)). A name that only a placeholder has (a relation end
+/// named before its entity) becomes that entity, its relations kept. Returns the
+/// created entities.
 pub fn create_entities(
     w: &mut dyn GraphWrite,
     entities: &[EntityInput],
@@ -21,18 +24,20 @@ pub fn create_entities(
             known.insert(&e.name, find_end(w.graph(), &e.name)?);
         }
     }
-    let mut seen = HashSet::new();
+    let mut made: HashMap<&str, u64> = HashMap::new();
     let mut created = Vec::new();
     for e in entities {
-        if !seen.insert(e.name.as_str()) {
+        if let Some(&id) = made.get(e.name.as_str()) {
+            created.push(add_entity_copy(&mut w, id, e, now)?);
             continue;
         }
-        let placeholder = match known.remove(e.name.as_str()).flatten() {
-            Some((_, c)) if !is_placeholder(&c) => continue,
-            other => other,
-        };
+        if matches!(known.get(e.name.as_str()), Some(Some((_, c))) if !is_placeholder(c)) {
+            continue;
+        }
+        let placeholder = known.remove(e.name.as_str()).flatten();
         ensure_type(&mut w, &type_name(&e.entity_type), &e.entity_type, None)?;
-        let (_, rec) = write_entity(&mut w, e, now, false, placeholder)?;
+        let (id, rec) = write_entity(&mut w, e, now, false, placeholder)?;
+        made.insert(&e.name, id);
         created.push(entity_json(&rec));
     }
     Ok(json!({ "entities": created }))
@@ -174,9 +179,13 @@ pub(super) fn relation_meta(r: &RelationInput, now: &str) -> Map<String, Value> 
     meta
 }
 
-/// `create_relations`: relations that exist are skipped; an end that names no entity
-/// gets a placeholder (see [`is_placeholder`]), so the relation is stored as the
-/// official server stores it. Returns the created relations.
+/// `create_relations`: relations the graph had before the call are skipped (every time
+/// they are sent); an end that names no entity gets a placeholder (see
+/// [`is_placeholder`]), so the relation is stored as the official server stores it. A
+/// relation sent again within the call, or whose relationType differs from a stored
+/// one's only in how it folds into the predicate (`"works at"`, `"works_at"`), is a
+/// further entry of the link (see [`copies`](super::copies)). Returns the created
+/// relations.
 pub fn create_relations(
     w: &mut dyn GraphWrite,
     relations: &[RelationInput],
@@ -193,6 +202,7 @@ pub fn create_relations(
             }
         }
     }
+    let mut made = HashSet::new();
     let mut created = Vec::new();
     for r in relations {
         let mut ids = [0u64; 2];
@@ -209,15 +219,44 @@ pub fn create_relations(
         let p = predicate_name(&r.relation_type);
         ensure_predicate(&mut w, &p, &r.relation_type, None)?;
         let (s, o) = (ElemRef::Concept(ids[0]), ElemRef::Concept(ids[1]));
-        if w.graph().prop_by_spo(s, &p, o)?.is_some() {
-            continue;
-        }
-        let (id, _) = w.upsert_link(s, &p, o, &Map::new(), &relation_meta(r, now))?;
-        if let Some(rec) = w.graph().prop(id)? {
-            created.push(relation_json(&r.from, &r.to, &rec));
+        if let Some(listed) = store_relation(&mut w, s, &p, o, r, now, &mut made)? {
+            created.push(listed);
         }
     }
     Ok(json!({ "relations": created }))
+}
+
+/// Stores relation `r` as the link `(s, p, o)` unless the graph held it before this
+/// call or import (`made`: the `(link, relationType)` entries this call added): a new
+/// link, or a further entry of the existing one. Returns it as listed, `None` when it
+/// was there before.
+pub(super) fn store_relation(
+    w: &mut Writer,
+    s: ElemRef,
+    p: &str,
+    o: ElemRef,
+    r: &RelationInput,
+    now: &str,
+    made: &mut HashSet<(u64, String)>,
+) -> Result<Option<Value>, KipError> {
+    let Some(id) = w.graph().prop_by_spo(s, p, o)? else {
+        let (id, _) = w.upsert_link(s, p, o, &Map::new(), &relation_meta(r, now))?;
+        made.insert((id, r.relation_type.clone()));
+        return Ok(w
+            .graph()
+            .prop(id)?
+            .map(|rec| relation_json(&r.from, &r.to, &rec)));
+    };
+    let key = (id, r.relation_type.clone());
+    let held = w
+        .graph()
+        .prop(id)?
+        .is_some_and(|rec| has_relation_type(&rec, &r.relation_type));
+    if held && !made.contains(&key) {
+        return Ok(None);
+    }
+    made.insert(key);
+    Ok(Some(add_relation_copy(w, id, r, now)?))
 }
 
 /// Deletes the placeholders among `ids` that no relation names any more (a link to a
@@ -376,23 +415,30 @@ pub fn delete_observations(
     )
 }
 
-/// The relation `r` names, with its ends (entities or placeholders).
+/// The link holding an entry of relation `r` (its exact relationType), with its ends
+/// (entities or placeholders) and record.
 fn find_relation(
     g: &dyn GraphRead,
     r: &RelationInput,
-) -> Result<Option<(u64, [u64; 2])>, KipError> {
+) -> Result<Option<(u64, [u64; 2], PropRecord)>, KipError> {
     let (Some((s, _)), Some((o, _))) = (find_end(g, &r.from)?, find_end(g, &r.to)?) else {
         return Ok(None);
     };
-    Ok(g.prop_by_spo(
+    let Some(id) = g.prop_by_spo(
         ElemRef::Concept(s),
         &predicate_name(&r.relation_type),
         ElemRef::Concept(o),
     )?
-    .map(|id| (id, [s, o])))
+    else {
+        return Ok(None);
+    };
+    Ok(g.prop(id)?
+        .filter(|p| has_relation_type(p, &r.relation_type))
+        .map(|p| (id, [s, o], p)))
 }
 
-/// `delete_relations`: deletes the listed relations (and the placeholders no relation
+/// `delete_relations`: deletes the listed relations, every entry of that exact
+/// relationType (and the link with its last entry; and the placeholders no relation
 /// names any more); reports the ones that did not exist.
 pub fn delete_relations(
     w: &mut dyn GraphWrite,
@@ -403,8 +449,15 @@ pub fn delete_relations(
     let mut ends = Vec::new();
     for r in relations {
         match find_relation(w.graph(), r)? {
-            Some((id, both)) => {
-                w.delete_links(vec![id])?;
+            Some((id, both, p)) => {
+                match without_relation_type(&p, &r.relation_type) {
+                    None => {
+                        w.delete_links(vec![id])?;
+                    }
+                    Some(mut rest) => {
+                        w.put_link(id, &p, &mut rest)?;
+                    }
+                }
                 ends.extend(both);
             }
             None => {
@@ -467,7 +520,7 @@ pub fn update_relations(
     let mut w = Writer::new(w, Privilege::MemoryTools);
     let mut out = Vec::new();
     for r in relations {
-        let (id, _) = find_relation(w.graph(), r)?.ok_or_else(|| {
+        let not_found = || {
             KipError::new(
                 ErrorCode::NotFound,
                 format!(
@@ -476,20 +529,13 @@ pub fn update_relations(
                 ),
             )
             .with_hint("create it first with create_relations")
-        })?;
-        let old = w
-            .graph()
-            .prop(id)?
-            .ok_or_else(|| KipError::internal("relation vanished"))?;
-        let mut rec = old.clone();
-        rec.metadata
-            .insert("relation_type".into(), json!(r.relation_type));
-        rec.metadata
-            .insert("version".into(), json!(version_of(&old.metadata) + 1));
-        rec.metadata.insert("created_at".into(), json!(now));
-        rec.metadata.insert("observed_at".into(), json!(now));
+        };
+        let (id, _, old) = find_relation(w.graph(), r)?.ok_or_else(not_found)?;
+        let mut rec = touch_relation_type(&old, &r.relation_type, now).ok_or_else(not_found)?;
         w.put_link(id, &old, &mut rec)?;
-        out.push(relation_json(&r.from, &r.to, &rec));
+        out.push(
+            listed_relation(id, &r.from, &r.to, &rec, &r.relation_type).ok_or_else(not_found)?,
+        );
     }
     Ok(json!({ "relations": out }))
 }
