@@ -84,7 +84,9 @@ fn is_batch(request: &Value) -> bool {
 }
 
 fn code(request: &Value, response: &Value) -> ExitCode {
-    let failed = if is_batch(request) {
+    let failed = if kip_engine::v2::is_kip2(request) {
+        response["status"] != "succeeded"
+    } else if is_batch(request) {
         has_error(response)
     } else {
         response.get("error").is_some()

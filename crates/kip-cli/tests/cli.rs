@@ -89,6 +89,23 @@ fn exec_envelope_errors() {
     assert_eq!(v["error"]["code"], "KIP_1001");
 }
 
+/// DECISIONS.md item 38: `kip exec --json` answers a `"kip": "2.0"` request with a 2.0
+/// response envelope, exit 0 only when its status is `succeeded`.
+#[test]
+fn exec_json_answers_a_kip2_request_with_a_kip2_envelope() {
+    let req = json!({"kip": "2.0", "operations": [{"command": "DESCRIBE PROTOCOL"}]});
+    let (code, v) = kip(&["exec", "--json", "-"], req.to_string().as_bytes());
+    assert_eq!(
+        (code, &v["kip"], &v["status"]),
+        (0, &json!("2.0"), &json!("succeeded"))
+    );
+    assert_eq!(v["results"][0]["result"]["kip"], "2.0");
+    let req = json!({"kip": "2.0", "operations": [{"command": "FIND(?x) WHERE {"}]});
+    let (code, v) = kip(&["exec", "--json", "-"], req.to_string().as_bytes());
+    assert_eq!((code, &v["status"]), (1, &json!("failed")));
+    assert_eq!(v["results"][0]["error"]["code"], "InvalidSyntax");
+}
+
 #[test]
 fn usage_errors_exit_2() {
     let (code, _) = kip(&["exec"], b"");

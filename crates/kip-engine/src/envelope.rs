@@ -186,6 +186,8 @@ pub enum Response {
     Single(Outcome),
     /// The response to `commands`: one outcome per executed command.
     Batch(Vec<Outcome>),
+    /// The response envelope of a KIP 2.0 request (`kip-response.schema.json`).
+    Kip2(Value),
 }
 
 impl Response {
@@ -196,6 +198,7 @@ impl Response {
             Response::Batch(os) => {
                 json!({ "result": os.iter().map(Outcome::to_json).collect::<Vec<_>>() })
             }
+            Response::Kip2(v) => v.clone(),
         }
     }
 
@@ -204,6 +207,7 @@ impl Response {
         match self {
             Response::Single(o) => o.is_err(),
             Response::Batch(os) => os.iter().any(Outcome::is_err),
+            Response::Kip2(v) => v["status"] != "succeeded",
         }
     }
 }

@@ -36,6 +36,7 @@ pub mod progress;
 pub(crate) mod schema;
 pub mod semantic;
 pub mod time;
+pub mod v2;
 pub use kip_storage as store;
 
 /// Stack size of every thread that runs engine calls (the server's async workers and

@@ -198,7 +198,9 @@ impl Cycle<'_> {
         match r {
             Response::Single(Outcome::Ok { result, .. }) => Ok(result),
             Response::Single(Outcome::Err(e)) => Err(e),
-            Response::Batch(_) => Err(KipError::internal("one command answered as a batch")),
+            Response::Batch(_) | Response::Kip2(_) => {
+                Err(KipError::internal("one 1.x command answered as a batch"))
+            }
         }
     }
 

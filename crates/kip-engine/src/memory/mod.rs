@@ -31,7 +31,7 @@ use serde::Deserialize;
 use serde_json::{json, Map, Value};
 use std::collections::{HashMap, HashSet};
 
-mod copies;
+pub mod copies;
 mod dispatch;
 mod jsonl;
 mod read;

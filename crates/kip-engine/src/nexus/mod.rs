@@ -288,7 +288,12 @@ impl Nexus {
     }
 
     /// [`Nexus::execute_json`] within a request [`Budget`] (deadline, cancellation).
+    /// A request with `"kip"` is KIP 2.0 and gets a 2.0 response envelope
+    /// ([`crate::v2`], DECISIONS.md item 38).
     pub fn execute_json_with(&self, args: &Value, access: Access, budget: &Budget) -> Response {
+        if crate::v2::is_kip2(args) {
+            return Response::Kip2(crate::v2::execute(self, args, access, budget));
+        }
         match ExecuteRequest::from_json(args) {
             Ok(req) => self.execute_with(&req, access, budget),
             Err(e) => envelope::envelope_failure(e),

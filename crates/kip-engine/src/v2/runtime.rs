@@ -1,0 +1,262 @@
+//! Running a KIP 2.0 request (Specification §72-83): the operations in their execution
+//! mode, each parsed, classified and checked before it runs, and the response
+//! envelope with per-operation and top-level status.
+
+use super::describe;
+use super::error::{Code, V2Error};
+use super::request::{self, Operation, Request, DEFAULT_SPACE};
+use crate::envelope::Access;
+use crate::nexus::{Budget, Nexus};
+use kip_lang::v2::ast::{Describe, Meta, Scalar, Statement, StatementKind};
+use serde_json::{json, Map, Value};
+use std::time::{Duration, Instant};
+
+/// Answers a KIP 2.0 request (a JSON object with `"kip"`): always a response envelope
+/// (`kip-response.schema.json`), whatever is wrong with the request.
+pub fn execute(nexus: &Nexus, raw: &Value, access: Access, budget: &Budget) -> Value {
+    let request_id = raw
+        .get("request_id")
+        .and_then(Value::as_str)
+        .filter(|s| !s.is_empty() && s.len() <= 256)
+        .map(str::to_string);
+    match request::read(raw) {
+        Ok(req) => run(nexus, &req, access, budget),
+        Err(e) => failed_request(request_id, &e),
+    }
+}
+
+/// A request refused before any operation ran.
+fn failed_request(request_id: Option<String>, e: &V2Error) -> Value {
+    let mut out = Map::new();
+    out.insert("kip".into(), json!("2.0"));
+    if let Some(id) = request_id {
+        out.insert("request_id".into(), json!(id));
+    }
+    out.insert("status".into(), json!("failed"));
+    out.insert("results".into(), json!([]));
+    out.insert("error".into(), e.to_json());
+    Value::Object(out)
+}
+
+/// What became of one operation.
+enum Done {
+    Succeeded(Value),
+    Failed(V2Error),
+    Skipped,
+    RolledBack,
+}
+
+fn run(nexus: &Nexus, req: &Request, access: Access, budget: &Budget) -> Value {
+    let mode = req.mode();
+    let keep_going = req.execution.as_ref().and_then(|e| e.on_error.as_deref()) == Some("continue");
+    let deadline = match (budget.deadline, req.options.deadline_ms) {
+        (d, Some(ms)) => {
+            let mine = Instant::now().checked_add(Duration::from_millis(ms));
+            match (d, mine) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            }
+        }
+        (d, None) => d,
+    };
+    let mut done: Vec<Done> = Vec::with_capacity(req.operations.len());
+    let mut failed = false;
+    for op in &req.operations {
+        let stop = failed && (mode == "atomic" || (mode == "sequence" && !keep_going));
+        if stop {
+            done.push(Done::Skipped);
+            continue;
+        }
+        let late = deadline.is_some_and(|d| Instant::now() >= d)
+            || budget.interrupt.as_ref().is_some_and(|i| i.is_set());
+        let outcome = if late {
+            Err(V2Error::new(
+                Code::ExecutionTimeout,
+                "the request's deadline passed before this operation started; it did not run",
+            )
+            .with_hint("send it again with a longer options.deadline_ms"))
+        } else {
+            run_op(nexus, req, op, access)
+        };
+        match outcome {
+            Ok(v) => done.push(Done::Succeeded(v)),
+            Err(e) => {
+                failed = true;
+                done.push(Done::Failed(e));
+            }
+        }
+    }
+    if mode == "atomic" && failed {
+        for d in &mut done {
+            if matches!(d, Done::Succeeded(_)) {
+                *d = Done::RolledBack;
+            }
+        }
+    }
+    let succeeded = done
+        .iter()
+        .filter(|d| matches!(d, Done::Succeeded(_)))
+        .count();
+    let status = if succeeded == done.len() {
+        "succeeded"
+    } else if succeeded == 0 {
+        "failed"
+    } else {
+        "partial"
+    };
+    let mut results = Vec::with_capacity(done.len());
+    for (op, d) in req.operations.iter().zip(done) {
+        let mut r = Map::new();
+        if let Some(id) = &op.op_id {
+            r.insert("op_id".into(), json!(id));
+        }
+        match d {
+            Done::Succeeded(v) => {
+                r.insert("status".into(), json!("succeeded"));
+                r.insert("result".into(), v);
+                r.insert("context".into(), json!({"space_id": DEFAULT_SPACE}));
+            }
+            Done::Failed(e) => {
+                r.insert("status".into(), json!("failed"));
+                r.insert("error".into(), e.to_json());
+            }
+            Done::Skipped => {
+                r.insert("status".into(), json!("skipped"));
+            }
+            Done::RolledBack => {
+                r.insert("status".into(), json!("rolled_back"));
+            }
+        }
+        results.push(Value::Object(r));
+    }
+    let mut out = Map::new();
+    out.insert("kip".into(), json!("2.0"));
+    if let Some(id) = &req.request_id {
+        out.insert("request_id".into(), json!(id));
+    }
+    out.insert("status".into(), json!(status));
+    if let Some(e) = &req.execution {
+        let mut x = Map::new();
+        x.insert("mode".into(), json!(mode));
+        if let Some(o) = &e.on_error {
+            x.insert("on_error".into(), json!(o));
+        }
+        if let Some(i) = &e.isolation {
+            x.insert("isolation".into(), json!(i));
+        }
+        out.insert("execution".into(), Value::Object(x));
+    }
+    out.insert("results".into(), Value::Array(results));
+    out.insert("context".into(), json!({"space_id": DEFAULT_SPACE}));
+    Value::Object(out)
+}
+
+/// Parses, classifies and runs one operation.
+fn run_op(nexus: &Nexus, req: &Request, op: &Operation, access: Access) -> Result<Value, V2Error> {
+    let Some(text) = op.command.as_deref() else {
+        return Err(V2Error::new(
+            Code::UnsupportedCapability,
+            "operations given as a structured AST are not supported by this runtime",
+        )
+        .with_hint("send the command text in \"command\""));
+    };
+    let st = kip_lang::v2::parse(text).map_err(|e| V2Error::from_kip(&e))?;
+    let language = st.kind.language();
+    // §73.1, KIP2-RT-007: the parsed command decides; a label cannot make a write
+    // read-only, and a read-only endpoint refuses writes whatever they are labelled.
+    if access == Access::ReadOnly && language == "KML" {
+        return Err(V2Error::new(
+            Code::ReadonlyViolation,
+            "execute_kip_readonly runs KQL and META only; this command is KML (a write)",
+        )
+        .with_hint("send it through execute_kip"));
+    }
+    if let Some(label) = op.language.as_deref() {
+        if label != language {
+            return Err(V2Error::new(
+                Code::LanguageMismatch,
+                format!("the operation is labelled {label} but the command is {language}"),
+            )
+            .with_hint(format!(
+                "label it \"{language}\", or leave \"language\" out"
+            )));
+        }
+    }
+    for name in st.parameters() {
+        if !op.parameters.contains_key(&name) && !req.parameters.contains_key(&name) {
+            return Err(V2Error::new(
+                Code::InvalidRequestEnvelope,
+                format!("the command uses :{name}, which neither the operation nor the request supplies"),
+            )
+            .with_hint(format!("add \"{name}\" to \"parameters\""))
+            .with_detail("parameter", name.as_str()));
+        }
+    }
+    let param = |s: &Scalar| -> Option<Value> {
+        match s {
+            Scalar::Literal(v) => Some(v.clone()),
+            Scalar::Param(p) => op
+                .parameters
+                .get(p)
+                .or_else(|| req.parameters.get(p))
+                .cloned(),
+        }
+    };
+    match &st.kind {
+        StatementKind::Meta(m) => match m.as_ref() {
+            Meta::Describe(Describe::Protocol) => Ok(describe::protocol()),
+            Meta::Describe(Describe::Capabilities) => Ok(describe::capabilities(access)),
+            Meta::Describe(Describe::ExecutionContext) => Ok(describe::execution_context(access)),
+            Meta::Describe(Describe::Primer(mode)) => {
+                let full = match mode.as_ref().map(&param) {
+                    None => false,
+                    Some(Some(Value::String(m))) if m == "compact" => false,
+                    Some(Some(Value::String(m))) if m == "full" => true,
+                    Some(other) => {
+                        return Err(V2Error::new(
+                            Code::TypeMismatch,
+                            format!(
+                                "DESCRIBE PRIMER MODE is \"compact\" or \"full\", not {}",
+                                other.unwrap_or(Value::Null)
+                            ),
+                        )
+                        .with_hint("MODE \"compact\" (the default) or MODE \"full\""))
+                    }
+                };
+                nexus
+                    .read(|g| describe::primer(g, access, full))
+                    .map_err(|e| V2Error::from_kip(&e))
+            }
+            _ => Err(not_yet(&st, text)),
+        },
+        StatementKind::Query(_) | StatementKind::Mutation(_) => Err(not_yet(&st, text)),
+    }
+}
+
+/// A valid 2.0 statement this runtime does not execute yet: said plainly, with what
+/// does run (KIP2-RT-020: no silent downgrade, no answer that reads as "nothing
+/// there").
+fn not_yet(st: &Statement, text: &str) -> V2Error {
+    let head: String = text
+        .split(|c: char| c.is_whitespace() || c == '(' || c == '{')
+        .find(|w| !w.is_empty())
+        .unwrap_or("")
+        .to_uppercase();
+    let what = match &st.kind {
+        StatementKind::Meta(m) => match m.as_ref() {
+            Meta::Describe(Describe::Named { what, .. }) => format!("DESCRIBE {what}"),
+            Meta::Describe(_) => "this DESCRIBE".to_string(),
+            _ => head,
+        },
+        _ => head,
+    };
+    V2Error::new(
+        Code::UnsupportedCapability,
+        format!(
+            "{what} is valid KIP 2.0 {}, but this runtime does not execute it yet",
+            st.kind.language()
+        ),
+    )
+    .with_hint("DESCRIBE CAPABILITIES lists what runs; the same memory answers KIP 1.x requests (leave \"kip\" out)")
+    .with_detail("language", st.kind.language())
+}
