@@ -41,6 +41,10 @@ pub struct ExecArgs {
     /// Output for command text: a table for FIND, indented JSON otherwise; or `json`.
     #[arg(long, value_enum, default_value_t = Format::Table)]
     format: Format,
+    /// The KIP version of a command text or file: `1.x` (default) or `2.0` (answered
+    /// with a 2.0 response envelope, as JSON). A JSON request chooses by its `"kip"`.
+    #[arg(long, value_name = "VERSION", default_value = "1.x")]
+    kip: kip_engine::v2::Dialect,
 }
 
 fn parameters(args: &ExecArgs) -> Result<Map<String, Value>> {
@@ -151,15 +155,26 @@ pub fn run(data: &Path, args: ExecArgs) -> Result<ExitCode> {
         return Ok(code(&request, &response));
     }
     let params = parameters(&args)?;
+    let kip2 = args.kip == kip_engine::v2::Dialect::Kip2;
     let texts: Vec<String> = match (&args.command, &args.file) {
         (Some(t), None) => vec![t.clone()],
         (None, Some(f)) => {
             let bytes = read_input(f)?;
             let text = String::from_utf8(bytes).context("the file is not UTF-8")?;
-            split_commands(&text)
+            if kip2 {
+                kip_engine::v2::split_statements(&text)
+            } else {
+                split_commands(&text)
+            }
         }
         _ => anyhow::bail!("give a command text, --file FILE, --json FILE or --jsonl FILE"),
     };
+    if kip2 {
+        let request = kip_engine::v2::text_request(&texts, params, args.dry_run);
+        let response = execute(data, request.clone(), &args)?;
+        print_json(&response);
+        return Ok(code(&request, &response));
+    }
     let request = if texts.len() == 1 {
         json!({"command": texts[0], "parameters": params, "dry_run": args.dry_run})
     } else {

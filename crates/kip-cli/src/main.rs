@@ -98,6 +98,9 @@ enum Cmd {
         /// Output format.
         #[arg(long, value_enum, default_value_t = Format::Table)]
         format: Format,
+        /// The KIP version of the commands typed: `1.x` (default) or `2.0`.
+        #[arg(long, value_name = "VERSION", default_value = "1.x")]
+        kip: kip_engine::v2::Dialect,
     },
     /// Serve MCP over stdio (default), or MCP + the HTTP JSON API with --http.
     Serve(serve::ServeArgs),
@@ -457,7 +460,7 @@ fn run_command(cli: Cli) -> ExitCode {
     }
     let result = match cli.command {
         Cmd::Exec(args) => exec::run(&data, args),
-        Cmd::Repl { format } => repl::run(&data, format),
+        Cmd::Repl { format, kip } => repl::run(&data, format, kip),
         Cmd::Bench(args) => kip_bench::run(args),
         Cmd::Serve(args) => serve::run(&data, args, cli.llm.clone()),
         Cmd::Open(args) => serve::run(&data, args.for_open(), cli.llm.clone()),

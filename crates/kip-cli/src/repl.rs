@@ -3,6 +3,7 @@
 
 use crate::{open_nexus_embedding, print_json, render, Format};
 use anyhow::Result;
+use kip_engine::v2::Dialect;
 use kip_engine::Access;
 use rustyline::error::ReadlineError;
 use serde_json::json;
@@ -18,8 +19,9 @@ Shell commands (on a line of their own):
   .quit     leave (also .exit and ctrl-d)
 ctrl-c drops the command being typed.";
 
-/// Runs the shell until end of input (ctrl-d) or `.quit`.
-pub fn run(data: &Path, mut format: Format) -> Result<ExitCode> {
+/// Runs the shell until end of input (ctrl-d) or `.quit`. With [`Dialect::Kip2`] the
+/// commands typed are KIP 2.0 and the answers 2.0 response envelopes (shown as JSON).
+pub fn run(data: &Path, mut format: Format, dialect: Dialect) -> Result<ExitCode> {
     let nexus = open_nexus_embedding(data)?;
     let mut rl = rustyline::DefaultEditor::new()?;
     let history = data.join("repl_history");
@@ -39,12 +41,16 @@ pub fn run(data: &Path, mut format: Format) -> Result<ExitCode> {
                         ".quit" | ".exit" => break,
                         ".help" => eprintln!("{REPL_HELP}"),
                         ".primer" => {
-                            let response = nexus
-                                .execute_json(
-                                    &json!({"command": "DESCRIBE PRIMER"}),
-                                    Access::ReadWrite,
-                                )
-                                .to_json();
+                            let request = match dialect {
+                                Dialect::Kip1 => json!({"command": "DESCRIBE PRIMER"}),
+                                Dialect::Kip2 => kip_engine::v2::text_request(
+                                    &["DESCRIBE PRIMER".to_string()],
+                                    Default::default(),
+                                    false,
+                                ),
+                            };
+                            let response =
+                                nexus.execute_json(&request, Access::ReadWrite).to_json();
                             print_json(&response);
                         }
                         ".json" => format = Format::Json,
@@ -64,12 +70,20 @@ pub fn run(data: &Path, mut format: Format) -> Result<ExitCode> {
                 if done {
                     let text = std::mem::take(&mut buf);
                     let _ = rl.add_history_entry(text.trim());
-                    let response = nexus
-                        .execute_json(&json!({"command": text}), Access::ReadWrite)
-                        .to_json();
-                    match format {
-                        Format::Json => print_json(&response),
-                        Format::Table => crate::out(&render::render(&text, &response)),
+                    let request = match dialect {
+                        Dialect::Kip1 => json!({"command": text}),
+                        Dialect::Kip2 => kip_engine::v2::text_request(
+                            &[text.trim().to_string()],
+                            Default::default(),
+                            false,
+                        ),
+                    };
+                    let response = nexus.execute_json(&request, Access::ReadWrite).to_json();
+                    match (format, dialect) {
+                        (Format::Table, Dialect::Kip1) => {
+                            crate::out(&render::render(&text, &response))
+                        }
+                        _ => print_json(&response),
                     }
                 }
             }

@@ -50,6 +50,11 @@ pub struct ServeArgs {
     /// Events > 30). Off by default: a cycle deletes expired data.
     #[arg(long, value_name = "DURATION", value_parser = parse_duration, conflicts_with = "read_only")]
     sleep_every: Option<std::time::Duration>,
+    /// The KIP version the MCP tools speak to agents: `1.x` (default) or `2.0` (the
+    /// 2.0 `execute_kip` definitions, instructions and documents). HTTP `/kip` takes
+    /// both, by the request's `"kip"`.
+    #[arg(long, value_name = "VERSION", default_value = "1.x")]
+    kip: kip_engine::v2::Dialect,
     /// With --http: print the explorer's address (the web page at `/`) on stdout, and
     /// open it in a browser when run from a terminal.
     #[arg(long, requires = "http")]
@@ -155,6 +160,7 @@ pub fn run(data: &Path, args: ServeArgs, llm: Option<String>) -> Result<ExitCode
         memory: args.tools.contains(&ToolSet::Memory),
         brain: args.tools.contains(&ToolSet::Brain),
         read_only: args.read_only,
+        kip2: args.kip == kip_engine::v2::Dialect::Kip2,
     };
     let stdio = args.http.is_none();
     let runtime = tokio::runtime::Builder::new_multi_thread()

@@ -106,6 +106,38 @@ fn exec_json_answers_a_kip2_request_with_a_kip2_envelope() {
     assert_eq!(v["results"][0]["error"]["code"], "InvalidSyntax");
 }
 
+/// `kip exec --kip 2.0`: a command text or a file of 2.0 statements (one operation each,
+/// in sequence) answered with a 2.0 envelope.
+#[test]
+fn exec_kip2_runs_command_texts_as_kip2_operations() {
+    let (code, v) = kip(&["exec", "--kip", "2.0", "DESCRIBE PROTOCOL"], b"");
+    assert_eq!((code, &v["status"]), (0, &json!("succeeded")));
+    let (code, v) = kip(
+        &["exec", "--kip", "2.0", "--file", "-"],
+        b"DESCRIBE PROTOCOL\nDESCRIBE PRIMER MODE :m\n",
+    );
+    assert_eq!(code, 1);
+    assert_eq!(v["execution"]["mode"], "sequence");
+    assert_eq!(v["results"][1]["error"]["details"]["parameter"], "m");
+    let (code, v) = kip(
+        &[
+            "exec",
+            "--kip",
+            "2.0",
+            "--param",
+            "m=full",
+            "DESCRIBE PRIMER MODE :m",
+        ],
+        b"",
+    );
+    assert_eq!(
+        (code, &v["results"][0]["result"]["mode"]),
+        (0, &json!("full"))
+    );
+    let (code, _) = kip(&["exec", "--kip", "3", "DESCRIBE PROTOCOL"], b"");
+    assert_eq!(code, 2);
+}
+
 #[test]
 fn usage_errors_exit_2() {
     let (code, _) = kip(&["exec"], b"");
@@ -468,6 +500,39 @@ fn repl_dot_commands_are_not_kip() {
         .expect("a JSON answer");
     let v: Value = serde_json::from_str(line).expect("json");
     assert!(v["result"].is_array(), "{v}");
+}
+
+/// `kip repl --kip 2.0`: typed statements are KIP 2.0, answered with 2.0 envelopes.
+#[test]
+fn repl_kip2_answers_with_kip2_envelopes() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let out = Command::new(env!("CARGO_BIN_EXE_kip"))
+        .arg("--data")
+        .arg(common::location(dir.path()))
+        .args(["repl", "--kip", "2.0"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .and_then(|mut c| {
+            c.stdin
+                .take()
+                .expect("stdin")
+                .write_all(b"DESCRIBE PROTOCOL;\n.quit\n")?;
+            c.wait_with_output()
+        })
+        .expect("repl");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let line = stdout
+        .lines()
+        .find(|l| l.starts_with('{'))
+        .expect("a JSON answer");
+    let v: Value = serde_json::from_str(line).expect("json");
+    assert_eq!(
+        (&v["kip"], &v["status"]),
+        (&json!("2.0"), &json!("succeeded")),
+        "{v}"
+    );
 }
 
 /// Whole nodes in a table are readable (name, type, id, description), not JSON blobs,

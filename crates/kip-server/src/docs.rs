@@ -34,6 +34,49 @@ pub const DOCS: [(&str, &str, &str, &str); 5] = [
     ),
 ];
 
+/// `(uri, name, description, text)` of every document resource of a server speaking KIP
+/// 2.0 to its agents (`kip serve --kip 2.0`); the system instructions are third, as
+/// in [`DOCS`].
+pub const DOCS_V2: [(&str, &str, &str, &str); 4] = [
+    (
+        "kip://docs/syntax",
+        "KIP 2.0 syntax reference",
+        "The compact KIP 2.0 syntax reference (KQL, KML, META, the envelope, errors): read it before writing KIP.",
+        include_str!("../../../spec/kip2/KIPSyntax.md"),
+    ),
+    (
+        "kip://docs/specification",
+        "KIP 2.0 specification",
+        "The KIP 2.0 specification (2.0-draft). DESCRIBE CAPABILITIES says which parts this server runs.",
+        include_str!("../../../spec/kip2/KIP-2.0-SPECIFICATION.md"),
+    ),
+    (
+        "kip://docs/system-instructions",
+        "KIP 2.0 system instructions",
+        "System instructions for an agent whose memory is this Cognitive Nexus, in KIP 2.0.",
+        include_str!("../../../spec/kip2/SystemInstructions.md"),
+    ),
+    (
+        "kip://docs/self-instructions",
+        "KIP 2.0 self instructions",
+        "Instructions for the agent's sleeping mind maintaining the nexus, in KIP 2.0.",
+        include_str!("../../../spec/kip2/SelfInstructions.md"),
+    ),
+];
+
+/// The `execute_kip` tool definition of KIP 2.0.
+pub const FUNCTION_DEFINITION_V2: &str = include_str!("../../../spec/kip2/FunctionDefinition.json");
+/// The `execute_kip_readonly` tool definition of KIP 2.0.
+pub const FUNCTION_DEFINITION_READONLY_V2: &str =
+    include_str!("../../../spec/kip2/FunctionDefinitionReadonly.json");
+
+/// Server instructions of a server speaking KIP 2.0 to its agents.
+pub const SERVER_INSTRUCTIONS_V2: &str = "This server is a KIP 2.0 Cognitive Nexus: your persistent memory. \
+Start every session with execute_kip_readonly {\"command\": \"DESCRIBE PRIMER\"}, and read DESCRIBE CAPABILITIES: it lists \
+exactly which KIP 2.0 statements this server runs today (the others answer UnsupportedCapability). Answers are KIP 2.0 \
+response envelopes: a top-level status, and one result per operation with its own status and, on failure, an error \
+with a code, a hint and a retry class. The syntax reference is the resource kip://docs/syntax.";
+
 /// Appended to the KIP tools' descriptions: the one thing about responses agents most
 /// often get wrong.
 pub const RESPONSE_NOTE: &str = "\n\nResponses: a FIND result is COLUMNAR, one array per FIND expression in FIND order, not a list of rows. FIND(?d.name, ?s.name) answers {\"result\": [[\"Aspirin\", \"Ibuprofen\"], [\"Headache\", \"Fever\"]]}: rows are (Aspirin, Headache) and (Ibuprofen, Fever). With one FIND expression the result is that column itself. Details: the resource kip://docs/responses.";

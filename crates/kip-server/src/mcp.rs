@@ -6,7 +6,11 @@
 //! a protocol error. Engine work runs on the blocking pool, so one slow query never
 //! stalls the transport.
 
-use crate::docs::{DOCS, FUNCTION_DEFINITION, FUNCTION_DEFINITION_READONLY, SERVER_INSTRUCTIONS};
+use crate::docs::{
+    DOCS, DOCS_V2, FUNCTION_DEFINITION, FUNCTION_DEFINITION_READONLY,
+    FUNCTION_DEFINITION_READONLY_V2, FUNCTION_DEFINITION_V2, SERVER_INSTRUCTIONS,
+    SERVER_INSTRUCTIONS_V2,
+};
 use crate::Backend;
 use kip_engine::Access;
 use rmcp::model::{
@@ -36,6 +40,9 @@ pub struct ToolSets {
     /// `remember` and `recall_memory` (the brain's Formation and Recall; listed only
     /// when a language model is configured, `remember` not on a read-only server).
     pub brain: bool,
+    /// The KIP tools speak KIP 2.0 (its function definitions, instructions, documents
+    /// and response envelopes; DECISIONS.md item 39) instead of 1.x.
+    pub kip2: bool,
 }
 
 impl Default for ToolSets {
@@ -45,6 +52,7 @@ impl Default for ToolSets {
             memory: true,
             read_only: false,
             brain: true,
+            kip2: false,
         }
     }
 }
@@ -106,14 +114,13 @@ pub struct KipMcp {
     llm: Option<Arc<crate::brain::Llm>>,
 }
 
-fn definition(text: &str) -> (String, String, Map<String, Value>) {
+/// A tool definition's name, description (with the note on 1.x's columnar results for
+/// a 1.x tool) and input schema.
+fn definition(text: &str, kip2: bool) -> (String, String, Map<String, Value>) {
     let v: Value = serde_json::from_str(text).unwrap_or(Value::Null);
     let name = v["name"].as_str().unwrap_or_default().to_string();
-    let description = format!(
-        "{}{}",
-        v["description"].as_str().unwrap_or_default(),
-        crate::docs::RESPONSE_NOTE
-    );
+    let note = if kip2 { "" } else { crate::docs::RESPONSE_NOTE };
+    let description = format!("{}{note}", v["description"].as_str().unwrap_or_default());
     let schema = v["parameters"].as_object().cloned().unwrap_or_default();
     (name, description, schema)
 }
@@ -157,11 +164,16 @@ pub fn brain_tools(read_only: bool) -> Vec<Tool> {
     out
 }
 
-/// The KIP tools, from the protocol's function definitions.
-pub fn kip_tools(read_only: bool) -> Vec<Tool> {
+/// The KIP tools, from the protocol's function definitions (KIP 2.0's with `kip2`).
+pub fn kip_tools(read_only: bool, kip2: bool) -> Vec<Tool> {
+    let (rw, ro) = if kip2 {
+        (FUNCTION_DEFINITION_V2, FUNCTION_DEFINITION_READONLY_V2)
+    } else {
+        (FUNCTION_DEFINITION, FUNCTION_DEFINITION_READONLY)
+    };
     let mut out = Vec::new();
     if !read_only {
-        let (name, description, schema) = definition(FUNCTION_DEFINITION);
+        let (name, description, schema) = definition(rw, kip2);
         out.push(
             Tool::new(name, description, Arc::new(schema)).with_annotations(
                 ToolAnnotations::with_title("Execute KIP (read/write)")
@@ -172,7 +184,7 @@ pub fn kip_tools(read_only: bool) -> Vec<Tool> {
             ),
         );
     }
-    let (name, description, schema) = definition(FUNCTION_DEFINITION_READONLY);
+    let (name, description, schema) = definition(ro, kip2);
     out.push(
         Tool::new(name, description, Arc::new(schema)).with_annotations(
             ToolAnnotations::with_title("Execute KIP (read-only)")
@@ -232,6 +244,15 @@ impl KipMcp {
         self
     }
 
+    /// The protocol documents served (the dialect's; the system instructions third).
+    fn docs(&self) -> &'static [(&'static str, &'static str, &'static str, &'static str)] {
+        if self.tools.kip2 {
+            &DOCS_V2
+        } else {
+            &DOCS
+        }
+    }
+
     /// The tools listed to a client; `apps`: it renders MCP Apps (then `show_concept`
     /// is listed too).
     fn tools_for(&self, apps: bool) -> Vec<Tool> {
@@ -245,7 +266,7 @@ impl KipMcp {
     fn tool_list(&self) -> Vec<Tool> {
         let mut out = Vec::new();
         if self.tools.kip {
-            out.extend(kip_tools(self.tools.read_only));
+            out.extend(kip_tools(self.tools.read_only, self.tools.kip2));
         }
         if self.tools.memory {
             out.extend(memory_tools(self.tools.read_only));
@@ -344,6 +365,11 @@ impl KipMcp {
         args: Value,
         context: &RequestContext<RoleServer>,
     ) -> CallToolResult {
+        let args = if self.tools.kip2 {
+            kip_engine::v2::tool_request(&args)
+        } else {
+            args
+        };
         let work = crate::run_budgeted(self.backend.clone(), args, access, self.timeout, "mcp");
         let response = tokio::select! {
             v = work => v,
@@ -351,7 +377,12 @@ impl KipMcp {
                 json!({"error": {"code": "KIP_4001", "message": "the call was cancelled by the client; commands not yet started were not run", "hint": "a write that had started was either committed whole or not at all: check with FIND before sending it again"}})
             }
         };
-        if response.get("error").is_some() {
+        let failed = if self.tools.kip2 {
+            response["status"] != "succeeded"
+        } else {
+            response.get("error").is_some()
+        };
+        if failed {
             CallToolResult::structured_error(response)
         } else {
             CallToolResult::structured(response)
@@ -378,7 +409,11 @@ impl ServerHandler for KipMcp {
         }
         ServerConfig::new(caps)
             .with_server_info(Implementation::new("kip-nexus", env!("CARGO_PKG_VERSION")))
-            .with_instructions(SERVER_INSTRUCTIONS)
+            .with_instructions(if self.tools.kip2 {
+                SERVER_INSTRUCTIONS_V2
+            } else {
+                SERVER_INSTRUCTIONS
+            })
     }
 
     async fn list_tools(
@@ -446,7 +481,8 @@ impl ServerHandler for KipMcp {
         _request: Option<PaginatedRequestParams>,
         context: RequestContext<RoleServer>,
     ) -> Result<ListResourcesResult, McpError> {
-        let resources = DOCS
+        let resources = self
+            .docs()
             .iter()
             .map(|(uri, name, description, text)| {
                 Resource::new(*uri, *name)
@@ -524,7 +560,8 @@ impl ServerHandler for KipMcp {
             .with_mime_type("application/json")])
             .into());
         }
-        match DOCS.iter().find(|d| d.0 == request.uri) {
+        let docs = self.docs();
+        match docs.iter().find(|d| d.0 == request.uri) {
             Some((uri, _, _, text)) => {
                 Ok(ReadResourceResult::new(vec![
                     ResourceContents::text(*text, *uri).with_mime_type("text/markdown")
@@ -533,7 +570,7 @@ impl ServerHandler for KipMcp {
             }
             None => Err(McpError::resource_not_found(
                 format!("no resource {}", request.uri),
-                Some(json!({"available": DOCS.iter().map(|d| d.0).collect::<Vec<_>>()})),
+                Some(json!({"available": docs.iter().map(|d| d.0).collect::<Vec<_>>()})),
             )),
         }
     }
@@ -564,7 +601,7 @@ impl ServerHandler for KipMcp {
                 None,
             ));
         }
-        let text = DOCS[2].3;
+        let text = self.docs()[2].3;
         Ok(
             GetPromptResult::new(vec![PromptMessage::new_text(Role::User, text)])
                 .with_description("KIP system instructions: start with DESCRIBE PRIMER.")

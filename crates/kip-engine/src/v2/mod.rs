@@ -30,3 +30,154 @@ pub use runtime::execute;
 pub fn is_kip2(request: &serde_json::Value) -> bool {
     request.get("kip").is_some()
 }
+
+/// The KIP dialect an interface speaks to text commands and agents (DECISIONS.md items
+/// 38-39): JSON requests always choose their own by `"kip"`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Dialect {
+    /// KIP 1.x (RC11), the default.
+    #[default]
+    Kip1,
+    /// KIP 2.0.
+    Kip2,
+}
+
+impl std::str::FromStr for Dialect {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Dialect, String> {
+        match s {
+            "1" | "1.x" | "1.0" => Ok(Dialect::Kip1),
+            "2" | "2.0" => Ok(Dialect::Kip2),
+            other => Err(format!("unknown KIP version {other:?}: write 1.x or 2.0")),
+        }
+    }
+}
+
+/// The 2.0 request for `execute_kip` / `execute_kip_readonly` arguments as the 2.0
+/// function definitions shape them (`spec/kip2/FunctionDefinition.json`: `command` or
+/// `operations` of strings or `{op_id, command, parameters}`, `execution`,
+/// `parameters`, `dry_run`). Arguments that already carry `"kip"` are a request as
+/// they are. Anything else is passed on for the envelope check to name.
+pub fn tool_request(args: &serde_json::Value) -> serde_json::Value {
+    use serde_json::{json, Value};
+    let Some(obj) = args.as_object() else {
+        return args.clone();
+    };
+    if obj.contains_key("kip") {
+        return args.clone();
+    }
+    let mut out = serde_json::Map::new();
+    out.insert("kip".into(), json!("2.0"));
+    let mut extra = serde_json::Map::new();
+    for (k, v) in obj {
+        match k.as_str() {
+            "command" if !obj.contains_key("operations") => {
+                out.insert("operations".into(), json!([{"command": v}]));
+            }
+            "operations" if !obj.contains_key("command") => {
+                let ops: Vec<Value> = v
+                    .as_array()
+                    .map(|a| {
+                        a.iter()
+                            .map(|op| match op {
+                                Value::String(s) => json!({"command": s}),
+                                other => other.clone(),
+                            })
+                            .collect()
+                    })
+                    .unwrap_or_default();
+                out.insert("operations".into(), Value::Array(ops));
+            }
+            "dry_run" => {
+                extra.insert("dry_run".into(), v.clone());
+            }
+            // `command` beside `operations` is passed on as it is: the envelope
+            // check refuses the unknown field.
+            _ => {
+                out.insert(k.clone(), v.clone());
+            }
+        }
+    }
+    if !extra.is_empty() {
+        out.insert("options".into(), Value::Object(extra));
+    }
+    Value::Object(out)
+}
+
+/// The 2.0 request for command texts typed at the CLI or the REPL: one operation per
+/// text (in `sequence` when there are several), the parameters request-wide.
+pub fn text_request(
+    texts: &[String],
+    parameters: serde_json::Map<String, serde_json::Value>,
+    dry_run: bool,
+) -> serde_json::Value {
+    use serde_json::json;
+    let ops: Vec<serde_json::Value> = texts.iter().map(|t| json!({"command": t})).collect();
+    let mut req = json!({"kip": "2.0", "operations": ops});
+    if texts.len() > 1 {
+        req["execution"] = json!({"mode": "sequence"});
+    }
+    if !parameters.is_empty() {
+        req["parameters"] = serde_json::Value::Object(parameters);
+    }
+    if dry_run {
+        req["options"] = json!({"dry_run": true});
+    }
+    req
+}
+
+/// Splits a text of several 2.0 statements (a file given to `kip exec --kip 2.0`) into
+/// one text per statement; a text that does not parse is kept whole, so the runtime
+/// reports where it breaks.
+pub fn split_statements(text: &str) -> Vec<String> {
+    match kip_lang::v2::parse_script(text) {
+        Ok(sts) if !sts.is_empty() => sts
+            .iter()
+            .filter_map(|s| text.get(s.span.start..s.span.end))
+            .map(|t| t.trim().to_string())
+            .collect(),
+        _ => vec![text.trim().to_string()],
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn tool_arguments_become_a_request_envelope() {
+        assert_eq!(
+            tool_request(
+                &json!({"command": "DESCRIBE PRIMER", "parameters": {"a": 1}, "dry_run": true})
+            ),
+            json!({"kip": "2.0", "operations": [{"command": "DESCRIBE PRIMER"}], "parameters": {"a": 1}, "options": {"dry_run": true}})
+        );
+        assert_eq!(
+            tool_request(
+                &json!({"operations": ["A", {"op_id": "b", "command": "B"}], "execution": {"mode": "sequence"}})
+            ),
+            json!({"kip": "2.0", "operations": [{"command": "A"}, {"op_id": "b", "command": "B"}], "execution": {"mode": "sequence"}})
+        );
+        let both = tool_request(&json!({"command": "A", "operations": ["B"]}));
+        assert!(
+            both.get("command").is_some(),
+            "left for the envelope check to refuse"
+        );
+        let already = json!({"kip": "2.0", "operations": [{"command": "A"}]});
+        assert_eq!(tool_request(&already), already);
+    }
+
+    #[test]
+    fn a_file_of_statements_splits_by_statement() {
+        let text = "DESCRIBE PROTOCOL\nDESCRIBE PRIMER MODE \"full\"\n";
+        assert_eq!(
+            split_statements(text),
+            ["DESCRIBE PROTOCOL", "DESCRIBE PRIMER MODE \"full\""]
+        );
+        assert_eq!(split_statements("FIND(?x"), ["FIND(?x"]);
+        assert_eq!("2.0".parse::<Dialect>(), Ok(Dialect::Kip2));
+        assert!("3".parse::<Dialect>().is_err());
+    }
+}
