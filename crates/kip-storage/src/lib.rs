@@ -5,6 +5,8 @@
 //!
 //! - the records ([`ConceptRecord`], [`PropRecord`]), element references
 //!   ([`ElemRef`]) and their MessagePack encoding ([`encode`], [`decode`]);
+//! - the KIP 2.0 element kinds beside them ([`elements`]: [`ElementId`],
+//!   [`ElementRecord`], [`ElementRead`] / [`ElementWrite`], keyed by [`SpaceId`]);
 //! - the narrow interface the executors use: [`GraphRead`] (a consistent snapshot)
 //!   and [`GraphWrite`] (one write transaction);
 //! - [`backend::Backend`], what the engine holds, and [`backend::LocalLog`], the
@@ -29,12 +31,16 @@ pub mod attrs;
 pub mod backend;
 #[cfg(feature = "conformance")]
 pub mod conformance;
+pub mod elements;
 pub mod error;
 pub mod text;
 pub mod throttle;
 pub mod upkeep;
 pub mod usage;
 
+pub use elements::{
+    ElementId, ElementKind, ElementRead, ElementRecord, ElementRef, ElementWrite, SpaceId,
+};
 pub use error::StoreError;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
@@ -219,7 +225,7 @@ pub type Continue = bool;
 
 /// Read access to the graph; implemented by read snapshots and by write transactions
 /// (which see their own uncommitted writes).
-pub trait GraphRead: RequestLog {
+pub trait GraphRead: RequestLog + ElementRead {
     /// A concept by number.
     fn concept(&self, id: u64) -> StoreResult<Option<ConceptRecord>>;
     /// A concept's type and name, without decoding its attributes and metadata.
@@ -454,7 +460,7 @@ pub const VECTORS_ON: &str = "vectors_on";
 
 /// Write access inside one transaction. Index maintenance is the implementation's job:
 /// callers pass the old record so stale index entries can be removed.
-pub trait GraphWrite: GraphRead + RequestLogWrite {
+pub trait GraphWrite: GraphRead + RequestLogWrite + ElementWrite {
     /// Allocates a new concept number (never reused).
     fn alloc_concept_id(&mut self) -> StoreResult<u64>;
     /// Allocates a new proposition number (never reused).

@@ -15,8 +15,9 @@ use imbl::{OrdMap, OrdSet};
 use kip_storage::backend::{AuditKeep, Backend};
 use kip_storage::upkeep::{self, IndexTarget};
 use kip_storage::{
-    attrs, text, ConceptRecord, Continue, ElemRef, GraphRead, GraphWrite, PropRecord, RequestLog,
-    RequestLogWrite, Stat, StoreError, StoreResult, TEXT_DOCS, TEXT_INDEX_KEY, TEXT_LEN,
+    attrs, text, ConceptRecord, Continue, ElemRef, ElementId, ElementKind, ElementRead,
+    ElementRecord, ElementRef, ElementWrite, GraphRead, GraphWrite, PropRecord, RequestLog,
+    RequestLogWrite, SpaceId, Stat, StoreError, StoreResult, TEXT_DOCS, TEXT_INDEX_KEY, TEXT_LEN,
     VECTORS_ON,
 };
 use std::ops::Bound;
@@ -49,8 +50,14 @@ struct Tables {
     /// The request log: key -> (made at, outcome), and (made at, key) for pruning.
     requests: OrdMap<String, (u64, Arc<Vec<u8>>)>,
     requests_by_time: OrdSet<(u64, String)>,
+    /// KIP 2.0 element records: (space, encoded id) -> record.
+    elements: OrdMap<(u32, u64), Arc<ElementRecord>>,
+    /// Structural references, target first: (space, target, role, source).
+    element_refs: OrdSet<(u32, u64, String, u64)>,
     next_concept: u64,
     next_prop: u64,
+    next_evidence: u64,
+    next_activity: u64,
     vectors_on: bool,
 }
 
@@ -78,6 +85,8 @@ impl MemStore {
         let mut t = Tables {
             next_concept: 1,
             next_prop: 1,
+            next_evidence: 1,
+            next_activity: 1,
             ..Tables::default()
         };
         t.meta.insert(
@@ -273,6 +282,87 @@ fn just_after(s: &str) -> String {
     n.push_str(s);
     n.push('\0');
     n
+}
+
+impl ElementRead for Tables {
+    fn element(&self, space: SpaceId, id: ElementId) -> StoreResult<Option<ElementRecord>> {
+        Ok(self
+            .elements
+            .get(&(space.0, id.encode()))
+            .map(|r| r.as_ref().clone()))
+    }
+
+    fn scan_elements(
+        &self,
+        space: SpaceId,
+        kind: ElementKind,
+        f: &mut dyn FnMut(u64) -> StoreResult<Continue>,
+    ) -> StoreResult<()> {
+        let from = ElementId::new(kind, 0).encode();
+        for ((_, key), _) in self.elements.range((space.0, from)..=(space.0, u64::MAX)) {
+            match ElementId::decode(*key) {
+                Some(id) if id.kind == kind => {
+                    if !f(id.n)? {
+                        break;
+                    }
+                }
+                _ => break,
+            }
+        }
+        Ok(())
+    }
+
+    fn scan_referrers(
+        &self,
+        space: SpaceId,
+        target: ElementId,
+        f: &mut dyn FnMut(&str, ElementId) -> StoreResult<Continue>,
+    ) -> StoreResult<()> {
+        let t = target.encode();
+        for (_, _, role, source) in self
+            .element_refs
+            .range((space.0, t, String::new(), 0)..)
+            .take_while(|(sp, tg, _, _)| *sp == space.0 && *tg == t)
+        {
+            let Some(source) = ElementId::decode(*source) else {
+                continue;
+            };
+            if !f(role, source)? {
+                break;
+            }
+        }
+        Ok(())
+    }
+}
+
+impl ElementWrite for Tables {
+    fn alloc_element_number(&mut self, kind: ElementKind) -> StoreResult<u64> {
+        let counter = match kind {
+            ElementKind::Concept => &mut self.next_concept,
+            ElementKind::Proposition | ElementKind::Assertion => &mut self.next_prop,
+            ElementKind::Evidence => &mut self.next_evidence,
+            ElementKind::Activity => &mut self.next_activity,
+        };
+        let n = kip_storage::elements::checked_number(*counter)?;
+        *counter += 1;
+        Ok(n)
+    }
+
+    fn store_element(
+        &mut self,
+        space: SpaceId,
+        id: ElementId,
+        rec: &ElementRecord,
+        new_refs: &[ElementRef],
+    ) -> StoreResult<()> {
+        self.elements
+            .insert((space.0, id.encode()), Arc::new(rec.clone()));
+        for (role, target) in new_refs {
+            self.element_refs
+                .insert((space.0, target.encode(), role.clone(), id.encode()));
+        }
+        Ok(())
+    }
 }
 
 impl RequestLog for Tables {

@@ -114,6 +114,27 @@ CREATE TABLE kip_requests (
 CREATE INDEX kip_requests_at ON kip_requests (at, key);
 "#,
     ),
+    (
+        4,
+        // KIP 2.0 element records (`kip_storage::elements`: assertions, evidence,
+        // activities) and their structural references, target first; keys lead with
+        // the memory space (docs/storage.md §1).
+        r#"
+CREATE TABLE kip_elements (
+    space integer NOT NULL,
+    id bigint NOT NULL,
+    rec bytea NOT NULL,
+    PRIMARY KEY (space, id)
+);
+CREATE TABLE kip_element_refs (
+    space integer NOT NULL,
+    target bigint NOT NULL,
+    role bytea NOT NULL,
+    source bigint NOT NULL,
+    PRIMARY KEY (space, target, role, source)
+);
+"#,
+    ),
 ];
 
 /// The newest schema version this build knows.

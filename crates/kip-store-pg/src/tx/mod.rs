@@ -13,6 +13,7 @@
 //! (`scan.rs`) and the read-ahead (`ahead.rs`) live beside it.
 
 mod ahead;
+mod elements;
 mod scan;
 mod write;
 

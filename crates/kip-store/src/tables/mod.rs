@@ -25,6 +25,8 @@ mod graph_read;
 use graph_read::read;
 #[cfg(test)]
 mod ceiling;
+mod elements;
+pub(crate) use elements::{RefKey, ELEMENTS, ELEMENT_REFS};
 mod graph_write;
 mod oplog;
 use oplog::{
@@ -166,6 +168,10 @@ pub struct ReadTables {
     /// `None` in a store written before the request log existed and not yet opened for
     /// writing.
     requests: Option<ReadOnlyTable<&'static str, &'static [u8]>>,
+    /// KIP 2.0 element records; `None` in a store written before they existed and not
+    /// yet opened for writing (likewise `element_refs`).
+    elements: Option<ReadOnlyTable<(u32, u64), &'static [u8]>>,
+    element_refs: Option<ReadOnlyTable<RefKey, ()>>,
     overlay: Arc<Overlay>,
     snapshot: Snapshot,
 }
@@ -216,6 +222,16 @@ impl ReadTables {
                 Err(redb::TableError::TableDoesNotExist(_)) => None,
                 Err(e) => return Err(storage_error(e)),
             },
+            elements: match txn.open_table(ELEMENTS) {
+                Ok(t) => Some(t),
+                Err(redb::TableError::TableDoesNotExist(_)) => None,
+                Err(e) => return Err(storage_error(e)),
+            },
+            element_refs: match txn.open_table(ELEMENT_REFS) {
+                Ok(t) => Some(t),
+                Err(redb::TableError::TableDoesNotExist(_)) => None,
+                Err(e) => return Err(storage_error(e)),
+            },
             overlay,
             snapshot,
         })
@@ -261,6 +277,8 @@ pub struct WriteTables<'t> {
     audit: Table<'t, u64, &'static [u8]>,
     requests: Table<'t, &'static str, &'static [u8]>,
     requests_by_time: Table<'t, (u64, &'static str), ()>,
+    elements: Table<'t, (u32, u64), &'static [u8]>,
+    element_refs: Table<'t, RefKey, ()>,
     /// Whether this store keeps embedding marks ([`crate::VECTORS_ON`] in `meta`).
     vectors_on: bool,
     overlay: &'t Overlay,
@@ -318,6 +336,8 @@ impl<'t> WriteTables<'t> {
             embed_pending: txn.open_table(EMBED_PENDING).map_err(storage_error)?,
             requests: txn.open_table(REQUESTS).map_err(storage_error)?,
             requests_by_time: txn.open_table(REQUESTS_BY_TIME).map_err(storage_error)?,
+            elements: txn.open_table(ELEMENTS).map_err(storage_error)?,
+            element_refs: txn.open_table(ELEMENT_REFS).map_err(storage_error)?,
             audit: txn.open_table(AUDIT).map_err(storage_error)?,
             vectors_on,
             overlay,

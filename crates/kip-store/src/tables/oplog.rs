@@ -4,7 +4,7 @@
 //! so they are not logged.
 
 use super::*;
-use kip_storage::RequestLogWrite;
+use kip_storage::{ElementId, ElementRecord, ElementWrite, RequestLogWrite};
 
 /// Operation log tags (see [`WriteTables::apply_log`]).
 pub(super) const OP_PUT_CONCEPT: u8 = 1;
@@ -16,6 +16,9 @@ pub(super) const OP_META: u8 = 5;
 pub(super) const OP_PUT_REQUEST: u8 = 6;
 /// A prune of the request log: id = before (ms), a = the most records (u64 LE).
 pub(super) const OP_PRUNE_REQUESTS: u8 = 7;
+/// A KIP 2.0 element record written (`tables/elements.rs`): id = the encoded element
+/// id, a = the space and the new references, b = the record.
+pub(super) const OP_PUT_ELEMENT: u8 = 8;
 
 impl WriteTables<'_> {
     pub(super) fn log_op(&mut self, tag: u8, id: u64, a: &[u8], b: &[u8]) {
@@ -125,6 +128,15 @@ impl WriteTables<'_> {
                             ))
                         })?;
                     self.prune_request_records(id, usize::try_from(max).unwrap_or(usize::MAX))?;
+                }
+                OP_PUT_ELEMENT => {
+                    let element = ElementId::decode(id).ok_or_else(|| {
+                        storage_error(crate::StoreError::Corruption(
+                            "write-ahead log: an element id of no kind".into(),
+                        ))
+                    })?;
+                    let (space, refs) = super::elements::decode_put(a)?;
+                    self.store_element(space, element, &ElementRecord::decode(b)?, &refs)?;
                 }
                 other => {
                     return Err(storage_error(format!(
