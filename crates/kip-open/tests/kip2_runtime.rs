@@ -107,6 +107,20 @@ fn kip2_meta_001_and_002_describe_primer_exposes_coordinates_and_keeps_principal
 }
 
 #[test]
+fn describe_error_reads_the_registry() {
+    let n = nexus();
+    let r = one(&n, r#"DESCRIBE ERROR "VersionConflict""#);
+    assert_eq!(
+        r["results"][0]["result"],
+        json!({"code": "VersionConflict", "category": "transaction", "registry_section": "87.6", "retry": {"class": "requires_refresh"}})
+    );
+    assert_eq!(
+        error_code(&one(&n, r#"DESCRIBE ERROR "KIP_3002""#)),
+        "NotFoundOrNotVisible"
+    );
+}
+
+#[test]
 fn describe_capabilities_declares_what_runs_and_what_does_not() {
     let n = nexus();
     let c = one(&n, "DESCRIBE CAPABILITIES")["results"][0]["result"].clone();

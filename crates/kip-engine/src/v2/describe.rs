@@ -169,6 +169,18 @@ fn principal(access: Access) -> Value {
     })
 }
 
+/// `DESCRIBE ERROR :code`: a registry code's category, section and retry class (§86-87);
+/// `None` for a name the registry does not hold.
+pub fn error(name: &str) -> Option<Value> {
+    let code = super::error::Code::from_name(name)?;
+    Some(json!({
+        "code": code.name(),
+        "category": code.category(),
+        "registry_section": code.section(),
+        "retry": {"class": code.retry_class()},
+    }))
+}
+
 /// §64.3, the reminders every primer carries.
 const SAFETY: &[&str] = &[
     "raw Proposition != accepted belief",

@@ -25,6 +25,11 @@ macro_rules! registry {
                 match self { $( $( Code::$code => stringify!($code), )* )* }
             }
 
+            /// The code with this registry name.
+            pub fn from_name(name: &str) -> Option<Code> {
+                match name { $( $( stringify!($code) => Some(Code::$code), )* )* _ => None }
+            }
+
             /// The §86.2 category of the registry section the code is listed in.
             pub fn category(self) -> &'static str {
                 match self { $( $( Code::$code => $category, )* )* }
@@ -80,6 +85,22 @@ registry! {
 }
 
 impl Code {
+    /// The registry section the code is listed in (`"87.6"`).
+    pub fn section(self) -> &'static str {
+        match self.category() {
+            "syntax" | "protocol" => "87.1",
+            "schema" => "87.2",
+            "data" => "87.3",
+            "epistemic" => "87.4",
+            "governance" => "87.5",
+            "transaction" => "87.6",
+            "history" => "87.7",
+            "search" => "87.8",
+            "artifact" => "87.9",
+            _ => "87.10",
+        }
+    }
+
     /// The §86.3 retry class a client should apply when nothing more specific is known.
     pub fn retry_class(self) -> &'static str {
         use Code::*;
@@ -249,5 +270,16 @@ mod tests {
         );
         assert_eq!(Code::NotAuthorized.retry_class(), "requires_authority");
         assert_eq!(Code::InternalError.category(), "system");
+    }
+
+    #[test]
+    fn every_code_is_found_by_its_name_in_its_section() {
+        for c in Code::ALL {
+            assert_eq!(Code::from_name(c.name()), Some(*c));
+        }
+        assert_eq!(Code::from_name("KIP_3002"), None);
+        assert_eq!(Code::PurgeDenied.section(), "87.5");
+        assert_eq!(Code::RateLimited.section(), "87.10");
+        assert_eq!(Code::InvalidSyntax.section(), "87.1");
     }
 }

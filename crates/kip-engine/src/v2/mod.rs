@@ -7,7 +7,7 @@
 //!
 //! What runs today: the envelope and its rules (modes, readonly, language labels,
 //! parameters, isolation, capability requirements, critical extensions), and `DESCRIBE
-//! PROTOCOL / CAPABILITIES / EXECUTION CONTEXT / PRIMER`. Every other valid 2.0
+//! PROTOCOL / CAPABILITIES / EXECUTION CONTEXT / PRIMER / ERROR`. Every other valid 2.0
 //! statement is answered `UnsupportedCapability`, and `DESCRIBE CAPABILITIES` says so
 //! (no silent downgrade, KIP2-RT-020).
 //!

@@ -227,6 +227,31 @@ fn run_op(nexus: &Nexus, req: &Request, op: &Operation, access: Access) -> Resul
                     .read(|g| describe::primer(g, access, full))
                     .map_err(|e| V2Error::from_kip(&e))
             }
+            Meta::Describe(Describe::Named {
+                what,
+                value: Some(v),
+            }) if what == "ERROR" => {
+                let name = match param(v) {
+                    Some(Value::String(s)) => s,
+                    other => {
+                        return Err(V2Error::new(
+                            Code::TypeMismatch,
+                            format!(
+                                "DESCRIBE ERROR takes a code name as a string, not {}",
+                                other.unwrap_or(Value::Null)
+                            ),
+                        )
+                        .with_hint("DESCRIBE ERROR \"VersionConflict\""))
+                    }
+                };
+                describe::error(&name).ok_or_else(|| {
+                    V2Error::new(
+                        Code::NotFoundOrNotVisible,
+                        format!("\"{name}\" is not a code of the KIP 2.0 error registry (§87)"),
+                    )
+                    .with_hint("codes are names such as \"VersionConflict\" or \"SchemaSymbolNotFound\"; a 1.x KIP_xxxx code maps to one (docs/semantics.md)")
+                })
+            }
             _ => Err(not_yet(&st, text)),
         },
         StatementKind::Query(_) | StatementKind::Mutation(_) => Err(not_yet(&st, text)),
