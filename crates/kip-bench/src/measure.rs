@@ -324,6 +324,7 @@ pub(crate) fn scale_run(args: &BenchArgs, workload: &Value, n: usize) -> Result<
         })
     };
     let (c, p) = nexus
+        .admin()
         .totals()
         .map_err(|e| anyhow::anyhow!("{}", e.message))?;
     drop(nexus);
@@ -339,7 +340,7 @@ pub(crate) fn scale_run(args: &BenchArgs, workload: &Value, n: usize) -> Result<
     // As `kip serve` does at start: queries are measured with the database file in the
     // OS page cache (steady state of a running server), not against a cold disk.
     let t = Instant::now();
-    let warmed = nexus.prewarm(u64::MAX)?;
+    let warmed = nexus.admin().prewarm(u64::MAX)?;
     eprintln!(
         "[{n}] prewarmed {:.0} MiB in {:.1}s",
         warmed as f64 / 1048576.0,

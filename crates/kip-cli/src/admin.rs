@@ -132,6 +132,7 @@ pub fn export(data: &Path, output: Option<PathBuf>, query: Option<&str>) -> Resu
     let write = |w: &mut dyn std::io::Write| -> Result<()> {
         match query {
             None => nexus
+                .admin()
                 .export_capsule_to(w)
                 .map_err(|e| anyhow::anyhow!("{}", e.message)),
             Some(q) => export_pages(&nexus, q, w),
@@ -184,7 +185,7 @@ pub fn reindex_vectors(data: &Path, quiet: bool) -> Result<ExitCode> {
         return Err(crate::no_store(data, "reindex"));
     }
     let nexus = crate::open_nexus_embedding(data)?;
-    let marked = match nexus.mark_stale_embeddings() {
+    let marked = match nexus.recall().mark_stale_embeddings() {
         Ok(n) => n,
         Err(e) => {
             print_json(&json!({"error": e.to_json()}));
@@ -201,11 +202,14 @@ pub fn reindex_vectors(data: &Path, quiet: bool) -> Result<ExitCode> {
             .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
     );
     let mut total = 0u64;
-    let r = nexus.wait_for_embeddings(std::time::Duration::from_secs(365 * 86_400), &mut |left| {
-        total = total.max(left);
-        bar.set_length(total);
-        bar.set_position(total - left);
-    });
+    let r = nexus.recall().wait_for_embeddings(
+        std::time::Duration::from_secs(365 * 86_400),
+        &mut |left| {
+            total = total.max(left);
+            bar.set_length(total);
+            bar.set_position(total - left);
+        },
+    );
     bar.finish_and_clear();
     match r {
         Ok(left) => {
@@ -230,7 +234,7 @@ pub fn reindex(data: &Path, quiet: bool) -> Result<ExitCode> {
         indicatif::ProgressStyle::with_template("reindex {bar:40} {pos}/{len} elements ({eta})")
             .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
     );
-    let r = nexus.reindex(&mut |done, total| {
+    let r = nexus.admin().reindex(&mut |done, total| {
         bar.set_length(total);
         bar.set_position(done);
     });
@@ -270,6 +274,7 @@ pub fn check(data: &Path) -> Result<ExitCode> {
     }
     let nexus = open_existing(data, "check")?;
     let problems = nexus
+        .admin()
         .check_integrity()
         .map_err(|e| anyhow::anyhow!("{}", e.message))?;
     let ok = problems.is_empty();
@@ -285,6 +290,7 @@ pub fn check(data: &Path) -> Result<ExitCode> {
 pub fn storage_stats(data: &Path, json: bool) -> Result<ExitCode> {
     let nexus = open_existing(data, "measure")?;
     let report = nexus
+        .admin()
         .storage_usage()
         .map_err(|e| anyhow::anyhow!("{}", crate::error_text(&e)))?;
     if json {
@@ -409,10 +415,12 @@ pub fn import_memory(
         b
     };
     let outcome = kip_lang::utf8(&bytes).and_then(|text| {
-        nexus.import_memory_jsonl_with(text, skip_bad_lines, &mut |done, total| {
-            bar.set_length(total as u64);
-            bar.set_position(done as u64);
-        })
+        nexus
+            .memory()
+            .import_jsonl_with(text, skip_bad_lines, &mut |done, total| {
+                bar.set_length(total as u64);
+                bar.set_position(done as u64);
+            })
     });
     bar.finish_and_clear();
     match outcome {
@@ -466,7 +474,8 @@ pub fn looks_like_memory_jsonl(bytes: &[u8]) -> bool {
 pub fn export_memory(data: &Path, file: &str) -> Result<ExitCode> {
     let nexus = open_existing(data, "export")?;
     let text = nexus
-        .export_memory_jsonl()
+        .memory()
+        .export_jsonl()
         .map_err(|e| anyhow::anyhow!("{}", e.message))?;
     if file == "-" {
         if !text.is_empty() {
@@ -490,9 +499,11 @@ pub fn salvage_wal(data: &Path) -> Result<ExitCode> {
     let nexus = kip_engine::Nexus::open_with(data, kip_open::OpenMode::SalvageWal)
         .map_err(|e| anyhow::anyhow!("{}", crate::error_text(&e)))?;
     let problems = nexus
+        .admin()
         .check_integrity()
         .map_err(|e| anyhow::anyhow!("{}", e.message))?;
     let (concepts, propositions) = nexus
+        .admin()
         .totals()
         .map_err(|e| anyhow::anyhow!("{}", e.message))?;
     print_json(

@@ -117,8 +117,8 @@ fn close(shared: &SharedNexus) {
     // With an embedder, a command that wrote waits until the marked concepts are
     // embedded before it exits, so a script can write and then search by meaning (the
     // worker stops with the process). A read does not wait.
-    if let Some(n) = shared.local().filter(|n| n.has_written()) {
-        match n.wait_for_embeddings(EMBED_WAIT, &mut |_| {}) {
+    if let Some(n) = shared.local().filter(|n| n.recall().has_written()) {
+        match n.recall().wait_for_embeddings(EMBED_WAIT, &mut |_| {}) {
             Ok(0) => {}
             Ok(left) => eprintln!(
                 "kip: {left} concepts are not embedded yet (the next start goes on with them)"

@@ -131,13 +131,13 @@ pub fn run(data: &Path, args: ServeArgs, llm: Option<String>) -> Result<ExitCode
     if args.read_only {
         // "Writes nothing, ever": not even the audit log.
         if let Some(n) = shared.local() {
-            n.audit().disable();
+            n.admin().audit().disable();
         }
     }
     if let (false, Some(n)) = (args.no_prewarm, shared.local()) {
         let _ = std::thread::Builder::new()
             .name("kip-prewarm".into())
-            .spawn(move || match n.prewarm(PREWARM_BYTES) {
+            .spawn(move || match n.admin().prewarm(PREWARM_BYTES) {
                 Ok(b) => tracing::debug!("prewarmed {b} bytes of the database file"),
                 Err(e) => tracing::debug!("prewarm stopped: {e}"),
             });
@@ -358,7 +358,7 @@ fn import_memory_file(nexus: &kip_engine::Nexus) -> Result<()> {
             canonical.display()
         )
     })?;
-    let (report, _) = nexus.import_memory_jsonl(&text, false).map_err(|e| {
+    let (report, _) = nexus.memory().import_jsonl(&text, false).map_err(|e| {
         anyhow::anyhow!(
             "the memory file {} (MEMORY_FILE_PATH) was not imported: {}\nhint: fix it, or import it by hand with `kip import --memory-jsonl {} --skip-bad-lines` (which reports each line it leaves out), then start the server again",
             canonical.display(),

@@ -84,7 +84,7 @@ fn run_and_kill(kill_after: usize) {
     }
 
     let n = Nexus::open(dir.path()).expect("reopen after kill");
-    let problems = n.check_integrity().expect("integrity");
+    let problems = n.admin().check_integrity().expect("integrity");
     assert!(
         problems.is_empty(),
         "graph and indexes disagree after the kill: {problems:?}"

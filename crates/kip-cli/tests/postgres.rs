@@ -514,7 +514,7 @@ fn audited_find(n: &Nexus, who: &str, i: usize) {
         &kip_engine::Budget::default(),
         who,
     );
-    n.audit().flush().expect("flush");
+    n.admin().audit().flush().expect("flush");
 }
 
 #[test]
@@ -529,7 +529,7 @@ fn processes_sharing_a_database_share_one_audit_log_without_losing_records() {
             audited_find(n, who, i);
         }
     }
-    let (all, _) = a.audit().list(None, 100).expect("list");
+    let (all, _) = a.admin().audit().list(None, 100).expect("list");
     let ids: Vec<&str> = all.iter().filter_map(|r| r["id"].as_str()).collect();
     assert_eq!(all.len(), 6, "{all:?}");
     let distinct: BTreeSet<&str> = ids.iter().copied().collect();
@@ -550,7 +550,7 @@ fn the_newest_records_kept_are_counted_in_the_shared_log() {
     let a = Nexus::open_postgres(&url).expect("a");
     let b = Nexus::open_postgres(&url).expect("b");
     for n in [&a, &b] {
-        n.audit().configure(kip_engine::audit::AuditConfig {
+        n.admin().audit().configure(kip_engine::audit::AuditConfig {
             max_entries: 4,
             ..Default::default()
         });
@@ -564,7 +564,7 @@ fn the_newest_records_kept_are_counted_in_the_shared_log() {
     for i in 0..3 {
         audited_find(&b, "b", i);
     }
-    let (all, _) = a.audit().list(None, 100).expect("list");
+    let (all, _) = a.admin().audit().list(None, 100).expect("list");
     let ids: Vec<&str> = all.iter().filter_map(|r| r["id"].as_str()).collect();
     assert_eq!(ids, ["6", "5", "4", "3"], "{all:?}");
 }

@@ -241,7 +241,8 @@ fn three_windows_share_one_memory_and_survive_the_owner_being_killed() {
     );
     let nexus = Nexus::open(&data).expect("reopen");
     let found = nexus
-        .memory_tool("open_nodes", &json!({"names": acknowledged}))
+        .memory()
+        .call("open_nodes", &json!({"names": acknowledged}))
         .expect("open_nodes");
     let present: std::collections::HashSet<&str> = found["entities"]
         .as_array()

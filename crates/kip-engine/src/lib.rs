@@ -6,7 +6,9 @@
 //! envelope ([`envelope`]) every interface (CLI, MCP, HTTP) goes through, so they
 //! behave the same.
 //!
-//! The public surface is this facade: [`Nexus`] and its request types, the modules an
+//! The public surface is this facade: [`Nexus`] (execution) with the handles it lends
+//! for each other concern ([`Admin`], [`MemoryTools`], [`Brain`], [`Recall`]; a
+//! `Testing` handle with the `testing` feature) and its request types, the modules an
 //! interface needs ([`envelope`], [`memory`], [`brain`], [`audit`], [`semantic`],
 //! [`bootstrap`], [`progress`], [`time`], [`store`]) and the re-exports below. The
 //! statement executors (`kml`, `kql`, `meta`, `export`), the schema rules (`schema`)
@@ -50,4 +52,9 @@ pub const WORKER_STACK_BYTES: usize = 8 << 20;
 pub use cancel::Interrupt;
 pub use envelope::{run, Access, CommandItem, ExecuteRequest, Outcome, Response};
 pub use kql::QueryLimits;
-pub use nexus::{Backend, Budget, LocalLog, Nexus, SleepGuard, UsageReport, REQUEST_LOG_WINDOW};
+#[cfg(feature = "testing")]
+pub use nexus::Testing;
+pub use nexus::{
+    Admin, Backend, Brain, Budget, LocalLog, MemoryTools, Nexus, Recall, SleepGuard, UsageReport,
+    REQUEST_LOG_WINDOW,
+};

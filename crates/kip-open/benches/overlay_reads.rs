@@ -83,7 +83,7 @@ fn bench(c: &mut Criterion) {
         );
     }
     reads(c, &n, "small_writes_unfolded");
-    n.checkpoint().expect("fold");
+    n.admin().checkpoint().expect("fold");
     reads(c, &n, "folded");
 }
 

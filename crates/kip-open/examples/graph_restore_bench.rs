@@ -88,9 +88,10 @@ fn main() {
         run(&nexus, &format!("UPSERT {{ {blocks} }}"));
     }
     nexus.set_embedder(Arc::new(Clustered)).expect("embedder");
-    let sem = nexus.semantic().expect("semantic").clone();
+    let sem = nexus.recall().semantic().expect("semantic").clone();
     let t = Instant::now();
     nexus
+        .recall()
         .wait_for_embeddings(Duration::from_secs(3600), &mut |_| {})
         .expect("embedded");
     println!(
@@ -121,7 +122,7 @@ fn main() {
     let mut nexus = Nexus::open(&dir).expect("reopen");
     nexus.set_embedder(Arc::new(Clustered)).expect("embedder");
     let reopen = t.elapsed();
-    let sem = nexus.semantic().expect("semantic").clone();
+    let sem = nexus.recall().semantic().expect("semantic").clone();
     assert!(sem.wait_restored(Duration::from_secs(3600)), "restore");
     let restored = t.elapsed();
     assert!(sem.has_ann(), "the graph was not restored");
@@ -146,7 +147,7 @@ fn main() {
     let mut nexus = Nexus::open(&dir).expect("reopen");
     nexus.set_embedder(Arc::new(Clustered)).expect("embedder");
     let plain_reopen = t.elapsed();
-    let sem = nexus.semantic().expect("semantic").clone();
+    let sem = nexus.recall().semantic().expect("semantic").clone();
     println!(
         "reopen without a saved graph: {:.2} s",
         plain_reopen.as_secs_f64()

@@ -172,9 +172,10 @@ fn main() {
     nexus
         .set_embedder(Arc::clone(&table) as Arc<dyn Embedder>)
         .expect("embedder");
-    let sem = nexus.semantic().expect("semantic").clone();
+    let sem = nexus.recall().semantic().expect("semantic").clone();
     let t = Instant::now();
     nexus
+        .recall()
         .wait_for_embeddings(Duration::from_secs(7200), &mut |_| {})
         .expect("embedded");
     println!(

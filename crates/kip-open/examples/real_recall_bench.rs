@@ -82,7 +82,7 @@ fn main() {
     nexus
         .set_embedder(Arc::new(embedders::Never(384)))
         .expect("embedder");
-    let sem = nexus.semantic().expect("semantic").clone();
+    let sem = nexus.recall().semantic().expect("semantic").clone();
     sem.set_ann_min(n / 2);
     for (chunk, vs) in vectors.chunks(10_000).enumerate() {
         let items: Vec<(u64, &str, Vec<f32>)> = vs

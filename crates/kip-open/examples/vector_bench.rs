@@ -45,7 +45,7 @@ fn main() {
     nexus
         .set_embedder(Arc::new(embedders::Words::new(384)))
         .expect("embedder");
-    let sem = nexus.semantic().expect("semantic").clone();
+    let sem = nexus.recall().semantic().expect("semantic").clone();
     if let Some(min) = std::env::var("VECTOR_BENCH_ANN_MIN")
         .ok()
         .and_then(|v| v.parse().ok())

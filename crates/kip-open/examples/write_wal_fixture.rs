@@ -46,13 +46,17 @@ fn main() -> Result<(), String> {
     std::fs::create_dir_all(&out).map_err(|e| e.to_string())?;
     let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
     let n = Nexus::open(dir.path()).map_err(|e| e.message)?;
-    let log = n.backend().local_log().ok_or("no write-ahead log")?;
+    let log = n
+        .admin()
+        .backend()
+        .local_log()
+        .ok_or("no write-ahead log")?;
     // No checkpoint but the one below, however slow the writes.
     log.set_checkpoint_age(std::time::Duration::from_secs(24 * 3600));
     for cmd in BEFORE {
         run(&n, json!({ "command": cmd }))?;
     }
-    n.checkpoint().map_err(|e| e.message)?;
+    n.admin().checkpoint().map_err(|e| e.message)?;
     std::fs::copy(
         dir.path().join(kip_open::DB_FILE),
         out.join(kip_open::DB_FILE),

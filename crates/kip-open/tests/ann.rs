@@ -41,7 +41,7 @@ fn recall(found: &[(f32, u64)], exact: &[(f32, u64)]) -> f64 {
 fn the_graph_answers_like_the_exact_search() {
     let mut n = Nexus::in_memory().expect("nexus");
     n.set_embedder(Arc::new(Never(DIM))).expect("embedder");
-    let sem = n.semantic().expect("semantic").clone();
+    let sem = n.recall().semantic().expect("semantic").clone();
     let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
     let centres: Vec<Vec<f32>> = (0..200)
         .map(|_| (0..DIM).map(|_| rng.unit()).collect())
@@ -111,7 +111,7 @@ fn links_have_a_space_and_a_graph_of_their_own() {
     use kip_engine::store::ElemRef;
     let mut n = Nexus::in_memory().expect("nexus");
     n.set_embedder(Arc::new(Never(DIM))).expect("embedder");
-    let sem = n.semantic().expect("semantic").clone();
+    let sem = n.recall().semantic().expect("semantic").clone();
     let mut rng = Rng(0x2545_f491_4f6c_dd1d);
     let centres: Vec<Vec<f32>> = (0..200)
         .map(|_| (0..DIM).map(|_| rng.unit()).collect())
@@ -177,7 +177,7 @@ fn exec(n: &Nexus, cmd: &str) -> serde_json::Value {
 fn open_with_model(dir: &std::path::Path) -> (Nexus, Arc<kip_engine::semantic::Semantic>) {
     let mut n = Nexus::open(dir).expect("open");
     n.set_embedder(Arc::new(Words::new(DIM))).expect("embedder");
-    let sem = n.semantic().expect("semantic").clone();
+    let sem = n.recall().semantic().expect("semantic").clone();
     assert!(
         sem.wait_restored(Duration::from_secs(60)),
         "restore attempted"
@@ -211,7 +211,8 @@ fn a_saved_graph_is_restored_at_open_and_checked_against_the_store() {
         }
         exec(&n, &format!("UPSERT {{ {blocks} }}"));
     }
-    n.wait_for_embeddings(Duration::from_secs(120), &mut |_| {})
+    n.recall()
+        .wait_for_embeddings(Duration::from_secs(120), &mut |_| {})
         .expect("embedded");
     assert!(sem.wait_for_ann(Duration::from_secs(120)), "graph built");
     let total = sem.len();
@@ -261,7 +262,8 @@ fn a_saved_graph_is_restored_at_open_and_checked_against_the_store() {
     drop(plain);
     let (n, sem) = open_with_model(&dir);
     assert!(sem.has_ann(), "restored");
-    n.wait_for_embeddings(Duration::from_secs(60), &mut |_| {})
+    n.recall()
+        .wait_for_embeddings(Duration::from_secs(60), &mut |_| {})
         .expect("embedded");
     sem.set_ann_min(300);
     assert!(
@@ -292,7 +294,8 @@ fn a_saved_graph_is_restored_at_open_and_checked_against_the_store() {
         ));
     }
     exec(&n, &format!("UPSERT {{ {blocks} }}"));
-    n.wait_for_embeddings(Duration::from_secs(60), &mut |_| {})
+    n.recall()
+        .wait_for_embeddings(Duration::from_secs(60), &mut |_| {})
         .expect("embedded");
     assert!(sem.wait_for_ann(Duration::from_secs(60)), "caught up");
     let grown = sem.len() as u64;
@@ -329,7 +332,8 @@ fn a_saved_graph_is_restored_at_open_and_checked_against_the_store() {
         &n,
         r#"DELETE CONCEPT ?m DETACH WHERE { ?m {type: "Note"} FILTER(STARTS_WITH(?m.name, "m")) }"#,
     );
-    n.wait_for_embeddings(Duration::from_secs(60), &mut |_| {})
+    n.recall()
+        .wait_for_embeddings(Duration::from_secs(60), &mut |_| {})
         .expect("settled");
     let after = exec(&n, QUERY);
     assert!(
@@ -381,7 +385,8 @@ fn a_graph_that_cannot_be_saved_is_still_used() {
         ));
     }
     exec(&n, &format!("UPSERT {{ {blocks} }}"));
-    n.wait_for_embeddings(Duration::from_secs(60), &mut |_| {})
+    n.recall()
+        .wait_for_embeddings(Duration::from_secs(60), &mut |_| {})
         .expect("embedded");
     assert!(sem.wait_for_ann(Duration::from_secs(60)), "graph built");
     std::thread::sleep(Duration::from_millis(700));

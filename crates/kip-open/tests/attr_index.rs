@@ -49,7 +49,7 @@ fn pages_both(n: &mut Nexus, cmd: &str) -> (Vec<Value>, Vec<Value>) {
 }
 
 fn check_clean(n: &Nexus) {
-    let problems = n.check_integrity().expect("check runs");
+    let problems = n.admin().check_integrity().expect("check runs");
     assert!(problems.is_empty(), "{problems:?}");
 }
 
@@ -380,16 +380,18 @@ fn every_write_path_keeps_the_index() {
         "{names}"
     );
     // The memory-server tools.
-    let r = n.memory_tool(
+    let r = n.memory().call(
         "create_entities",
         &json!({"entities": [{"name": "tool-made", "entityType": "Drug", "observations": ["x"]}]}),
     );
     assert!(r.is_ok(), "{r:?}");
-    let r = n.memory_tool("delete_entities", &json!({"entityNames": ["d9"]}));
+    let r = n
+        .memory()
+        .call("delete_entities", &json!({"entityNames": ["d9"]}));
     assert!(r.is_ok(), "{r:?}");
     check_clean(&n);
     // A rebuild gives the same index.
-    n.reindex(&mut |_, _| {}).expect("reindex");
+    n.admin().reindex(&mut |_, _| {}).expect("reindex");
     check_clean(&n);
     assert_eq!(top_names(&n, 3), ["new", "d7", "d6"]);
 }

@@ -42,9 +42,10 @@ fn calls_are_recorded_and_paged_newest_first() {
         &Budget::default(),
         "test",
     );
-    n.memory_tool_audited("read_graph", &json!({}), "mcp")
+    n.memory()
+        .call_audited("read_graph", &json!({}), "mcp")
         .expect("tool");
-    let (all, next) = n.audit().list(None, 10).expect("list");
+    let (all, next) = n.admin().audit().list(None, 10).expect("list");
     assert_eq!(next, None);
     assert_eq!(ids(&all), ["5", "4", "3", "2", "1"]);
     assert_eq!(all[4]["interface"], "test");
@@ -66,22 +67,22 @@ fn calls_are_recorded_and_paged_newest_first() {
     assert_eq!(all[0]["method"], "read_graph");
     assert_eq!(all[0]["interface"], "mcp");
     // Pages of two.
-    let (p1, c1) = n.audit().list(None, 2).expect("page");
+    let (p1, c1) = n.admin().audit().list(None, 2).expect("page");
     assert_eq!(ids(&p1), ["5", "4"]);
-    let (p2, c2) = n.audit().list(c1.as_deref(), 2).expect("page");
+    let (p2, c2) = n.admin().audit().list(c1.as_deref(), 2).expect("page");
     assert_eq!(ids(&p2), ["3", "2"]);
-    let (p3, c3) = n.audit().list(c2.as_deref(), 2).expect("page");
+    let (p3, c3) = n.admin().audit().list(c2.as_deref(), 2).expect("page");
     assert_eq!((ids(&p3), c3), (vec!["1".to_string()], None));
-    assert!(n.audit().list(Some("x"), 2).is_err());
+    assert!(n.admin().audit().list(Some("x"), 2).is_err());
     // Unaudited calls are not recorded.
     n.execute_json(&json!({"command": "DESCRIBE PRIMER"}), Access::ReadOnly);
-    assert_eq!(n.audit().list(None, 100).expect("list").0.len(), 5);
+    assert_eq!(n.admin().audit().list(None, 100).expect("list").0.len(), 5);
 }
 
 #[test]
 fn retention_keeps_the_newest_by_count_and_by_age() {
     let n = common::nexus();
-    n.audit().configure(AuditConfig {
+    n.admin().audit().configure(AuditConfig {
         max_entries: 5,
         max_age: None,
         ..AuditConfig::default()
@@ -89,9 +90,9 @@ fn retention_keeps_the_newest_by_count_and_by_age() {
     for _ in 0..12 {
         call(&n, "DESCRIBE PRIMER");
     }
-    let (kept, _) = n.audit().list(None, 100).expect("list");
+    let (kept, _) = n.admin().audit().list(None, 100).expect("list");
     assert_eq!(ids(&kept), ["12", "11", "10", "9", "8"]);
-    n.audit().configure(AuditConfig {
+    n.admin().audit().configure(AuditConfig {
         max_entries: 1_000,
         max_age: Some(Duration::from_millis(600)),
         ..AuditConfig::default()
@@ -99,7 +100,7 @@ fn retention_keeps_the_newest_by_count_and_by_age() {
     std::thread::sleep(Duration::from_millis(800));
     call(&n, "DESCRIBE PRIMER");
     call(&n, "DESCRIBE PRIMER");
-    let (kept, _) = n.audit().list(None, 100).expect("list");
+    let (kept, _) = n.admin().audit().list(None, 100).expect("list");
     assert_eq!(ids(&kept), ["14", "13"]);
 }
 
@@ -116,14 +117,17 @@ fn records_survive_a_reopen() {
     }
     let n = Nexus::open(dir.path()).expect("reopen");
     call(&n, "DESCRIBE DOMAINS");
-    let (all, _) = n.audit().list(None, 10).expect("list");
+    let (all, _) = n.admin().audit().list(None, 10).expect("list");
     assert_eq!(
         ids(&all),
         ["3", "2", "1"],
         "numbering goes on after a reopen"
     );
     assert_eq!(all[2]["command"], "DESCRIBE PRIMER");
-    assert_eq!(n.check_integrity().expect("check"), Vec::<String>::new());
+    assert_eq!(
+        n.admin().check_integrity().expect("check"),
+        Vec::<String>::new()
+    );
 }
 
 /// Issue 45: one dry-run batch made an 822 KB record, and the log was bounded by count
@@ -143,7 +147,7 @@ fn records_and_the_log_are_bounded_in_bytes() {
         &Budget::default(),
         "test",
     );
-    let (records, _) = n.audit().list(None, 1).expect("list");
+    let (records, _) = n.admin().audit().list(None, 1).expect("list");
     let r = &records[0];
     let size = r.to_string().len();
     assert!(size <= kip_engine::audit::MAX_RECORD, "{size} bytes");
@@ -151,19 +155,23 @@ fn records_and_the_log_are_bounded_in_bytes() {
     assert_eq!(r["request_crc32"].as_str().map(str::len), Some(8));
     assert_eq!(r["commands_run"], 100, "the outcome is kept whole");
     // A byte budget of 20 KB: the oldest records go first, the newest stay.
-    n.audit().configure(AuditConfig {
+    n.admin().audit().configure(AuditConfig {
         max_bytes: 20_000,
         ..AuditConfig::default()
     });
     for _ in 0..200 {
         call(&n, "DESCRIBE PRIMER");
     }
-    n.audit().flush().expect("flush");
+    n.admin().audit().flush().expect("flush");
     let mut total = 0usize;
     let mut cursor = None;
     let mut count = 0;
     loop {
-        let (page, next) = n.audit().list(cursor.as_deref(), 100).expect("list");
+        let (page, next) = n
+            .admin()
+            .audit()
+            .list(cursor.as_deref(), 100)
+            .expect("list");
         for r in &page {
             total += r.to_string().len();
             count += 1;
@@ -175,7 +183,7 @@ fn records_and_the_log_are_bounded_in_bytes() {
     }
     assert!(total <= 20_000, "{total} bytes in {count} records");
     assert!(count >= 20, "the newest records stay ({count})");
-    let (newest, _) = n.audit().list(None, 1).expect("list");
+    let (newest, _) = n.admin().audit().list(None, 1).expect("list");
     assert_eq!(newest[0]["id"], "201", "{}", newest[0]);
 }
 
@@ -185,7 +193,7 @@ fn records_and_the_log_are_bounded_in_bytes() {
 #[test]
 fn old_records_lose_their_parameters() {
     let n = common::nexus();
-    n.audit().configure(AuditConfig {
+    n.admin().audit().configure(AuditConfig {
         params_max_age: Some(Duration::from_millis(300)),
         ..AuditConfig::default()
     });
@@ -195,7 +203,7 @@ fn old_records_lose_their_parameters() {
         &Budget::default(),
         "test",
     );
-    n.memory_tool_audited(
+    n.memory().call_audited(
         "create_entities",
         &json!({"entities": [{"name": "Private Pat", "entityType": "person", "observations": ["lives at 1 Elm St"]}]}),
         "test",
@@ -203,8 +211,8 @@ fn old_records_lose_their_parameters() {
     .expect("tool");
     std::thread::sleep(Duration::from_millis(500));
     call(&n, "DESCRIBE PRIMER");
-    n.audit().purge_old_parameters().expect("purge");
-    let (records, _) = n.audit().list(None, 10).expect("list");
+    n.admin().audit().purge_old_parameters().expect("purge");
+    let (records, _) = n.admin().audit().list(None, 10).expect("list");
     let text = serde_json::to_string(&records).expect("json");
     assert!(!text.contains("Secret Sam"), "{text}");
     assert!(!text.contains("Elm St"), "{text}");

@@ -149,18 +149,19 @@ fn ttl_graph(n: &Nexus) {
 }
 
 fn sleep(n: &Nexus, dry_run: bool) -> SleepReport {
-    n.sleep(&SleepOptions {
-        dry_run,
-        ..SleepOptions::default()
-    })
-    .expect("sleep cycle")
+    n.brain()
+        .sleep(&SleepOptions {
+            dry_run,
+            ..SleepOptions::default()
+        })
+        .expect("sleep cycle")
 }
 
 #[test]
 fn ttl_reclamation_deletes_exactly_the_eligible() {
     let n = common::nexus();
     ttl_graph(&n);
-    let h = n.health().expect("health");
+    let h = n.brain().health().expect("health");
     // Expired concepts: ev-done, ev-archived, ev-pending, ev-evidence, ev-shared,
     // task-done, task-pending, c-fulfilled, c-pending, bob, scratch.
     assert_eq!(h.expired.concepts, 11, "{h:?}");
@@ -314,16 +315,23 @@ fn the_cap_bounds_deletions_per_cycle() {
     };
     // Each Event has one link (its domain): a node and its links count, so 5 elements
     // are two Events (4 elements) per cycle.
-    let r = n.sleep(&opts).expect("cycle");
+    let r = n.brain().sleep(&opts).expect("cycle");
     assert_eq!(r.deleted_concepts.len(), 2);
     assert_eq!(r.deleted_propositions, 2);
     assert!(r.cap_reached);
     let left = run(&n, r#"FIND(COUNT(?e)) WHERE { ?e {type: "Event"} }"#);
     assert_eq!(left, json!(10));
     for _ in 0..4 {
-        assert_eq!(n.sleep(&opts).expect("cycle").deleted_concepts.len(), 2);
+        assert_eq!(
+            n.brain()
+                .sleep(&opts)
+                .expect("cycle")
+                .deleted_concepts
+                .len(),
+            2
+        );
     }
-    let r = n.sleep(&opts).expect("cycle");
+    let r = n.brain().sleep(&opts).expect("cycle");
     assert_eq!(r.deleted_concepts.len(), 2);
     assert!(!r.cap_reached);
     let left = run(&n, r#"FIND(COUNT(?e)) WHERE { ?e {type: "Event"} }"#);
@@ -389,7 +397,7 @@ fn decay_lowers_memory_strength_once_per_period() {
         now: std::time::SystemTime::now().checked_add(std::time::Duration::from_secs(8 * 86_400)),
         ..SleepOptions::default()
     };
-    let r = n.sleep(&later).expect("dry run");
+    let r = n.brain().sleep(&later).expect("dry run");
     assert_eq!(r.decayed_links, 3, "{r:?}");
     assert_eq!(strength("ann", "knows", "ben"), json!(0.95));
 }
@@ -398,7 +406,7 @@ fn decay_lowers_memory_strength_once_per_period() {
 fn the_health_report_matches_a_hand_count() {
     let n = common::nexus();
     // A fresh nexus: everything bootstrapped is classified.
-    let h = n.health().expect("health");
+    let h = n.brain().health().expect("health");
     assert_eq!(h.orphans.count, 0, "{:?}", h.orphans.sample);
     assert_eq!(h.unsorted_backlog.count, 0);
     assert!(h.triggers.is_empty());
@@ -444,7 +452,7 @@ fn the_health_report_matches_a_hand_count() {
             CONCEPT ?t3 { {type: "SleepTask", name: "t3"} SET ATTRIBUTES { target_type: "Event", target_name: "old-2", requested_action: "archive", reason: "r", status: "completed" } SET PROPOSITIONS { ("belongs_to_domain", {type: "Domain", name: "System"}) } }
         }"#,
     );
-    let h = n.health().expect("health");
+    let h = n.brain().health().expect("health");
     assert_eq!(h.orphans.count, 12);
     assert!(h.orphans.exceeded);
     assert_eq!(h.unsorted_backlog.count, 3);
@@ -489,7 +497,8 @@ fn two_cycles_never_run_at_once() {
         .map(|_| {
             let n = n.clone();
             std::thread::spawn(move || {
-                n.sleep(&SleepOptions::default())
+                n.brain()
+                    .sleep(&SleepOptions::default())
                     .map(|r| r.deleted_concepts.len())
             })
         })

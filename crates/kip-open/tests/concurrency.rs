@@ -151,7 +151,7 @@ fn concurrent_statements_stay_atomic_when_some_fail() {
             assert_eq!(r, json!(0), "a failed statement left t{t}-{i} behind");
         }
     }
-    assert!(n.check_integrity().expect("integrity").is_empty());
+    assert!(n.admin().check_integrity().expect("integrity").is_empty());
 }
 
 /// The same mix of succeeding and failing concurrent statements on disk: combined
@@ -188,10 +188,10 @@ fn concurrent_writes_on_disk_replay_exactly_after_a_crash() {
         t.join().expect("thread");
     }
     assert!(
-        n.wal_len() > 0,
+        n.admin().wal_len() > 0,
         "the writes are in the log, not yet checkpointed"
     );
-    let expected = n.dump().expect("dump");
+    let expected = n.admin().dump().expect("dump");
     // A crash now: the database file holds the last durable state, the log the rest.
     let crashed = tmp.path().join("crashed");
     std::fs::create_dir_all(&crashed).expect("mkdir");
@@ -199,8 +199,11 @@ fn concurrent_writes_on_disk_replay_exactly_after_a_crash() {
         std::fs::copy(live.join(f), crashed.join(f)).expect("copy");
     }
     let r = Nexus::open(&crashed).expect("reopen");
-    assert_eq!(r.dump().expect("dump"), expected);
-    assert_eq!(r.check_integrity().expect("check"), Vec::<String>::new());
+    assert_eq!(r.admin().dump().expect("dump"), expected);
+    assert_eq!(
+        r.admin().check_integrity().expect("check"),
+        Vec::<String>::new()
+    );
     assert_eq!(
         ok(&r, r#"FIND(COUNT(?l)) WHERE { ?l (?x, "pairs_with", ?y) }"#),
         json!(8 * 18)

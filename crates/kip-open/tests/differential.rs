@@ -577,7 +577,7 @@ proptest! {
             "FIND({}) WHERE {{\n{body}\n}} LIMIT 10000",
             vars.iter().map(|v| format!("?{v}")).collect::<Vec<_>>().join(", ")
         );
-        let dump = n.dump().expect("dump");
+        let dump = n.admin().dump().expect("dump");
         let data = Data {
             concepts: dump["concepts"].as_array().expect("c").iter().map(|c| (c["id"].as_str().unwrap_or("").to_string(), c.clone())).collect(),
             links: dump["propositions"].as_array().expect("p").iter().map(|p| (p["id"].as_str().unwrap_or("").to_string(), p.clone())).collect(),

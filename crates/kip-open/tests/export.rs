@@ -18,12 +18,15 @@ const SCHEMA: &str = r#"UPSERT {
 /// Exports `n`, imports into a fresh nexus, exports again: the two texts are equal and
 /// the copy passes the integrity check.
 fn round_trip(n: &Nexus) -> String {
-    let first = n.export_capsule().expect("export");
+    let first = n.admin().export_capsule().expect("export");
     let copy = nexus();
     copy.load_capsule(&first)
         .unwrap_or_else(|e| panic!("the export does not import: {e}"));
-    assert_eq!(copy.check_integrity().expect("check"), Vec::<String>::new());
-    let second = copy.export_capsule().expect("export");
+    assert_eq!(
+        copy.admin().check_integrity().expect("check"),
+        Vec::<String>::new()
+    );
+    let second = copy.admin().export_capsule().expect("export");
     assert!(first == second, "export -> import -> export differs");
     first
 }

@@ -89,10 +89,10 @@ fn reopening_never_reruns_bootstrap() {
             &n,
             r#"UPSERT { CONCEPT ?x { {type: "Person", name: "Alice"} } }"#,
         );
-        n.dump().expect("dump")
+        n.admin().dump().expect("dump")
     };
     let n = Nexus::open(dir.path()).expect("reopen");
-    assert_eq!(n.dump().expect("dump"), first);
+    assert_eq!(n.admin().dump().expect("dump"), first);
 }
 
 #[test]
@@ -493,10 +493,10 @@ fn the_same_upsert_twice_gives_the_same_graph_and_result() {
         PROPOSITION ?p { (?d, "has_side_effect", ?h) SET ATTRIBUTES { s: "x" } }
     } WITH METADATA { source: "idem" }"#;
     let r1 = ok(&n, cmd);
-    let g1 = n.dump().expect("dump");
+    let g1 = n.admin().dump().expect("dump");
     let r2 = ok(&n, cmd);
     assert_eq!(r1, r2);
-    assert_eq!(n.dump().expect("dump"), g1);
+    assert_eq!(n.admin().dump().expect("dump"), g1);
 }
 
 #[test]
@@ -520,7 +520,7 @@ fn an_error_in_any_block_leaves_the_graph_exactly_as_it_was() {
     let n = nexus();
     medical_schema(&n);
     medical_facts(&n);
-    let before = n.dump().expect("dump");
+    let before = n.admin().dump().expect("dump");
     let e = err(
         &n,
         r#"UPSERT {
@@ -530,14 +530,14 @@ fn an_error_in_any_block_leaves_the_graph_exactly_as_it_was() {
         }"#,
     );
     assert_eq!(e, "KIP_2001");
-    assert_eq!(n.dump().expect("dump"), before);
+    assert_eq!(n.admin().dump().expect("dump"), before);
 }
 
 #[test]
 fn dry_run_validates_everything_and_writes_nothing() {
     let n = nexus();
     medical_schema(&n);
-    let before = n.dump().expect("dump");
+    let before = n.admin().dump().expect("dump");
     let r = n
         .execute_json(&json!({"command": r#"UPSERT { CONCEPT ?x { {type: "Drug", name: "Dry"} } }"#, "dry_run": true}), Access::ReadWrite)
         .to_json();
@@ -555,7 +555,7 @@ fn dry_run_validates_everything_and_writes_nothing() {
         .execute_json(&json!({"command": r#"DELETE CONCEPT ?x DETACH WHERE { ?x {type: "Domain", name: "CoreSchema"} }"#, "dry_run": true}), Access::ReadWrite)
         .to_json();
     assert_eq!(r["error"]["code"], "KIP_3004");
-    assert_eq!(n.dump().expect("dump"), before);
+    assert_eq!(n.admin().dump().expect("dump"), before);
 }
 
 #[test]
@@ -681,13 +681,13 @@ fn capsules_load_atomically() {
     let results = n.load_capsule(insight).expect("load Insight");
     assert!(!results.is_empty());
     assert!(concept(&n, "$ConceptType", "Insight").is_object());
-    let before = n.dump().expect("dump");
+    let before = n.admin().dump().expect("dump");
     let bad = "UPSERT { CONCEPT ?a { {type: \"Person\", name: \"Zed\"} } }\nUPSERT { CONCEPT ?b { {type: \"Nope\", name: \"x\"} } }";
     assert_eq!(
         n.load_capsule(bad).expect_err("second fails").code.as_str(),
         "KIP_2001"
     );
-    assert_eq!(n.dump().expect("dump"), before);
+    assert_eq!(n.admin().dump().expect("dump"), before);
 }
 
 #[test]
@@ -730,14 +730,14 @@ fn a_capsule_larger_than_the_command_limit_loads_in_one_transaction() {
     assert!(concept(&n, "Drug", "Big1").is_object());
     assert!(concept(&n, "Drug", "Big2").is_object());
 
-    let before = n.dump().expect("dump");
+    let before = n.admin().dump().expect("dump");
     let bad = format!(
         "UPSERT {{ CONCEPT ?a {{ {{type: \"Drug\", name: \"Big3\"}} }} }}\n{filler}UPSERT {{ CONCEPT ?b {{ {{type: \"Drug\" name: \"Big4\"}} }} }}\n"
     );
     let e = n.load_capsule(&bad).expect_err("syntax error at the end");
     assert_eq!(e.code.as_str(), "KIP_1001");
     assert_eq!(e.line, Some(3), "{e}");
-    assert_eq!(n.dump().expect("dump"), before);
+    assert_eq!(n.admin().dump().expect("dump"), before);
 }
 
 /// One capsule that creates concepts, links new and existing ones, names an existing
@@ -913,6 +913,6 @@ fn a_big_capsule_is_written_in_bulk_and_every_index_follows() {
         count(r#"FIND(COUNT(?g)) WHERE { ?g {type: "Gadget"} }"#),
         json!(525)
     );
-    let problems = n.check_integrity().expect("check");
+    let problems = n.admin().check_integrity().expect("check");
     assert!(problems.is_empty(), "{problems:?}");
 }

@@ -5,7 +5,7 @@ use common::*;
 use serde_json::{json, Value};
 
 fn call(n: &kip_engine::Nexus, tool: &str, args: Value) -> Result<Value, kip_lang::KipError> {
-    n.memory_tool(tool, &args)
+    n.memory().call(tool, &args)
 }
 
 #[test]
@@ -316,10 +316,10 @@ fn add_observations_on_an_unknown_entity_fails_and_saves_nothing() {
         json!({"entities": [{"name": "A", "entityType": "x", "observations": ["o1"]}]}),
     )
     .expect("create");
-    let before = n.dump().expect("dump");
+    let before = n.admin().dump().expect("dump");
     let e = call(&n, "add_observations", json!({"observations": [{"entityName": "A", "contents": ["o2"]}, {"entityName": "Ghost", "contents": ["x"]}]})).expect_err("ghost");
     assert_eq!(e.message, "Entity with name Ghost not found");
-    assert_eq!(n.dump().expect("dump"), before);
+    assert_eq!(n.admin().dump().expect("dump"), before);
     let r = call(
         &n,
         "add_observations",
@@ -394,7 +394,7 @@ fn update_entities_can_change_the_type_keeping_relations() {
         ),
         json!([["Robot"], ["B"]])
     );
-    assert!(n.check_integrity().expect("integrity").is_empty());
+    assert!(n.admin().check_integrity().expect("integrity").is_empty());
 }
 
 #[test]
@@ -569,7 +569,7 @@ fn reading_tools_are_bounded_by_the_response_limit() {
     let one = call(&n, "open_nodes", json!({"names": ["entity 7"]})).expect("open");
     assert_eq!(one["entities"][0]["name"], "entity 7");
     assert_eq!(
-        n.export_memory_jsonl().expect("export").lines().count(),
+        n.memory().export_jsonl().expect("export").lines().count(),
         200
     );
 }
@@ -766,7 +766,7 @@ fn a_relation_to_an_unknown_entity_is_kept_and_its_placeholder_is_not_listed() {
     .expect("update");
     assert_eq!(u["relations"][0]["version"], 2);
     // The export leaves the placeholders out and keeps their relations.
-    let exported = n.export_memory_jsonl().expect("export");
+    let exported = n.memory().export_jsonl().expect("export");
     assert!(
         !exported.contains("\"type\":\"entity\",\"name\":\"Nobody\""),
         "{exported}"
@@ -780,7 +780,7 @@ fn a_relation_to_an_unknown_entity_is_kept_and_its_placeholder_is_not_listed() {
         ),
         json!([["Unknown"], [true]])
     );
-    assert!(n.check_integrity().expect("integrity").is_empty());
+    assert!(n.admin().check_integrity().expect("integrity").is_empty());
 }
 
 /// An entity created under a placeholder's name takes its place: its relations are
@@ -848,7 +848,7 @@ fn creating_the_entity_of_a_placeholder_keeps_its_relations() {
     );
     let o = call(&n, "open_nodes", json!({"names": ["Nobody"]})).expect("open");
     assert_eq!(o["relations"].as_array().map(Vec::len), Some(2));
-    assert!(n.check_integrity().expect("integrity").is_empty());
+    assert!(n.admin().check_integrity().expect("integrity").is_empty());
 }
 
 /// A placeholder lives as long as a relation names it: deleting the last such relation,
@@ -899,7 +899,7 @@ fn a_placeholder_goes_with_its_last_relation() {
     let g = call(&n, "read_graph", json!({})).expect("read");
     assert_eq!(names(&g["entities"]), vec!["Bob"]);
     assert_eq!(g["relations"], json!([]));
-    assert!(n.check_integrity().expect("integrity").is_empty());
+    assert!(n.admin().check_integrity().expect("integrity").is_empty());
 }
 
 /// The mapping rule for concepts written through KIP (docs/memory-server.md): the
@@ -1003,9 +1003,10 @@ fn an_imported_memory_starts_healthy_and_decays_from_its_last_use() {
     let n = nexus();
     // A first cycle decays what the new nexus has; the one after the import shows
     // what the import left to decay.
-    n.sleep(&kip_engine::brain::SleepOptions::default())
+    n.brain()
+        .sleep(&kip_engine::brain::SleepOptions::default())
         .expect("sleep");
-    let before = n.health().expect("health");
+    let before = n.brain().health().expect("health");
     let mut file = String::new();
     for i in 0..40 {
         file.push_str(&json!({"type": "entity", "name": format!("e{i}"), "entityType": format!("kind {i}"), "observations": ["x"]}).to_string());
@@ -1023,11 +1024,11 @@ fn an_imported_memory_starts_healthy_and_decays_from_its_last_use() {
     file.push_str(
         &json!({"type": "relation", "from": "e1", "to": "e0", "relationType": "knows"}).to_string(),
     );
-    let (report, bad) = n.import_memory_jsonl(&file, false).expect("import");
+    let (report, bad) = n.memory().import_jsonl(&file, false).expect("import");
     assert!(bad.is_empty());
     assert_eq!(report.relations, 41);
     assert_eq!(report.placeholders, vec!["Nobody"]);
-    let after = n.health().expect("health");
+    let after = n.brain().health().expect("health");
     assert_eq!(
         after.orphans.count, before.orphans.count,
         "{:?}",
@@ -1044,6 +1045,7 @@ fn an_imported_memory_starts_healthy_and_decays_from_its_last_use() {
         "40 entities, the placeholder, 41 types (Unknown with them), 41 predicates"
     );
     let report = n
+        .brain()
         .sleep(&kip_engine::brain::SleepOptions::default())
         .expect("sleep");
     assert_eq!(

@@ -194,7 +194,10 @@ fn a_data_directory_of_an_earlier_release_opens_migrated_and_whole() {
         );
         let none = ok(&n, r#"SEARCH CONCEPT "migraine""#);
         assert!(!none.to_string().contains("Withdrawn"), "{none}");
-        assert_eq!(n.check_integrity().expect("check"), Vec::<String>::new());
+        assert_eq!(
+            n.admin().check_integrity().expect("check"),
+            Vec::<String>::new()
+        );
         // It takes writes.
         ok(
             &n,
@@ -206,5 +209,8 @@ fn a_data_directory_of_an_earlier_release_opens_migrated_and_whole() {
     assert!(ok(&n, r#"SEARCH CONCEPT "queasy""#)
         .to_string()
         .contains("Nausea"));
-    assert_eq!(n.check_integrity().expect("check"), Vec::<String>::new());
+    assert_eq!(
+        n.admin().check_integrity().expect("check"),
+        Vec::<String>::new()
+    );
 }

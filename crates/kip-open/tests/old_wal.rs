@@ -92,7 +92,7 @@ fn a_log_of_writes_the_database_file_never_got_is_replayed_at_open() {
         json!([1])
     );
     assert_eq!(
-        n.check_integrity().expect("check"),
+        n.admin().check_integrity().expect("check"),
         Vec::<String>::new(),
         "the integrity check is clean"
     );

@@ -385,7 +385,7 @@ fn copy_dir(from: &Path, to: &Path) {
 fn open(dir: &Path, max_changes: Option<usize>) -> Nexus {
     let n = Nexus::open(dir).expect("open");
     if let Some(m) = max_changes {
-        n.set_max_txn_index_changes(m);
+        n.testing().set_max_txn_index_changes(m);
     }
     n
 }
@@ -545,7 +545,7 @@ fn run(ops: Vec<Op>, max_changes: Option<usize>) {
                 assert_eq!(r.is_ok(), dry);
                 assert_eq!(check(&n, &elems), before, "a failed write changes nothing");
             }
-            Op::Checkpoint => n.checkpoint().expect("checkpoint"),
+            Op::Checkpoint => n.admin().checkpoint().expect("checkpoint"),
             Op::Crash | Op::Reopen => {
                 release(&mut held);
                 dirs += 1;
@@ -576,6 +576,7 @@ fn run(ops: Vec<Op>, max_changes: Option<usize>) {
     release(&mut held);
     // (The test's types are not registered as `$ConceptType`s: storage does not care.)
     let problems: Vec<String> = n
+        .admin()
         .check_integrity()
         .expect("check")
         .into_iter()
@@ -584,10 +585,10 @@ fn run(ops: Vec<Op>, max_changes: Option<usize>) {
     assert_eq!(problems, Vec::<String>::new());
     // Folded completely on request, and then still the same.
     let before = check(&n, &elems);
-    n.checkpoint().expect("checkpoint");
+    n.admin().checkpoint().expect("checkpoint");
     assert_eq!(check(&n, &elems), before);
     assert_eq!(
-        n.overlay_entries(),
+        n.testing().overlay_entries(),
         0,
         "nothing left in memory after a fold"
     );
@@ -629,10 +630,13 @@ fn a_held_reader_keeps_its_view_through_a_fold_and_pruning_waits_for_it() {
         elems.insert(ElemRef::Concept(id).encode());
         ids.push(id);
     }
-    assert!(n.overlay_entries() > 0, "small writes stay in the overlay");
+    assert!(
+        n.testing().overlay_entries() > 0,
+        "small writes stay in the overlay"
+    );
     let mut held = Some(hold(&n, elems.clone()));
-    n.checkpoint().expect("fold");
-    let kept = n.overlay_entries();
+    n.admin().checkpoint().expect("fold");
+    let kept = n.testing().overlay_entries();
     assert!(kept > 0, "the old reader still needs the folded entries");
     // A later write, removing one of the folded entries' concepts.
     let rec = record(0, 0, &[0, 1]);
@@ -640,8 +644,8 @@ fn a_held_reader_keeps_its_view_through_a_fold_and_pruning_waits_for_it() {
         .expect("delete");
     check(&n, &elems);
     release(&mut held);
-    n.checkpoint().expect("fold again");
-    assert_eq!(n.overlay_entries(), 0);
+    n.admin().checkpoint().expect("fold again");
+    assert_eq!(n.testing().overlay_entries(), 0);
     check(&n, &elems);
 }
 
@@ -689,7 +693,7 @@ fn concurrent_readers_always_see_whole_commits_while_writers_fold() {
         n.write(|w| Ok(w.put_concept(id, &new, Some(&old))?), false)
             .expect("rename");
         if round % 7 == 0 {
-            n.checkpoint().expect("checkpoint");
+            n.admin().checkpoint().expect("checkpoint");
         }
     }
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
@@ -720,7 +724,8 @@ fn the_integrity_check_finds_a_stale_secondary_index_entry() {
     put(&record(0, 0, &[]), None);
     let b = put(&record(1, 0, &[]), None);
     let clean = |n: &Nexus| -> Vec<String> {
-        n.check_integrity()
+        n.admin()
+            .check_integrity()
             .expect("check")
             .into_iter()
             .filter(|p| !p.contains("unregistered type"))
@@ -730,7 +735,7 @@ fn the_integrity_check_finds_a_stale_secondary_index_entry() {
     put(&record(1, 1, &[]), Some(b));
     for fold in [false, true] {
         if fold {
-            n.checkpoint().expect("fold");
+            n.admin().checkpoint().expect("fold");
         }
         let problems = clean(&n);
         assert!(

@@ -72,7 +72,7 @@ fn run(base: &Disk, seed: u64, crash_after: Option<u64>, writes: usize) -> (Vec<
                 acked.push(name);
             }
             if (seed + i as u64) % 7 == 3 {
-                let _ = n.checkpoint();
+                let _ = n.admin().checkpoint();
             }
         }
         drop(n); // a clean close checkpoints, unless the power is already off
@@ -95,7 +95,7 @@ fn a_power_loss_anywhere_loses_no_acknowledged_write() {
         for i in 0..WRITES {
             assert!(write(&n, &format!("full_{i}"), i));
             if (1 + i as u64) % 7 == 3 {
-                n.checkpoint().expect("checkpoint");
+                n.admin().checkpoint().expect("checkpoint");
             }
         }
         drop(n);
@@ -123,7 +123,7 @@ fn a_power_loss_anywhere_loses_no_acknowledged_write() {
             lost.is_empty(),
             "seed {seed} (power off after {crash} of {full} operations): acknowledged writes lost: {lost:?}"
         );
-        let problems = n.check_integrity().expect("check");
+        let problems = n.admin().check_integrity().expect("check");
         assert!(
             problems.is_empty(),
             "seed {seed} (power off after {crash} of {full} operations): {problems:?}"
@@ -191,7 +191,7 @@ fn a_failed_log_write_refuses_further_writes_and_loses_nothing() {
         let present = names(&m);
         assert!(present.contains("before"), "acknowledged write kept");
         assert!(!present.contains("failed"), "the failed write left nothing");
-        assert!(m.check_integrity().expect("check").is_empty());
+        assert!(m.admin().check_integrity().expect("check").is_empty());
         assert!(write(&m, "again", 2), "writes work after reopening");
     }
 }
@@ -205,6 +205,7 @@ fn a_failed_checkpoint_refuses_writes_until_reopened_and_loses_nothing() {
     assert!(write(&n, "one", 1));
     disk.inject(&db, Some(Fault::NoSpace));
     let e = n
+        .admin()
         .checkpoint()
         .expect_err("the database file cannot be written");
     assert!(
@@ -243,5 +244,5 @@ fn a_failed_checkpoint_refuses_writes_until_reopened_and_loses_nothing() {
     assert!(present.contains("one"), "{present:?}");
     assert!(!present.contains("two"), "the refused write left nothing");
     assert!(write(&m, "three", 3), "writes work after reopening");
-    assert!(m.check_integrity().expect("check").is_empty());
+    assert!(m.admin().check_integrity().expect("check").is_empty());
 }

@@ -322,7 +322,7 @@ fn merge_repoints_links_fills_attributes_and_leaves_a_trail() {
         ),
         json!(["Fever", "Headache", "Stomach Upset"])
     );
-    assert!(n.check_integrity().expect("check").is_empty());
+    assert!(n.admin().check_integrity().expect("check").is_empty());
     // Again: the source is gone, and the hint says it was merged.
     let e = err_obj(
         &n,
@@ -457,17 +457,18 @@ fn export_re_imports_to_the_same_graph_without_reserved_metadata() {
 #[test]
 fn the_memory_tools_keep_versions_too() {
     let n = nexus();
-    n.memory_tool(
+    n.memory().call(
         "create_entities",
         &json!({"entities": [{"name": "Ada", "entityType": "person", "observations": ["math"]}]}),
     )
     .expect("create");
     assert_eq!(version(&n, "Person", "Ada"), json!(1));
-    n.memory_tool(
-        "add_observations",
-        &json!({"observations": [{"entityName": "Ada", "contents": ["engines"]}]}),
-    )
-    .expect("add");
+    n.memory()
+        .call(
+            "add_observations",
+            &json!({"observations": [{"entityName": "Ada", "contents": ["engines"]}]}),
+        )
+        .expect("add");
     assert_eq!(version(&n, "Person", "Ada"), json!(2));
 }
 

@@ -82,6 +82,7 @@ fn hybrid_recalls_by_meaning_better_than_keywords() {
         .to_json());
     }
     let left = n
+        .recall()
         .wait_for_embeddings(Duration::from_secs(600), &mut |_| {})
         .expect("embedding");
     assert_eq!(left, 0);

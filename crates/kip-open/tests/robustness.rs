@@ -117,16 +117,16 @@ proptest! {
         medical_schema(&n);
         for c in &cmds {
             let dry = n.execute_json(&json!({"command": c, "dry_run": true}), Access::ReadWrite).to_json();
-            let before = n.dump().expect("dump");
+            let before = n.admin().dump().expect("dump");
             let r = n.execute_json(&json!({"command": c}), Access::ReadWrite).to_json();
             prop_assert!(r.get("result").is_some() || r.get("error").is_some());
             if r.get("error").is_some() {
                 // A failed command changes nothing, and dry_run predicted the failure.
-                prop_assert_eq!(n.dump().expect("dump"), before.clone(), "{} changed the graph", c);
+                prop_assert_eq!(n.admin().dump().expect("dump"), before.clone(), "{} changed the graph", c);
                 prop_assert!(dry.get("error").is_some(), "dry_run accepted {} but it failed: {}", c, r);
             }
         }
-        let problems = n.check_integrity().expect("integrity check");
+        let problems = n.admin().check_integrity().expect("integrity check");
         prop_assert!(problems.is_empty(), "{:?} after {:?}", problems, cmds);
     }
 }

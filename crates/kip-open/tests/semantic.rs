@@ -50,6 +50,7 @@ fn names(v: &Value) -> Vec<String> {
 
 fn settle(n: &Nexus) {
     let left = n
+        .recall()
         .wait_for_embeddings(Duration::from_secs(60), &mut |_| {})
         .expect("embedding");
     assert_eq!(left, 0, "still not embedded");
@@ -121,8 +122,11 @@ fn writes_are_embedded_in_the_background_and_searched_by_vector() {
         r#"SEARCH CONCEPT "apples pears" WITH TYPE "Note" MODE "semantic""#,
     );
     assert!(!names(&sem).contains(&"engine".to_string()), "{sem}");
-    assert_eq!(n.mark_stale_embeddings().expect("stale"), 0);
-    assert_eq!(n.check_integrity().expect("check"), Vec::<String>::new());
+    assert_eq!(n.recall().mark_stale_embeddings().expect("stale"), 0);
+    assert_eq!(
+        n.admin().check_integrity().expect("check"),
+        Vec::<String>::new()
+    );
 }
 
 #[test]
@@ -147,7 +151,7 @@ fn propositions_have_their_own_vectors() {
         note(&n, name, d);
     }
     settle(&n);
-    let concepts_only = n.semantic().expect("semantic").len();
+    let concepts_only = n.recall().semantic().expect("semantic").len();
     let link = |s: &str, p: &str, o: &str| {
         run(
             &n,
@@ -161,7 +165,10 @@ fn propositions_have_their_own_vectors() {
     link("alice", "likes", "pizza");
     settle(&n);
     // One vector per link too.
-    assert_eq!(n.semantic().expect("semantic").len(), concepts_only + 3);
+    assert_eq!(
+        n.recall().semantic().expect("semantic").len(),
+        concepts_only + 3
+    );
     let subj = |r: &Value| -> Vec<(String, String)> {
         r.as_array()
             .unwrap_or_else(|| panic!("{r}"))
@@ -202,7 +209,7 @@ fn propositions_have_their_own_vectors() {
         r#"UPSERT { CONCEPT ?l { {type: "$PropositionType", name: "likes"} SET ATTRIBUTES { description: "fondness" } } }"#,
     );
     settle(&n);
-    assert_eq!(n.mark_stale_embeddings().expect("stale"), 0);
+    assert_eq!(n.recall().mark_stale_embeddings().expect("stale"), 0);
     let r = run(
         &n,
         r#"SEARCH PROPOSITION "fondness bob" MODE "semantic" LIMIT 1"#,
@@ -210,19 +217,22 @@ fn propositions_have_their_own_vectors() {
     assert_eq!(subj(&r)[0].0, "likes", "{r}");
 
     // Deleting a concept and its links removes their vectors from memory too.
-    let before = n.semantic().expect("semantic").len();
+    let before = n.recall().semantic().expect("semantic").len();
     run(
         &n,
         r#"DELETE CONCEPT ?n DETACH WHERE { ?n {type: "Note", name: "pizza"} }"#,
     );
     settle(&n);
-    assert_eq!(n.semantic().expect("semantic").len(), before - 3);
+    assert_eq!(n.recall().semantic().expect("semantic").len(), before - 3);
     let r = run(
         &n,
         r#"SEARCH PROPOSITION "fondness" WITH TYPE "likes" MODE "semantic""#,
     );
     assert_eq!(r, json!([]));
-    assert_eq!(n.check_integrity().expect("check"), Vec::<String>::new());
+    assert_eq!(
+        n.admin().check_integrity().expect("check"),
+        Vec::<String>::new()
+    );
     // kip check finds a vector of an element that does not exist, and a bad one.
     n.write(
         |w| {
@@ -233,7 +243,7 @@ fn propositions_have_their_own_vectors() {
         false,
     )
     .expect("write");
-    let problems = n.check_integrity().expect("check");
+    let problems = n.admin().check_integrity().expect("check");
     assert!(
         problems
             .iter()
@@ -294,6 +304,7 @@ fn a_fresh_write_is_found_by_keyword_before_it_is_embedded() {
     let n = kiwi_found_by_keyword(Scripted(|_| Err(EmbedError::Remote("unreachable".into()))));
     // Waiting reports the model's failure instead of hanging.
     let err = n
+        .recall()
         .wait_for_embeddings(Duration::from_secs(20), &mut |_| {})
         .expect_err("the model fails");
     assert!(err.message.contains("unreachable"), "{}", err.message);
@@ -357,7 +368,11 @@ fn a_power_loss_during_background_embedding_loses_nothing() {
             .expect("embedder");
         settle(&n);
         // Every acknowledged write is there and embedded from its current text.
-        assert_eq!(n.mark_stale_embeddings().expect("stale"), 0, "seed {seed}");
+        assert_eq!(
+            n.recall().mark_stale_embeddings().expect("stale"),
+            0,
+            "seed {seed}"
+        );
         for (i, name) in written.iter().enumerate() {
             let r = run(
                 &n,
@@ -539,7 +554,7 @@ fn an_element_deleted_before_its_vector_is_dropped_is_never_a_result() {
     // The worker is now held on a new note: the deletions below mark their elements,
     // but their vectors stay in memory until it is released.
     note(&n, "held", "HOLD");
-    let vectors = n.semantic().expect("semantic").len();
+    let vectors = n.recall().semantic().expect("semantic").len();
     run(
         &n,
         r#"DELETE CONCEPT ?n DETACH WHERE { ?n {type: "Note", name: "pie"} }"#,
@@ -565,9 +580,12 @@ fn an_element_deleted_before_its_vector_is_dropped_is_never_a_result() {
         assert!(links.iter().all(|l| l["predicate"] == "bakes"), "{r}");
     }
     // The deleted pie's and its link's vectors were still there all along.
-    assert_eq!(n.semantic().expect("semantic").len(), vectors);
+    assert_eq!(n.recall().semantic().expect("semantic").len(), vectors);
     model.release();
     settle(&n);
-    assert_eq!(n.semantic().expect("semantic").len(), vectors - 1);
-    assert_eq!(n.check_integrity().expect("check"), Vec::<String>::new());
+    assert_eq!(n.recall().semantic().expect("semantic").len(), vectors - 1);
+    assert_eq!(
+        n.admin().check_integrity().expect("check"),
+        Vec::<String>::new()
+    );
 }

@@ -36,11 +36,12 @@ fn concept_id(n: &Nexus, ty: &str, name: &str) -> Option<u64> {
 }
 
 fn sleep(n: &Nexus) -> SleepReport {
-    n.sleep(&SleepOptions {
-        trigger: "test".into(),
-        ..SleepOptions::default()
-    })
-    .expect("a cycle")
+    n.brain()
+        .sleep(&SleepOptions {
+            trigger: "test".into(),
+            ..SleepOptions::default()
+        })
+        .expect("a cycle")
 }
 
 fn plan_of(n: &Nexus, id: u64, name: &str) -> Planned {

@@ -36,7 +36,7 @@ const WRITES: &[&str] = &[
 ];
 
 fn graph(n: &Nexus) -> serde_json::Value {
-    n.dump().expect("dump")
+    n.admin().dump().expect("dump")
 }
 
 #[test]
@@ -48,7 +48,7 @@ fn acknowledged_writes_survive_a_crash_between_checkpoints() {
     for w in WRITES {
         ok(&n, w);
     }
-    assert!(n.wal_len() > 0, "small writes go through the log");
+    assert!(n.admin().wal_len() > 0, "small writes go through the log");
     let expected = graph(&n);
     snapshot(&live, &crashed, &[DB_FILE, WAL_FILE]);
     assert_eq!(
@@ -59,8 +59,11 @@ fn acknowledged_writes_survive_a_crash_between_checkpoints() {
 
     let r = Nexus::open(&crashed).expect("reopen after the crash");
     assert_eq!(graph(&r), expected, "replay rebuilds the same graph");
-    assert_eq!(r.check_integrity().expect("check"), Vec::<String>::new());
-    assert_eq!(r.wal_len(), 0, "replayed records are checkpointed");
+    assert_eq!(
+        r.admin().check_integrity().expect("check"),
+        Vec::<String>::new()
+    );
+    assert_eq!(r.admin().wal_len(), 0, "replayed records are checkpointed");
     let born = ok(
         &r,
         r#"FIND(?p.attributes.born) WHERE { ?p {type: "Person", name: "Ada"} }"#,
@@ -76,7 +79,10 @@ fn acknowledged_writes_survive_a_crash_between_checkpoints() {
         &r,
         r#"UPSERT { CONCEPT ?d { {type: "Person", name: "Grace"} } }"#,
     );
-    assert_eq!(r.check_integrity().expect("check"), Vec::<String>::new());
+    assert_eq!(
+        r.admin().check_integrity().expect("check"),
+        Vec::<String>::new()
+    );
     drop(n);
 }
 
@@ -91,15 +97,18 @@ fn records_already_checkpointed_are_not_applied_twice() {
         ok(&n, w);
     }
     snapshot(&live, &crashed, &[WAL_FILE]);
-    n.checkpoint().expect("checkpoint");
-    assert_eq!(n.wal_len(), 0);
+    n.admin().checkpoint().expect("checkpoint");
+    assert_eq!(n.admin().wal_len(), 0);
     assert!(logged(&live).is_empty(), "a checkpoint empties the log");
     // The database after the checkpoint, the log from before it.
     snapshot(&live, &crashed, &[DB_FILE]);
     let expected = graph(&n);
     let r = Nexus::open(&crashed).expect("reopen");
     assert_eq!(graph(&r), expected);
-    assert_eq!(r.check_integrity().expect("check"), Vec::<String>::new());
+    assert_eq!(
+        r.admin().check_integrity().expect("check"),
+        Vec::<String>::new()
+    );
     drop(r);
 
     // Later writes go to the start of the log again; with the same database snapshot
@@ -117,7 +126,10 @@ fn records_already_checkpointed_are_not_applied_twice() {
     snapshot(&live, &again, &[DB_FILE, WAL_FILE]);
     let r = Nexus::open(&again).expect("reopen");
     assert_eq!(graph(&r), expected);
-    assert_eq!(r.check_integrity().expect("check"), Vec::<String>::new());
+    assert_eq!(
+        r.admin().check_integrity().expect("check"),
+        Vec::<String>::new()
+    );
     drop(n);
 }
 
@@ -127,11 +139,11 @@ fn a_clean_close_empties_the_log_and_a_failed_write_logs_nothing() {
     let dir = tmp.path().join("d");
     let n = Nexus::open(&dir).expect("open");
     ok(&n, WRITES[1]);
-    let before = n.wal_len();
+    let before = n.admin().wal_len();
     // Unknown type: KIP_2001, nothing written, nothing logged.
     let r = common::run(&n, r#"UPSERT { CONCEPT ?x { {type: "Nope", name: "x"} } }"#);
     assert!(r.get("error").is_some());
-    assert_eq!(n.wal_len(), before);
+    assert_eq!(n.admin().wal_len(), before);
     // dry_run logs nothing either.
     let r = n
         .execute_json(
@@ -140,7 +152,7 @@ fn a_clean_close_empties_the_log_and_a_failed_write_logs_nothing() {
         )
         .to_json();
     assert!(r.get("error").is_none(), "{r}");
-    assert_eq!(n.wal_len(), before);
+    assert_eq!(n.admin().wal_len(), before);
     drop(n);
     assert!(logged(&dir).is_empty(), "a clean close leaves an empty log");
     let n = Nexus::open(&dir).expect("reopen");
@@ -158,13 +170,14 @@ fn an_idle_nexus_checkpoints_its_log_within_the_age() {
     let tmp = tempfile::tempdir().expect("tempdir");
     let dir = tmp.path().join("d");
     let n = std::sync::Arc::new(Nexus::open(&dir).expect("open"));
-    n.set_checkpoint_age(std::time::Duration::from_millis(200));
-    n.start_idle_checkpoints().expect("timer");
+    n.testing()
+        .set_checkpoint_age(std::time::Duration::from_millis(200));
+    n.admin().start_idle_checkpoints().expect("timer");
     ok(&n, WRITES[1]);
-    assert!(n.wal_len() > 0, "the write is in the log");
+    assert!(n.admin().wal_len() > 0, "the write is in the log");
     // No further write: the timer alone must checkpoint it.
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
-    while n.wal_len() > 0 {
+    while n.admin().wal_len() > 0 {
         assert!(
             std::time::Instant::now() < deadline,
             "an idle nexus kept its log"
@@ -262,7 +275,7 @@ mod damaged {
         let crashed = tmp.path().join("crashed");
         let n = Nexus::open(&live).expect("open");
         ok(&n, WRITES[1]);
-        n.checkpoint().expect("checkpoint");
+        n.admin().checkpoint().expect("checkpoint");
         snapshot(&live, &crashed, &[DB_FILE]);
         drop(n);
         // A well-framed record (right CRC) whose operations are garbage.
@@ -381,7 +394,10 @@ fn a_damaged_record_mid_log_is_corruption_not_a_torn_tail() {
 
     // Salvage: explicit, keeps a copy, opens as of record 2.
     let n = Nexus::open_with(&crashed, kip_open::OpenMode::SalvageWal).expect("salvage");
-    assert_eq!(n.check_integrity().expect("check"), Vec::<String>::new());
+    assert_eq!(
+        n.admin().check_integrity().expect("check"),
+        Vec::<String>::new()
+    );
     let people = ok(
         &n,
         r#"FIND(?p.name) WHERE { ?p {type: "Person"} FILTER(?p.name == "Ada" || ?p.name == "Charles") }"#,
@@ -420,7 +436,10 @@ fn a_damaged_record_mid_log_is_corruption_not_a_torn_tail() {
     bytes[total - last.payload.len() / 2] ^= 0x01;
     std::fs::write(&wal, &bytes).expect("write");
     let n = Nexus::open(&torn).expect("a torn tail opens");
-    assert_eq!(n.check_integrity().expect("check"), Vec::<String>::new());
+    assert_eq!(
+        n.admin().check_integrity().expect("check"),
+        Vec::<String>::new()
+    );
 }
 
 /// New data directories and their files are private to their owner.
@@ -451,14 +470,17 @@ fn the_integrity_check_reads_the_log_back() {
     for w in WRITES {
         ok(&n, w);
     }
-    assert_eq!(n.check_integrity().expect("check"), Vec::<String>::new());
+    assert_eq!(
+        n.admin().check_integrity().expect("check"),
+        Vec::<String>::new()
+    );
     let wal = tmp.path().join(WAL_FILE);
     let (records, _) = Wal::read(&wal).expect("read");
     let mut bytes = std::fs::read(&wal).expect("read");
     let at = 20 + records[0].payload.len() + 20 + 3;
     bytes[at] ^= 0xff;
     std::fs::write(&wal, &bytes).expect("write");
-    let problems = n.check_integrity().expect("check");
+    let problems = n.admin().check_integrity().expect("check");
     assert!(
         problems.iter().any(|p| p.contains("write-ahead log")),
         "{problems:?}"

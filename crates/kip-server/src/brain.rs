@@ -67,11 +67,11 @@ pub fn sleep_cycle(
     trigger: &str,
     llm: Option<&Llm>,
 ) -> Result<kip_engine::brain::SleepReport, KipError> {
-    let cycle = nexus.begin_sleep()?;
+    let cycle = nexus.brain().begin_sleep()?;
     let llm_phase = match llm {
         None => None,
         Some(l) => {
-            let health = serde_json::to_value(nexus.health()?).unwrap_or(Value::Null);
+            let health = serde_json::to_value(nexus.brain().health()?).unwrap_or(Value::Null);
             let context = serde_json::json!({
                 "trigger": trigger,
                 "scope": "full",
@@ -104,7 +104,7 @@ pub fn sleep_cycle(
         llm_phase,
         ..Default::default()
     };
-    nexus.sleep_held(&cycle, &opts)
+    nexus.brain().sleep_held(&cycle, &opts)
 }
 
 fn exec(backend: &Backend, access: kip_engine::Access) -> impl FnMut(&Value) -> Value + '_ {

@@ -520,7 +520,7 @@ async fn the_log_can_hide_the_sleep_cycle() {
     )
     .await;
     // Off the runtime's threads: the PostgreSQL backend's client blocks.
-    kip_open::testing::blocking(|| n.sleep(&kip_engine::brain::SleepOptions::default()))
+    kip_open::testing::blocking(|| n.brain().sleep(&kip_engine::brain::SleepOptions::default()))
         .expect("a sleep cycle");
     let interfaces = |v: &Value| -> Vec<String> {
         v["result"]

@@ -262,7 +262,7 @@ async fn fifty_concurrent_clients_mixing_reads_and_writes_lose_nothing() {
     )
     .await;
     assert_eq!(v["result"], 150);
-    let problems = kip_open::testing::blocking(|| n.check_integrity()).expect("integrity");
+    let problems = kip_open::testing::blocking(|| n.admin().check_integrity()).expect("integrity");
     assert!(problems.is_empty(), "{problems:?}");
 }
 

@@ -90,7 +90,7 @@ fn the_language_model_phases_run_under_the_cycle_claim() {
     };
     // Another cycle holds the claim: this one starts nothing, the model is not called.
     {
-        let _other = n.begin_sleep().expect("claim");
+        let _other = n.brain().begin_sleep().expect("claim");
         let e = kip_server::brain::sleep_cycle(&n, false, "on_demand", Some(&llm))
             .expect_err("refused");
         assert_eq!(e.code.as_str(), "KIP_4002");

@@ -21,6 +21,6 @@ fuzz_target!(|data: &[u8]| {
     for dry in [true, false] {
         let _ = nexus.execute_json(&json!({"command": text, "dry_run": dry}), Access::ReadWrite);
     }
-    let problems = nexus.check_integrity().expect("integrity");
+    let problems = nexus.admin().check_integrity().expect("integrity");
     assert!(problems.is_empty(), "{problems:?}");
 });

@@ -14,7 +14,7 @@ fuzz_target!(|data: &[u8]| {
     let Some((&which, body)) = data.split_first() else { return };
     let Ok(args) = serde_json::from_slice::<serde_json::Value>(body) else { return };
     let nexus = Nexus::in_memory().expect("nexus");
-    let _ = nexus.memory_tool(
+    let _ = nexus.memory().call(
         "create_entities",
         &serde_json::json!({"entities": [
             {"name": "Ann", "entityType": "person", "observations": ["likes tea"]},
@@ -24,8 +24,8 @@ fuzz_target!(|data: &[u8]| {
     match usize::from(which) % (TOOLS.len() + 2) {
         0 => drop(nexus.execute_json(&args, Access::ReadOnly)),
         1 => drop(nexus.execute_json(&args, Access::ReadWrite)),
-        n => drop(nexus.memory_tool(TOOLS[n - 2], &args)),
+        n => drop(nexus.memory().call(TOOLS[n - 2], &args)),
     }
-    let problems = nexus.check_integrity().expect("integrity");
+    let problems = nexus.admin().check_integrity().expect("integrity");
     assert!(problems.is_empty(), "{problems:?}");
 });

@@ -188,7 +188,7 @@ impl Cycle<'_> {
         let start = std::time::Instant::now();
         let r = self.nexus.execute_json(&args, Access::ReadWrite);
         // Every statement of the cycle is in the audit log, as `$system`'s work.
-        self.nexus.audit().record(crate::audit::kip_entry(
+        self.nexus.admin().audit().record(crate::audit::kip_entry(
             "sleep",
             "execute_kip",
             &args,
@@ -453,7 +453,7 @@ impl Cycle<'_> {
             true
         } else {
             st.applied = true;
-            match self.nexus.reclaim(p, self.now) {
+            match self.nexus.brain().reclaim(p, self.now) {
                 Ok(Reclaimed::Deleted {
                     concepts,
                     propositions,

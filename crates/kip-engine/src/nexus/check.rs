@@ -8,13 +8,16 @@ use super::*;
 /// Elements the check reads (and announces to the store) at a time.
 const CHECK_CHUNK: usize = 512;
 
-impl Nexus {
+impl Admin<'_> {
     /// Checks the store's invariants: every index entry matches its record, every link's
     /// subject and object exist, statistics match the data. Returns the problems found.
     pub fn check_integrity(&self) -> Result<Vec<String>, KipError> {
-        let mut problems = self.store.check_storage()?;
+        let mut problems = self.nexus.store.check_storage()?;
         problems.extend(self.check_graph()?);
-        problems.extend(self.read(|r| Ok(crate::semantic::check_vectors(r)?))?);
+        problems.extend(
+            self.nexus
+                .read(|r| Ok(crate::semantic::check_vectors(r)?))?,
+        );
         Ok(problems)
     }
 
@@ -23,7 +26,7 @@ impl Nexus {
     /// gathered in a single scan.
     fn check_graph(&self) -> Result<Vec<String>, KipError> {
         use crate::store::ElemRef;
-        self.read(|r| {
+        self.nexus.read(|r| {
             let mut problems = Vec::new();
             let mut type_counts: std::collections::HashMap<String, u64> = Default::default();
             // What the type, name, predicate and incoming-link indexes must hold.

@@ -3,23 +3,45 @@
 //! commands with one write transaction per KML statement (concurrent
 //! statements are combined into one transaction by the write combiner here).
 //!
-//! Kept in one file (about 900 lines): opening, the write combiner and command
+//! [`Nexus`] itself holds execution: the constructors, the `execute*` family,
+//! `execute_command`, `explain`, `load_capsule*` (`capsule.rs`), raw `read`/`write`
+//! transactions and its configuration (`limits`/`set_limits`, `set_embedder`). Every
+//! other concern is reached through a borrowed handle, one module each:
+//!
+//! - [`Nexus::admin`] -> [`Admin`] (`admin.rs`): the backend, checkpoints, the log,
+//!   storage usage (`usage.rs`), the integrity check (`check.rs`), reindexing, the audit
+//!   log, export and dumps.
+//! - [`Nexus::memory`] -> [`MemoryTools`] (`memory.rs`): the Knowledge Graph Memory
+//!   Server tools and their JSONL files.
+//! - [`Nexus::brain`] -> [`Brain`] (`brain.rs`): the health report and the sleep cycle.
+//! - [`Nexus::recall`] -> [`Recall`] (`recall.rs`): semantic recall's state, waiting
+//!   for embeddings, re-embedding stale vectors.
+//! - `Nexus::testing` -> `Testing` (`testing.rs`, feature `testing` only): test knobs.
+//!
+//! Kept in one file (about 750 lines): opening, the write combiner and command
 //! execution share the `Nexus` fields and the combiner's queue, and the order of a
 //! statement's steps (prepare, combine, commit, answer) is read top to bottom here.
-//! The parts that only use the public surface live beside it: `check.rs` (integrity),
-//! `semantic.rs` (embedder glue), `brain.rs` (audit log, health, sleep cycle),
-//! `capsule.rs` (loading a capsule file in one transaction).
+//! `requests.rs` is the exactly-once request log a statement's transaction consults.
 
 use crate::bootstrap::bootstrap;
+mod admin;
 mod brain;
-pub use brain::SleepGuard;
 mod capsule;
 mod check;
+mod memory;
+mod recall;
 mod requests;
-pub use requests::WINDOW as REQUEST_LOG_WINDOW;
-pub use usage::UsageReport;
-mod semantic;
+#[cfg(feature = "testing")]
+mod testing;
 mod usage;
+pub use admin::Admin;
+pub use brain::{Brain, SleepGuard};
+pub use memory::MemoryTools;
+pub use recall::Recall;
+pub use requests::WINDOW as REQUEST_LOG_WINDOW;
+#[cfg(feature = "testing")]
+pub use testing::Testing;
+pub use usage::UsageReport;
 
 use crate::cancel::Interrupt;
 use crate::envelope::{self, Access, ExecuteRequest, Outcome, Response};
@@ -27,13 +49,14 @@ use crate::kml::{delete, upsert};
 use crate::kql::{self, QueryLimits};
 pub use crate::store::backend::{Backend, LocalLog};
 use crate::store::{GraphRead, GraphWrite};
-use kip_lang::{Command, ErrorCode, KipError};
+use kip_lang::{Command, KipError};
 use serde_json::Value;
 use std::collections::HashMap;
-use std::path::Path;
 use std::sync::{Arc, Mutex, MutexGuard};
 
-/// An open Cognitive Nexus.
+/// An open Cognitive Nexus. Its own methods execute KIP; administration, the memory
+/// tools, the brain and semantic recall are reached through the handles it lends
+/// ([`Nexus::admin`], [`Nexus::memory`], [`Nexus::brain`], [`Nexus::recall`]).
 pub struct Nexus {
     store: Arc<dyn Backend>,
     limits: QueryLimits,
@@ -182,28 +205,33 @@ impl Nexus {
         })
     }
 
-    /// The storage backend.
-    pub fn backend(&self) -> &Arc<dyn Backend> {
-        &self.store
+    /// Storage administration: the backend, checkpoints, usage, the integrity check,
+    /// reindexing, the audit log, exports (see [`Admin`]).
+    pub fn admin(&self) -> Admin<'_> {
+        Admin { nexus: self }
     }
 
-    /// Reads the database file once, sequentially, so the kernel's page cache holds it
-    /// and the first queries after a start do not wait for the disk (see
-    /// [`LocalLog::prewarm`]).
-    pub fn prewarm(&self, max_bytes: u64) -> std::io::Result<u64> {
-        self.store
-            .local_log()
-            .map_or(Ok(0), |l| l.prewarm(max_bytes))
+    /// The Knowledge Graph Memory Server tools and their JSONL files (see
+    /// [`MemoryTools`]).
+    pub fn memory(&self) -> MemoryTools<'_> {
+        MemoryTools { nexus: self }
     }
 
-    /// Bytes of write-ahead log written since the last checkpoint (0 in memory).
-    pub fn wal_len(&self) -> u64 {
-        self.store.local_log().map_or(0, |l| l.log_len())
+    /// The health report and the sleep cycle (see [`Brain`]).
+    pub fn brain(&self) -> Brain<'_> {
+        Brain { nexus: self }
     }
 
-    /// The data directory, for an on-disk nexus.
-    pub fn path(&self) -> Option<&Path> {
-        self.store.path()
+    /// Semantic recall: its state, waiting for embeddings, stale vectors (see
+    /// [`Recall`]; turning it on is [`Nexus::set_embedder`]).
+    pub fn recall(&self) -> Recall<'_> {
+        Recall { nexus: self }
+    }
+
+    /// Test knobs (see [`Testing`]; feature `testing`).
+    #[cfg(feature = "testing")]
+    pub fn testing(&self) -> Testing<'_> {
+        Testing { nexus: self }
     }
 
     /// Runs `f` in a write transaction: commits on `Ok` (unless `dry_run`), aborts on
@@ -224,54 +252,6 @@ impl Nexus {
         self.store.read(f)
     }
 
-    /// Makes every commit durable in the database file and empties the write-ahead log.
-    pub fn checkpoint(&self) -> Result<(), KipError> {
-        match self.store.local_log() {
-            Some(l) => Ok(l.checkpoint()?),
-            None => Ok(()),
-        }
-    }
-
-    /// Checkpoints when the log's oldest record is older than the checkpoint age and no
-    /// write is under way. Returns whether a checkpoint ran.
-    pub fn checkpoint_if_due(&self) -> Result<bool, KipError> {
-        match self.store.local_log() {
-            Some(l) => Ok(l.checkpoint_if_due()?),
-            None => Ok(false),
-        }
-    }
-
-    /// Starts the thread that checkpoints the log of an idle nexus within the
-    /// checkpoint age (30 s); it ends once the nexus is dropped. See
-    /// [`crate::store::backend::start_idle_checkpoints`].
-    pub fn start_idle_checkpoints(&self) -> std::io::Result<()> {
-        crate::store::backend::start_idle_checkpoints(&self.store)
-    }
-
-    /// Sets how old the log's oldest record may get before a checkpoint (default 30 s).
-    /// For tests (feature `testing`).
-    #[cfg(feature = "testing")]
-    pub fn set_checkpoint_age(&self, age: std::time::Duration) {
-        if let Some(l) = self.store.local_log() {
-            l.set_checkpoint_age(age);
-        }
-    }
-
-    /// Makes a write transaction fold its index changes into the tables once it holds
-    /// `n` of them (default 524,288). For tests (feature `testing`).
-    #[cfg(feature = "testing")]
-    pub fn set_max_txn_index_changes(&self, n: usize) {
-        if let Some(l) = self.store.local_log() {
-            l.set_max_txn_index_changes(n);
-        }
-    }
-
-    /// Index entries held in the in-memory overlay (not yet folded into the tables, or
-    /// folded but still needed by an older reader).
-    pub fn overlay_entries(&self) -> usize {
-        self.store.local_log().map_or(0, |l| l.overlay_entries())
-    }
-
     /// The query limits in force.
     pub fn limits(&self) -> &QueryLimits {
         &self.limits
@@ -280,6 +260,20 @@ impl Nexus {
     /// Replaces the query limits.
     pub fn set_limits(&mut self, limits: QueryLimits) {
         self.limits = limits;
+    }
+
+    /// Turns semantic recall on with `embedder` (see [`crate::semantic`]): SEARCH gets
+    /// `MODE "semantic"` and `"hybrid"` (the default mode from then on), and a worker
+    /// thread embeds new and changed concepts in the background. Opening with another
+    /// model than the stored vectors' drops them and embeds everything again. On `Nexus`,
+    /// not on [`Recall`]: it replaces the embedder and its worker, so it needs
+    /// `&mut self`, which a handle borrowed from a shared nexus cannot give.
+    pub fn set_embedder(&mut self, embedder: Arc<dyn kip_embed::Embedder>) -> Result<(), KipError> {
+        if let Some(old) = self.semantic.take() {
+            old.shutdown();
+        }
+        self.semantic = Some(crate::semantic::Semantic::start(&self.store, embedder)?);
+        Ok(())
     }
 
     /// Executes an `execute_kip` (or `execute_kip_readonly`) arguments object.
@@ -298,6 +292,32 @@ impl Nexus {
             Ok(req) => self.execute_with(&req, access, budget),
             Err(e) => envelope::envelope_failure(e),
         }
+    }
+
+    /// [`Nexus::execute_json_with`], recorded in the audit log as a call through
+    /// `interface` (`method` is `execute_kip` or `execute_kip_readonly`).
+    pub fn execute_audited(
+        &self,
+        args: &Value,
+        access: Access,
+        budget: &Budget,
+        interface: &str,
+    ) -> Value {
+        let start = std::time::Instant::now();
+        let response = self.execute_json_with(args, access, budget).to_json();
+        let method = if access == Access::ReadOnly {
+            "execute_kip_readonly"
+        } else {
+            "execute_kip"
+        };
+        self.audit.record(crate::audit::kip_entry(
+            interface,
+            method,
+            args,
+            &response,
+            start.elapsed(),
+        ));
+        response
     }
 
     /// Executes a parsed request with the spec's batch semantics.
@@ -558,37 +578,6 @@ impl Nexus {
         })
     }
 
-    /// Every concept and proposition as JSON objects, in id order:
-    /// `{"concepts": [...], "propositions": [...]}`.
-    pub fn dump(&self) -> Result<Value, KipError> {
-        self.read(|r| {
-            let mut concepts = Vec::new();
-            r.scan_concepts(&mut |n| {
-                if let Some(c) = r.concept(n)? {
-                    concepts.push(serde_json::json!({
-                        "id": crate::store::ElemRef::Concept(n).id_string(),
-                        "type": c.concept_type, "name": c.name,
-                        "attributes": c.attributes, "metadata": c.metadata,
-                    }));
-                }
-                Ok(true)
-            })?;
-            let mut props = Vec::new();
-            r.scan_props(&mut |n| {
-                if let Some(p) = r.prop(n)? {
-                    props.push(serde_json::json!({
-                        "id": crate::store::ElemRef::Prop(n).id_string(),
-                        "subject": p.subject.id_string(), "predicate": p.predicate,
-                        "object": p.object.id_string(),
-                        "attributes": p.attributes, "metadata": p.metadata,
-                    }));
-                }
-                Ok(true)
-            })?;
-            Ok(serde_json::json!({"concepts": concepts, "propositions": props}))
-        })
-    }
-
     /// The plan chosen for a FIND query, one line per step.
     pub fn explain(&self, query: &str) -> Result<Vec<String>, KipError> {
         let cmd = kip_lang::parse_command(query)?;
@@ -597,33 +586,6 @@ impl Nexus {
                 .with_hint("write FIND(...) WHERE { ... }"));
         };
         self.read(|r| kql::explain(r, &q, &self.limits))
-    }
-
-    /// Rebuilds the text index and the attribute value index from the graph in one
-    /// transaction; `progress(done, total)`.
-    pub fn reindex(&self, progress: &mut dyn FnMut(u64, u64)) -> Result<(), KipError> {
-        Ok(self.store.reindex(progress)?)
-    }
-
-    /// The whole graph as a KIP capsule that re-imports to the same graph.
-    pub fn export_capsule(&self) -> Result<String, KipError> {
-        self.read(|r| crate::export::export_capsule(r))
-    }
-
-    /// Writes the export capsule to `out` as it is rendered (one read snapshot; memory
-    /// for the sort keys only, not the whole text).
-    pub fn export_capsule_to(&self, out: &mut dyn std::io::Write) -> Result<(), KipError> {
-        self.read(|r| crate::export::export_capsule_to(r, out))
-    }
-
-    /// Runs a Knowledge Graph Memory Server tool (see [`crate::memory`]).
-    pub fn memory_tool(&self, name: &str, args: &Value) -> Result<Value, KipError> {
-        let r = crate::memory::call(self, name, args);
-        self.wrote.store(true, std::sync::atomic::Ordering::Relaxed);
-        if let Some(s) = &self.semantic {
-            s.nudge();
-        }
-        r
     }
 
     /// DESCRIBE PRIMER with an embedder: `search_modes` lists all three modes and
@@ -717,83 +679,12 @@ impl Nexus {
             self.read(|r| search_pending(r, s, limits, mode, &resolve))
         })
     }
-
-    /// Imports a memory-server JSONL file in one transaction. A malformed line fails the
-    /// whole import, naming its line number, unless `skip_bad_lines`. Returns what was
-    /// imported and the malformed lines left out.
-    pub fn import_memory_jsonl(
-        &self,
-        text: &str,
-        skip_bad_lines: bool,
-    ) -> Result<(crate::memory::ImportReport, Vec<(usize, String)>), KipError> {
-        self.import_memory_jsonl_with(text, skip_bad_lines, &mut |_, _| {})
-    }
-
-    /// [`Nexus::import_memory_jsonl`] telling `progress` (items done, items in all) as
-    /// it goes. Returns what was imported and the malformed lines left out (line
-    /// number, reason; only with `skip_bad_lines`, else the first one is the error).
-    pub fn import_memory_jsonl_with(
-        &self,
-        text: &str,
-        skip_bad_lines: bool,
-        progress: &mut dyn FnMut(usize, usize),
-    ) -> Result<(crate::memory::ImportReport, Vec<(usize, String)>), KipError> {
-        let (items, bad) = crate::memory::parse_jsonl(text);
-        if let Some((line, why)) = bad.first() {
-            if !skip_bad_lines {
-                return Err(KipError::new(
-                    ErrorCode::InvalidSyntax,
-                    format!(
-                        "line {line}: {why} ({} malformed line(s) in all{}); nothing was imported",
-                        bad.len(),
-                        if bad.len() > 1 {
-                            format!(", lines {}", line_list(&bad))
-                        } else {
-                            String::new()
-                        }
-                    ),
-                )
-                .with_hint("fix the lines, or import with --skip-bad-lines to leave malformed lines out (each is reported)"));
-            }
-        }
-        let now = crate::memory::now();
-        let total = items.len();
-        let report = self.write(
-            |w| crate::memory::import_items(w, &items, &now, &mut |done| progress(done, total)),
-            false,
-        )?;
-        Ok((report, bad))
-    }
-
-    /// The memory graph as JSONL (entities, then relations; with createdAt/version).
-    pub fn export_memory_jsonl(&self) -> Result<String, KipError> {
-        self.read(|r| crate::memory::export_jsonl(r))
-    }
-
-    /// Number of concepts and propositions.
-    pub fn totals(&self) -> Result<(u64, u64), KipError> {
-        self.read(|r| Ok(r.totals()?))
-    }
 }
 
 /// Locks a mutex, also after a panic in another holder (the guarded state stays valid:
 /// the log is cut back on every failed append).
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
-}
-
-/// `3, 7, 12, ...` (at most 20 line numbers).
-fn line_list(bad: &[(usize, String)]) -> String {
-    let mut s = bad
-        .iter()
-        .take(20)
-        .map(|(l, _)| l.to_string())
-        .collect::<Vec<_>>()
-        .join(", ");
-    if bad.len() > 20 {
-        s.push_str(", ...");
-    }
-    s
 }
 
 fn validation_shape(cmd: &Command) -> Value {

@@ -33,18 +33,18 @@ impl UsageReport {
     }
 }
 
-impl Nexus {
+impl Admin<'_> {
     /// The store's footprint by table and file (checkpointed first, so a local log's
     /// contents are in the tables they belong to), and the graph's size.
     pub fn storage_usage(&self) -> Result<UsageReport, KipError> {
-        if let Some(log) = self.store.local_log() {
+        if let Some(log) = self.nexus.store.local_log() {
             log.checkpoint()?;
         }
-        let usage = self.store.storage_usage()?;
-        let (concepts, links) = self.read(|r| Ok(r.totals()?))?;
+        let usage = self.nexus.store.storage_usage()?;
+        let (concepts, links) = self.nexus.read(|r| Ok(r.totals()?))?;
         Ok(UsageReport {
-            backend: self.store.kind(),
-            location: self.store.location(),
+            backend: self.nexus.store.kind(),
+            location: self.nexus.store.location(),
             concepts,
             links,
             usage,

@@ -132,8 +132,8 @@ impl Backend {
     pub fn storage(&self) -> Value {
         match self.local() {
             Some(n) => serde_json::json!({
-                "kind": n.backend().kind(),
-                "location": n.backend().location(),
+                "kind": n.admin().backend().kind(),
+                "location": n.admin().backend().location(),
             }),
             None => serde_json::json!({"kind": "forwarded"}),
         }

@@ -336,7 +336,7 @@ impl SharedNexus {
                         nexus.set_embedder(e.clone())?;
                     }
                     let nexus = Arc::new(nexus);
-                    if let Err(e) = nexus.start_idle_checkpoints() {
+                    if let Err(e) = nexus.admin().start_idle_checkpoints() {
                         tracing::warn!("cannot start the idle checkpoint thread: {e}; the log is checkpointed at writes only");
                     }
                     if let Some(hook) = &self.hook {
@@ -354,6 +354,7 @@ impl SharedNexus {
                     // A nexus in a database is opened by every process itself: no
                     // socket to forward through.
                     let listener = match nexus
+                        .admin()
                         .path()
                         .map(|_| Listener::start(nexus.clone(), &self.dir, &self.socket))
                     {
@@ -412,7 +413,7 @@ impl SharedNexus {
         if let Some(l) = owner.listener.take() {
             l.stop(&self.socket);
         }
-        owner.nexus.checkpoint()
+        owner.nexus.admin().checkpoint()
     }
 }
 

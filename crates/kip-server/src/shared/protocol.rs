@@ -156,25 +156,27 @@ pub(super) fn run(nexus: &Nexus, op: &Op, budget: &Budget) -> Reply {
                 );
             }
             let out = match interface {
-                Some(i) => nexus.memory_tool_audited(tool, args, i),
-                None => nexus.memory_tool(tool, args),
+                Some(i) => nexus.memory().call_audited(tool, args, i),
+                None => nexus.memory().call(tool, args),
             };
             match out {
                 Ok(v) => Reply::Ok(v),
                 Err(e) => fail(e),
             }
         }
-        Op::Totals => match nexus.totals() {
+        Op::Totals => match nexus.admin().totals() {
             Ok((c, p)) => Reply::Ok(serde_json::json!([c, p])),
             Err(e) => fail(e),
         },
-        Op::ListLogs { cursor, limit } => match nexus.audit().list(cursor.as_deref(), *limit) {
-            Ok((records, next)) => {
-                Reply::Ok(serde_json::json!({"result": records, "next_cursor": next}))
+        Op::ListLogs { cursor, limit } => {
+            match nexus.admin().audit().list(cursor.as_deref(), *limit) {
+                Ok((records, next)) => {
+                    Reply::Ok(serde_json::json!({"result": records, "next_cursor": next}))
+                }
+                Err(e) => fail(e),
             }
-            Err(e) => fail(e),
-        },
-        Op::Health => match nexus.health() {
+        }
+        Op::Health => match nexus.brain().health() {
             Ok(h) => Reply::Ok(serde_json::to_value(h).unwrap_or(Value::Null)),
             Err(e) => fail(e),
         },
