@@ -5,9 +5,9 @@
 //! with `usage.rs` (`storage_usage`) and `check.rs` (`check_integrity`), which add
 //! their methods to this handle.
 //!
-//! None of it changes what an agent reads: these are the `kip` subcommands (`kip
-//! checkpoint`, `kip check`, `kip storage stats`, `kip export`, ...) and the
-//! server's upkeep (idle checkpoints, prewarm at start).
+//! None of it changes what an agent reads: these serve the `kip` subcommands (`kip
+//! check`, `kip reindex`, `kip storage stats`, `kip export`, `kip logs`, ...) and the
+//! server's upkeep (idle checkpoints, prewarm at start, a checkpoint on close).
 
 use super::{Backend, Nexus};
 use kip_lang::KipError;

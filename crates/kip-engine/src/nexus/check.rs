@@ -1,7 +1,7 @@
-//! The integrity check behind `kip check`: the write-ahead log read back against what
-//! the nexus wrote, and every secondary index, reference, statistic and text posting
-//! recomputed from the records. Kept apart from the open/commit machinery of
-//! `nexus/mod.rs`: it only reads.
+//! The integrity check behind `kip check` ([`Admin::check_integrity`], a method of the
+//! administration handle): the write-ahead log read back against what the nexus wrote,
+//! and every secondary index, reference, statistic and text posting recomputed from the
+//! records. Kept apart from the open/commit machinery of `nexus/mod.rs`: it only reads.
 
 use super::*;
 

@@ -1,6 +1,7 @@
-//! The footprint report behind `kip storage stats`: the backend's own measurement of
-//! each table and file, with the element counts that make it bytes per concept and per
-//! link (docs/storage.md §6).
+//! The footprint report behind `kip storage stats` ([`Admin::storage_usage`], a method
+//! of the administration handle): the backend's own measurement of each table and file,
+//! with the element counts that make it bytes per concept and per link
+//! (docs/storage.md §6).
 
 use super::*;
 use kip_storage::usage::StorageUsage;
