@@ -277,13 +277,14 @@ fn repeated_lines_of_a_memory_file_are_imported_and_exported_as_they_were() {
         r#"{"type":"relation","from":"A","to":"B","relationType":"knows"}"#,
     ];
     let (report, _) = n
-        .import_memory_jsonl(&file.join("\n"), false)
+        .memory()
+        .import_jsonl(&file.join("\n"), false)
         .expect("import");
     assert_eq!(
         (report.entities, report.relations, report.already_present),
         (3, 3, 0)
     );
-    let out = n.export_memory_jsonl().expect("export");
+    let out = n.memory().export_jsonl().expect("export");
     let lines: Vec<Value> = out
         .lines()
         .map(|l| {
@@ -302,7 +303,8 @@ fn repeated_lines_of_a_memory_file_are_imported_and_exported_as_they_were() {
     assert_eq!(lines, expected);
     // Imported again into the same memory: everything is there already.
     let (again, _) = n
-        .import_memory_jsonl(&file.join("\n"), false)
+        .memory()
+        .import_jsonl(&file.join("\n"), false)
         .expect("again");
     assert_eq!((again.entities, again.relations), (0, 0));
 }
