@@ -542,7 +542,7 @@ fn element_records_are_replayed_after_a_crash() {
         false,
     )
     .expect("state");
-    assert!(n.wal_len() > 0, "element writes go through the log");
+    assert!(n.admin().wal_len() > 0, "element writes go through the log");
     snapshot(&live, &crashed, &[DB_FILE, WAL_FILE]);
     let r = Nexus::open(&crashed).expect("reopen after the crash");
     let (rec, refs) = r
