@@ -594,6 +594,15 @@ pub fn fresh_schema(url: &str, name: &str) -> StoreResult<String> {
 
 /// Runs `sql` about the schema `name` (checked to be a plain identifier) and returns
 /// the URL of a nexus in it.
+/// Creates the schema `name` afresh and runs `sql` (the `pg_dump` of a schema written
+/// by an earlier release, its objects qualified by `name`: for the old-format tests).
+/// Returns the URL of the memory in it.
+#[doc(hidden)]
+pub fn restore_schema(url: &str, name: &str, sql: &str) -> StoreResult<String> {
+    fresh_schema(url, name)?;
+    schema_sql(url, name, sql)
+}
+
 fn schema_sql(url: &str, name: &str, sql: &str) -> StoreResult<String> {
     if name.is_empty() || !name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_') {
         return Err(StoreError::Other(format!(
