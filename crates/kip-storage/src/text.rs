@@ -154,7 +154,7 @@ pub fn query_stem(term: &str) -> Option<&str> {
     if !term.bytes().all(|b| b.is_ascii_lowercase()) {
         return None;
     }
-    for suffix in ["ing", "ed", "es", "s"] {
+    for suffix in ["ing", "ed", "s"] {
         if let Some(stem) = term.strip_suffix(suffix) {
             if stem.len() >= 4 && !stem.ends_with('s') {
                 return Some(stem);
