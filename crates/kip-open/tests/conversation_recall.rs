@@ -264,7 +264,8 @@ fn hybrid_recalls_conversation_turns_better_than_its_parts() {
     let qtexts: Vec<&str> = questions.iter().map(|q| q.text.as_str()).collect();
     let qvecs = model.embed(&qtexts).expect("embed questions");
     let plain: Vec<Vec<String>> = questions.iter().map(|q| bm25(&turns, &q.text)).collect();
-    let cosines: Vec<Vec<(String, f32)>> = qvecs.iter().map(|q| by_cosine(&turns, &vecs, q)).collect();
+    let cosines: Vec<Vec<(String, f32)>> =
+        qvecs.iter().map(|q| by_cosine(&turns, &vecs, q)).collect();
     let exact: Vec<Vec<String>> = cosines
         .iter()
         .map(|c| c.iter().map(|(id, _)| id.clone()).collect())
@@ -280,7 +281,12 @@ fn hybrid_recalls_conversation_turns_better_than_its_parts() {
     for mode in ["keyword", "semantic", "hybrid"] {
         let ranked: Vec<Vec<String>> = questions
             .iter()
-            .map(|q| search(&n, &q.text, mode, 10).into_iter().map(|h| h.0).collect())
+            .map(|q| {
+                search(&n, &q.text, mode, 10)
+                    .into_iter()
+                    .map(|h| h.0)
+                    .collect()
+            })
             .collect();
         let r = recall(&questions, &ranked);
         of_mode.insert(mode, r);
@@ -292,7 +298,11 @@ fn hybrid_recalls_conversation_turns_better_than_its_parts() {
         "RRF of plain BM25 and exact cosine".to_string(),
         recall(&questions, &fusion),
     ));
-    eprintln!("| {} questions, {} turns | R@5 | R@10 |", questions.len(), turns.len());
+    eprintln!(
+        "| {} questions, {} turns | R@5 | R@10 |",
+        questions.len(),
+        turns.len()
+    );
     eprintln!("| --- | ---: | ---: |");
     for (name, r) in &table {
         eprintln!("| {name} | {:.3} | {:.3} |", r.at5, r.at10);

@@ -89,7 +89,10 @@ fn stop_words_do_not_rank_a_keyword_search() {
     );
     assert_eq!(names(&r), ["Garden"], "{r}");
     // A query of stop words only still searches by them (and exact names win).
-    let r = ok(&n, r#"SEARCH CONCEPT "the" WITH TYPE "Thing" MODE "keyword""#);
+    let r = ok(
+        &n,
+        r#"SEARCH CONCEPT "the" WITH TYPE "Thing" MODE "keyword""#,
+    );
     assert!(!names(&r).is_empty(), "{r}");
 }
 
@@ -146,7 +149,10 @@ fn untyped_search_leaves_system_structures_out_on(n: &Nexus, modes: &[&str]) {
             "belongs to domain",
             "the agent's identity and core directives",
         ] {
-            let r = ok(n, &format!(r#"SEARCH CONCEPT "{q}" MODE "{mode}" LIMIT 50"#));
+            let r = ok(
+                n,
+                &format!(r#"SEARCH CONCEPT "{q}" MODE "{mode}" LIMIT 50"#),
+            );
             for hit in r.as_array().expect("hits") {
                 assert!(!is_system(hit), "{q} ({mode}): {hit}");
             }
@@ -155,7 +161,13 @@ fn untyped_search_leaves_system_structures_out_on(n: &Nexus, modes: &[&str]) {
                 &format!(r#"SEARCH PROPOSITION "{q}" MODE "{mode}" LIMIT 50"#),
             );
             for hit in r.as_array().expect("hits") {
-                let s = ok(n, &format!(r#"FIND(?s) WHERE {{ ?s {{id: "{}"}} }}"#, hit["subject"].as_str().unwrap_or_default()));
+                let s = ok(
+                    n,
+                    &format!(
+                        r#"FIND(?s) WHERE {{ ?s {{id: "{}"}} }}"#,
+                        hit["subject"].as_str().unwrap_or_default()
+                    ),
+                );
                 if let Some(subject) = s.as_array().and_then(|a| a.first()) {
                     assert!(!is_system(subject), "{q} ({mode}): {hit} about {subject}");
                 }
@@ -206,11 +218,16 @@ fn search_hits_carry_a_snippet_of_long_values() {
     let r = ok(&n, r#"SEARCH CONCEPT "garden journal" LIMIT 1"#);
     let hit = &r[0];
     assert_eq!(hit["name"], "Garden journal");
-    let d = hit["attributes"]["description"].as_str().expect("description");
+    let d = hit["attributes"]["description"]
+        .as_str()
+        .expect("description");
     assert!(d.chars().count() <= 301 && d.ends_with('…'), "{d}");
     assert!(long.starts_with(d.trim_end_matches('…')), "{d}");
     // Short values whole; a long array left out; both named.
-    assert_eq!(hit["attributes"]["tags"], serde_json::json!(["garden", "journal"]));
+    assert_eq!(
+        hit["attributes"]["tags"],
+        serde_json::json!(["garden", "journal"])
+    );
     assert!(hit["attributes"].get("log").is_none(), "{hit}");
     assert_eq!(
         hit["metadata"]["_truncated"],
@@ -222,7 +239,10 @@ fn search_hits_carry_a_snippet_of_long_values() {
         &n,
         r#"FIND(?c) WHERE { ?c {type: "Thing", name: "Garden journal"} }"#,
     );
-    assert_eq!(f[0]["attributes"]["description"].as_str(), Some(long.as_str()));
+    assert_eq!(
+        f[0]["attributes"]["description"].as_str(),
+        Some(long.as_str())
+    );
     assert!(f[0]["metadata"].get("_truncated").is_none());
     // A short record is returned as it is, with no `_truncated`.
     let r = ok(&n, r#"SEARCH CONCEPT "grafana" LIMIT 1"#);

@@ -119,18 +119,130 @@ pub fn terms(text: &str) -> Vec<String> {
 /// "lend" rather than by the concepts that say "the" most. Sorted (binary search).
 /// Lower case, straight apostrophes (a query's curly ones are read as straight).
 pub const STOP_WORDS_EN: [&str; 124] = [
-    "a", "about", "after", "again", "all", "also", "am", "an", "and", "any", "are",
-    "aren't", "as", "at", "be", "because", "been", "before", "being", "between", "both",
-    "but", "by", "can", "could", "did", "didn't", "do", "does", "doesn't", "doing", "don't",
-    "during", "each", "few", "for", "from", "had", "has", "have", "having", "he", "her",
-    "here", "hers", "herself", "him", "himself", "his", "how", "i", "i'm", "if", "in",
-    "into", "is", "isn't", "it", "it's", "its", "itself", "just", "me", "more", "most",
-    "my", "myself", "of", "on", "once", "only", "or", "other", "our", "ours", "ourselves",
-    "own", "same", "she", "should", "so", "some", "such", "than", "that", "that's", "the",
-    "their", "theirs", "them", "themselves", "then", "there", "these", "they", "this",
-    "those", "through", "to", "too", "until", "very", "was", "wasn't", "we", "were",
-    "what", "what's", "when", "where", "which", "while", "who", "whom", "whose", "why",
-    "will", "with", "would", "you", "you're", "your", "yours", "yourself",
+    "a",
+    "about",
+    "after",
+    "again",
+    "all",
+    "also",
+    "am",
+    "an",
+    "and",
+    "any",
+    "are",
+    "aren't",
+    "as",
+    "at",
+    "be",
+    "because",
+    "been",
+    "before",
+    "being",
+    "between",
+    "both",
+    "but",
+    "by",
+    "can",
+    "could",
+    "did",
+    "didn't",
+    "do",
+    "does",
+    "doesn't",
+    "doing",
+    "don't",
+    "during",
+    "each",
+    "few",
+    "for",
+    "from",
+    "had",
+    "has",
+    "have",
+    "having",
+    "he",
+    "her",
+    "here",
+    "hers",
+    "herself",
+    "him",
+    "himself",
+    "his",
+    "how",
+    "i",
+    "i'm",
+    "if",
+    "in",
+    "into",
+    "is",
+    "isn't",
+    "it",
+    "it's",
+    "its",
+    "itself",
+    "just",
+    "me",
+    "more",
+    "most",
+    "my",
+    "myself",
+    "of",
+    "on",
+    "once",
+    "only",
+    "or",
+    "other",
+    "our",
+    "ours",
+    "ourselves",
+    "own",
+    "same",
+    "she",
+    "should",
+    "so",
+    "some",
+    "such",
+    "than",
+    "that",
+    "that's",
+    "the",
+    "their",
+    "theirs",
+    "them",
+    "themselves",
+    "then",
+    "there",
+    "these",
+    "they",
+    "this",
+    "those",
+    "through",
+    "to",
+    "too",
+    "until",
+    "very",
+    "was",
+    "wasn't",
+    "we",
+    "were",
+    "what",
+    "what's",
+    "when",
+    "where",
+    "which",
+    "while",
+    "who",
+    "whom",
+    "whose",
+    "why",
+    "will",
+    "with",
+    "would",
+    "you",
+    "you're",
+    "your",
+    "yours",
+    "yourself",
 ];
 
 /// The stop-word lists by language, for the query side ([`query_terms`]). Only English
@@ -172,15 +284,12 @@ pub fn query_stem(term: &str) -> Option<&str> {
 pub fn query_terms(text: &str) -> Vec<String> {
     let mut all: Vec<String> = terms(text)
         .into_iter()
-        .map(|t| {
-            match t
-                .strip_suffix("'s")
-                .or_else(|| t.strip_suffix("\u{2019}s"))
-            {
+        .map(
+            |t| match t.strip_suffix("'s").or_else(|| t.strip_suffix("\u{2019}s")) {
                 Some(stem) if !stem.is_empty() => stem.to_string(),
                 _ => t,
-            }
-        })
+            },
+        )
         .collect();
     all.sort();
     all.dedup();
@@ -305,12 +414,18 @@ mod tests {
 
     #[test]
     fn stop_words_and_question_words_are_left_out_of_a_query() {
-        assert_eq!(query_terms("money owed to the bank"), ["bank", "money", "owed"]);
+        assert_eq!(
+            query_terms("money owed to the bank"),
+            ["bank", "money", "owed"]
+        );
         assert_eq!(
             query_terms("When did Maya's dog arrive?"),
             ["arrive", "dog", "maya"]
         );
-        assert_eq!(query_terms("What\u{2019}s Leo\u{2019}s cello?"), ["cello", "leo"]);
+        assert_eq!(
+            query_terms("What\u{2019}s Leo\u{2019}s cello?"),
+            ["cello", "leo"]
+        );
         // Only stop words: searched by them.
         assert_eq!(query_terms("The Who"), ["the", "who"]);
         // CJK is unaffected.

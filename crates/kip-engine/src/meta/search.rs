@@ -283,11 +283,7 @@ fn rank_fused(
         .into_iter()
         .map(|(n, (sum, exact))| (sum / best, exact, n))
         .collect();
-    out.sort_by(|a, b| {
-        b.1.cmp(&a.1)
-            .then(b.0.total_cmp(&a.0))
-            .then(a.2.cmp(&b.2))
-    });
+    out.sort_by(|a, b| b.1.cmp(&a.1).then(b.0.total_cmp(&a.0)).then(a.2.cmp(&b.2)));
     out.into_iter()
         .map(|(score, exact, n)| (if exact { 1.0 } else { round4(score.min(1.0)) }, n))
         .collect()
