@@ -416,7 +416,10 @@ pub const FUSION_KEYWORD_WEIGHT: f64 = 0.3;
 /// the query (stop words aside).
 pub const FUSION_COMPLETE_WEIGHT: f64 = 1.0;
 /// How deep each side's ranking goes into the hybrid fusion (at least `3 x LIMIT + 10`).
-pub const FUSION_DEPTH: usize = 100;
+/// Depths from 20 to 200 measured the same on both recall sets; 40 asks the vector
+/// index for as many neighbours as before the fusion (its cost grows with them once an
+/// HNSW graph answers), and reads as many keyword heads as an untyped search did.
+pub const FUSION_DEPTH: usize = 40;
 
 /// Longest string attribute value a search hit returns whole, in characters; a longer
 /// one is cut to a snippet of this length ending in "…".
