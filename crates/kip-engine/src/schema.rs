@@ -313,6 +313,19 @@ pub fn is_protected(c: &ConceptRecord) -> bool {
         .any(|(t, n)| *t == c.concept_type && *n == c.name)
 }
 
+/// True for the system structures an untyped SEARCH leaves out (docs/semantics.md,
+/// "META"): the meta-types' definitions (`$ConceptType`, `$PropositionType`), the
+/// protected concepts (core domains, `$self`, `$system`) and the sleep cycle's
+/// `SleepTask`s. `WITH TYPE` finds them.
+pub fn is_system_structure(concept_type: &str, name: &str) -> bool {
+    concept_type == CONCEPT_TYPE
+        || concept_type == PROPOSITION_TYPE
+        || concept_type == "SleepTask"
+        || PROTECTED
+            .iter()
+            .any(|(t, n)| *t == concept_type && *n == name)
+}
+
 /// True for the persons whose `core_directives` are immutable.
 pub fn is_system_actor(c: &ConceptRecord) -> bool {
     c.concept_type == "Person" && (c.name == "$self" || c.name == "$system")

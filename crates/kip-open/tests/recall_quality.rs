@@ -102,6 +102,40 @@ fn hybrid_recalls_by_meaning_better_than_keywords() {
     };
     let queries = of_kind("meaning");
     assert_eq!(queries.len(), 100);
+    // The material the hybrid fusion's constants were measured on (with
+    // tests/conversation_recall.rs): each query's keyword and semantic rankings.
+    if let Some(path) = std::env::var_os("KIP_RECALL_DUMP") {
+        let ranking = |q: &str, mode: &str| -> Value {
+            let r = n
+                .execute_json(
+                    &json!({
+                        "command": format!("SEARCH CONCEPT :q WITH TYPE \"Memory\" MODE \"{mode}\" LIMIT 200"),
+                        "parameters": {"q": q}
+                    }),
+                    Access::ReadOnly,
+                )
+                .to_json();
+            Value::Array(
+                r["result"]
+                    .as_array()
+                    .map(|hits| {
+                        hits.iter()
+                            .map(|h| json!([h["name"], h["metadata"]["_score"]]))
+                            .collect()
+                    })
+                    .unwrap_or_default(),
+            )
+        };
+        let dump: Vec<Value> = ["meaning", "name"]
+            .iter()
+            .flat_map(|kind| of_kind(kind).into_iter().map(move |q| (kind, q)))
+            .map(|(kind, (q, want))| {
+                json!({"kind": kind, "question": q, "evidence": [want],
+                       "keyword": ranking(&q, "keyword"), "semantic": ranking(&q, "semantic")})
+            })
+            .collect();
+        std::fs::write(path, serde_json::to_string(&dump).expect("json")).expect("dump");
+    }
     let kw = measure(&n, &queries, "keyword");
     let sem = measure(&n, &queries, "semantic");
     let hy = measure(&n, &queries, "hybrid");

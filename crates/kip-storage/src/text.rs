@@ -114,6 +114,193 @@ pub fn terms(text: &str) -> Vec<String> {
     out
 }
 
+/// English stop words and question words: left out of a query's terms (not of the
+/// index, so no store is re-indexed), so "what did the bank lend" ranks by "bank" and
+/// "lend" rather than by the concepts that say "the" most. Sorted (binary search).
+/// Lower case, straight apostrophes (a query's curly ones are read as straight).
+pub const STOP_WORDS_EN: [&str; 124] = [
+    "a",
+    "about",
+    "after",
+    "again",
+    "all",
+    "also",
+    "am",
+    "an",
+    "and",
+    "any",
+    "are",
+    "aren't",
+    "as",
+    "at",
+    "be",
+    "because",
+    "been",
+    "before",
+    "being",
+    "between",
+    "both",
+    "but",
+    "by",
+    "can",
+    "could",
+    "did",
+    "didn't",
+    "do",
+    "does",
+    "doesn't",
+    "doing",
+    "don't",
+    "during",
+    "each",
+    "few",
+    "for",
+    "from",
+    "had",
+    "has",
+    "have",
+    "having",
+    "he",
+    "her",
+    "here",
+    "hers",
+    "herself",
+    "him",
+    "himself",
+    "his",
+    "how",
+    "i",
+    "i'm",
+    "if",
+    "in",
+    "into",
+    "is",
+    "isn't",
+    "it",
+    "it's",
+    "its",
+    "itself",
+    "just",
+    "me",
+    "more",
+    "most",
+    "my",
+    "myself",
+    "of",
+    "on",
+    "once",
+    "only",
+    "or",
+    "other",
+    "our",
+    "ours",
+    "ourselves",
+    "own",
+    "same",
+    "she",
+    "should",
+    "so",
+    "some",
+    "such",
+    "than",
+    "that",
+    "that's",
+    "the",
+    "their",
+    "theirs",
+    "them",
+    "themselves",
+    "then",
+    "there",
+    "these",
+    "they",
+    "this",
+    "those",
+    "through",
+    "to",
+    "too",
+    "until",
+    "very",
+    "was",
+    "wasn't",
+    "we",
+    "were",
+    "what",
+    "what's",
+    "when",
+    "where",
+    "which",
+    "while",
+    "who",
+    "whom",
+    "whose",
+    "why",
+    "will",
+    "with",
+    "would",
+    "you",
+    "you're",
+    "your",
+    "yours",
+    "yourself",
+];
+
+/// The stop-word lists by language, for the query side ([`query_terms`]). Only English
+/// for now; CJK text is segmented by jieba and never matches these.
+pub const STOP_WORDS: [(&str, &[&str]); 1] = [("en", &STOP_WORDS_EN)];
+
+/// True when `term` (an analysed term) is a stop word of one of [`STOP_WORDS`].
+pub fn is_stop_word(term: &str) -> bool {
+    let t = term.replace('\u{2019}', "'");
+    STOP_WORDS
+        .iter()
+        .any(|(_, list)| list.binary_search(&t.as_str()).is_ok())
+}
+
+/// The stem a query term is also looked up by as a prefix, for English inflections:
+/// "adopted" -> "adopt" (finds "adopt", "adopts", "adoption"), "training" -> "train",
+/// "recipes" -> "recipe". Only for lower-case ASCII words, and only when at least four
+/// letters are left (so "moving" keeps its own letters and does not look up "mov").
+/// `None`: the term is looked up as it is.
+pub fn query_stem(term: &str) -> Option<&str> {
+    if !term.bytes().all(|b| b.is_ascii_lowercase()) {
+        return None;
+    }
+    for suffix in ["ing", "ed", "s"] {
+        if let Some(stem) = term.strip_suffix(suffix) {
+            if stem.len() >= 4 && !stem.ends_with('s') {
+                return Some(stem);
+            }
+        }
+    }
+    None
+}
+
+/// The terms a query is looked up by: its [`terms`], each once, a possessive "'s"
+/// dropped ("Maya's" looks up "maya", which also finds "maya's" as a prefix), and the
+/// stop words left out unless nothing else is left (a query of stop words only, such
+/// as "The Who", still searches by them; a name equal to the query is found through
+/// the name index anyway).
+pub fn query_terms(text: &str) -> Vec<String> {
+    let mut all: Vec<String> = terms(text)
+        .into_iter()
+        .map(
+            |t| match t.strip_suffix("'s").or_else(|| t.strip_suffix("\u{2019}s")) {
+                Some(stem) if !stem.is_empty() => stem.to_string(),
+                _ => t,
+            },
+        )
+        .collect();
+    all.sort();
+    all.dedup();
+    let content: Vec<String> = all.iter().filter(|t| !is_stop_word(t)).cloned().collect();
+    if content.is_empty() {
+        all
+    } else {
+        content
+    }
+}
+
 fn add(terms_tf: &mut BTreeMap<String, u32>, text: &str, weight: u32) -> u32 {
     let mut n = 0;
     for t in terms(text) {
@@ -204,6 +391,45 @@ mod tests {
             }
             prop_assert_eq!(terms(&text), run_by_run);
         }
+    }
+
+    #[test]
+    fn stop_word_lists_are_sorted_lower_case_and_unique() {
+        for (_, list) in STOP_WORDS {
+            assert!(list.windows(2).all(|w| w[0] < w[1]), "{list:?}");
+            assert!(list.iter().all(|w| terms(w) == [*w]), "{list:?}");
+        }
+    }
+
+    #[test]
+    fn query_stems_drop_english_inflections() {
+        assert_eq!(query_stem("adopted"), Some("adopt"));
+        assert_eq!(query_stem("training"), Some("train"));
+        assert_eq!(query_stem("recipes"), Some("recipe"));
+        assert_eq!(query_stem("moving"), None);
+        assert_eq!(query_stem("glass"), None);
+        assert_eq!(query_stem("bank"), None);
+        assert_eq!(query_stem("cafés"), None);
+    }
+
+    #[test]
+    fn stop_words_and_question_words_are_left_out_of_a_query() {
+        assert_eq!(
+            query_terms("money owed to the bank"),
+            ["bank", "money", "owed"]
+        );
+        assert_eq!(
+            query_terms("When did Maya's dog arrive?"),
+            ["arrive", "dog", "maya"]
+        );
+        assert_eq!(
+            query_terms("What\u{2019}s Leo\u{2019}s cello?"),
+            ["cello", "leo"]
+        );
+        // Only stop words: searched by them.
+        assert_eq!(query_terms("The Who"), ["the", "who"]);
+        // CJK is unaffected.
+        assert_eq!(query_terms("头痛"), terms("头痛"));
     }
 
     #[test]

@@ -11,6 +11,13 @@
 //! and the links touching the matching concepts, so the index stays the size of the
 //! concepts. In the semantic and hybrid modes each link also has its own vector, and the
 //! nearest link vectors join those candidates (`fused_links`).
+//!
+//! Concepts in the hybrid mode are ranked by reciprocal-rank fusion of the keyword and
+//! the vector rankings (`rank_fused`). Query text loses its English stop words and
+//! question words, and inflected words also look up their stem
+//! (`kip_storage::text::query_terms`, `query_stem`). Without `WITH TYPE`, the system's
+//! own structures are left out of the results, and long attribute values are cut to a
+//! snippet (`hit_attributes`).
 
 use super::text;
 use crate::kml::text as lit;
@@ -50,10 +57,14 @@ const ENDPOINT_WEIGHT: f64 = 0.8;
 type TermPostings = (String, Vec<(u64, u32, u32)>, usize);
 
 /// BM25 scores of the concepts matching `qterms` (concept number -> score).
+///
+/// `covered` counts, per concept, the query terms it matched (as a word, a prefix or an
+/// inflection).
 fn concept_scores(
     g: &dyn GraphRead,
     qterms: &[String],
     limits: &QueryLimits,
+    covered: &mut HashMap<u64, usize>,
 ) -> Result<HashMap<u64, f64>, KipError> {
     let docs = g.stat(Stat::TextDocs)?.max(1) as f64;
     let avgdl = (g.stat(Stat::TextLen)? as f64 / docs).max(1.0);
@@ -61,13 +72,16 @@ fn concept_scores(
     let mut work = 0u64;
     for qt in qterms {
         let prefix_ok = qt.chars().count() >= 2;
+        // An inflected query term ("adopted") also finds the other forms of its stem
+        // ("adopt", "adoption") at the prefix weight.
+        let prefix = text::query_stem(qt).unwrap_or(qt.as_str());
         // Postings grouped by term; the group's size is the term's document frequency.
         let mut groups: Vec<TermPostings> = Vec::new();
-        let mut from = qt.clone();
+        let mut from = prefix.to_string();
         loop {
             let mut capped: Option<String> = None;
             g.scan_postings(&from, &mut |t, key, tf, len| {
-                if !t.starts_with(qt.as_str()) || (!prefix_ok && t != qt) {
+                if !t.starts_with(prefix) || (!prefix_ok && t != qt) {
                     return Ok(false);
                 }
                 if groups.last().is_none_or(|(last, _, _)| last != t) {
@@ -124,6 +138,7 @@ fn concept_scores(
         scores.reserve(best.len());
         for (n, sc) in best {
             *scores.entry(n).or_insert(0.0) += sc;
+            *covered.entry(n).or_insert(0) += 1;
         }
     }
     Ok(scores)
@@ -173,7 +188,9 @@ fn name_bonus(name: &str, query_norm: &str) -> f64 {
 type Ranked = (f64, u64, (String, String));
 
 /// Concepts ranked by score with name bonuses: `(score, number, (type, name))`, best
-/// first, looking at no more than `window` candidates, of `concept_type` when given.
+/// first, looking at no more than `window` candidates, of `concept_type` when given;
+/// without it, system structures are left out when `skip_system` is set
+/// ([`schema::is_system_structure`]).
 /// Only each candidate's head (type and name) is read; the caller reads the records of
 /// the few it returns.
 fn ranked_concepts(
@@ -183,6 +200,7 @@ fn ranked_concepts(
     window: usize,
     must: &HashSet<u64>,
     concept_type: Option<&str>,
+    skip_system: bool,
 ) -> Result<Vec<Ranked>, KipError> {
     let best_first = |a: &(u64, f64), b: &(u64, f64)| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0));
     let mut ranked: Vec<(u64, f64)> = scores.iter().map(|(&n, &x)| (n, x)).collect();
@@ -211,8 +229,10 @@ fn ranked_concepts(
         let Some(head) = g.concept_head(n)? else {
             continue;
         };
-        if concept_type.is_some_and(|t| t != head.0) {
-            continue;
+        match concept_type {
+            Some(t) if t != head.0 => continue,
+            None if skip_system && schema::is_system_structure(&head.0, &head.1) => continue,
+            _ => {}
         }
         let bonus = name_bonus(&head.1, query_norm);
         out.push((score + bonus, n, head));
@@ -221,96 +241,86 @@ fn ranked_concepts(
     Ok(out)
 }
 
-/// Concepts ranked for the semantic and hybrid modes: `(_score, number, record)`, best
-/// first (see docs/semantics.md, "Semantic recall").
+/// Concepts ranked for the hybrid mode by reciprocal-rank fusion: `(_score, number)`,
+/// best first (docs/semantics.md, "Semantic recall").
 ///
-/// - semantic: the `window` nearest vectors (of the wanted type), scored by their
-///   cosine with the query (clipped at 0); concepts not embedded yet that match by
-///   keyword join with their keyword score, so a fresh write is found at once.
-/// - hybrid: the keyword candidates and the nearest vectors together, each scored
-///   `0.1 * keyword + 0.9 * cosine` (a concept not embedded yet: its keyword score).
-///
-/// The nearest vectors are looked for among `vector_window` (+16) of the wanted type:
-/// the vector index filters by type itself, so unlike the keyword side it needs no
-/// wider window for `WITH TYPE`. Returns `(_score, number)`; no record is read but
-/// the heads of neighbours the keyword side scored outside its window (for their
-/// names' bonus): the caller reads the results' records and skips any gone since.
-/// `keyword` is the keyword side already ranked ([`ranked_concepts`]), `raw` its raw
-/// scores before ranking.
-#[allow(clippy::too_many_arguments)]
-fn fused(
-    g: &dyn GraphRead,
+/// Each concept scores `KEYWORD_WEIGHT / (K + keyword rank) + 1 / (K + vector rank)`
+/// over the best `depth` of each side ([`FUSION_K`], [`FUSION_KEYWORD_WEIGHT`]); a side
+/// that did not find it adds nothing (a concept not embedded yet is found by keyword
+/// alone). `_score` is that sum over its largest possible value (first on both sides),
+/// so it lies in `(0, 1]`; a concept named exactly as the query is the lookup asked for:
+/// `_score` 1, first. Ranks, not scores, are fused: BM25 scores depend on the query's
+/// words and cosines on the model, and neither is calibrated against the other.
+/// No record is read: `keyword` holds the heads already read.
+fn rank_fused(
     keyword: Vec<Ranked>,
-    raw: &HashMap<u64, f64>,
+    complete: &HashSet<u64>,
     query_norm: &str,
-    vector_window: usize,
-    mode: SearchMode,
+    depth: usize,
     q: &Semantic<'_>,
     concept_type: Option<&str>,
-) -> Result<Vec<(f64, u64)>, KipError> {
-    let mut out: Vec<(f64, u64)> = Vec::new();
-    let mut seen = HashSet::new();
-    let hybrid = mode == SearchMode::Hybrid;
-    for (kw, n, _) in keyword {
-        let kw = normalized(kw);
-        let cos = q.vectors.cosine(n, &q.query).map(|c| f64::from(c.max(0.0)));
-        let score = match cos {
-            Some(cos) if hybrid => HYBRID_KEYWORD_WEIGHT * kw + (1.0 - HYBRID_KEYWORD_WEIGHT) * cos,
-            Some(cos) => cos,
-            // Not embedded yet: found by keyword in both modes.
-            None => kw,
+) -> Vec<(f64, u64)> {
+    // concept -> (fused score, named exactly as the query)
+    let mut fused: HashMap<u64, (f64, bool)> = HashMap::with_capacity(2 * depth);
+    for (rank, (_, n, (_, name))) in keyword.into_iter().take(depth).enumerate() {
+        let e = fused.entry(n).or_insert((0.0, false));
+        let weight = if complete.contains(&n) {
+            FUSION_COMPLETE_WEIGHT
+        } else {
+            FUSION_KEYWORD_WEIGHT
         };
-        seen.insert(n);
-        out.push((score, n));
+        e.0 += weight / (FUSION_K + rank as f64 + 1.0);
+        e.1 |= name_bonus(&name, query_norm) == EXACT_NAME_BONUS;
     }
     // Over-fetch: some nearest vectors may belong to concepts deleted since (the
     // caller reads the records of the results and skips those).
-    let nearest = q
-        .vectors
-        .nearest(&q.query, vector_window + 16, concept_type);
-    // Only a neighbour the keyword side scored outside its window needs its head read
-    // here (its name's bonus counts in hybrid); for the others the vector index already
-    // applied the type, and the keyword score is 0.
-    let needs_head = |n: &u64| hybrid && raw.contains_key(n);
-    if g.wants_prefetch() {
-        let elems: Vec<ElemRef> = nearest
-            .iter()
-            .filter(|(_, n)| !seen.contains(n) && needs_head(n))
-            .map(|(_, n)| ElemRef::Concept(*n))
-            .collect();
-        if !elems.is_empty() {
-            g.prefetch_elements(&elems)?;
-        }
+    let nearest = q.vectors.nearest(&q.query, depth + 16, concept_type);
+    for (rank, (_, n)) in nearest.into_iter().enumerate() {
+        fused.entry(n).or_insert((0.0, false)).0 += 1.0 / (FUSION_K + rank as f64 + 1.0);
     }
-    for (cos, n) in nearest {
-        if seen.contains(&n) {
-            continue;
-        }
-        let cos = f64::from(cos.max(0.0));
-        let score = if needs_head(&n) {
-            let Some((ty, name)) = g.concept_head(n)? else {
-                continue;
-            };
-            if concept_type.is_some_and(|t| t != ty) {
-                continue;
-            }
-            let kw = raw
-                .get(&n)
-                .map_or(0.0, |r| normalized(r + name_bonus(&name, query_norm)));
-            HYBRID_KEYWORD_WEIGHT * kw + (1.0 - HYBRID_KEYWORD_WEIGHT) * cos
-        } else if hybrid {
-            (1.0 - HYBRID_KEYWORD_WEIGHT) * cos
-        } else {
-            cos
+    let best = (FUSION_COMPLETE_WEIGHT + 1.0) / (FUSION_K + 1.0);
+    let mut out: Vec<(f64, bool, u64)> = fused
+        .into_iter()
+        .map(|(n, (sum, exact))| (sum / best, exact, n))
+        .collect();
+    out.sort_by(|a, b| b.1.cmp(&a.1).then(b.0.total_cmp(&a.0)).then(a.2.cmp(&b.2)));
+    out.into_iter()
+        .map(|(score, exact, n)| (if exact { 1.0 } else { round4(score.min(1.0)) }, n))
+        .collect()
+}
+
+/// Concepts ranked for the semantic mode: `(_score, number)`, best first (see
+/// docs/semantics.md, "Semantic recall"): the keyword candidates and the `window`
+/// nearest vectors (of the wanted type), each scored by its cosine with the query
+/// (clipped at 0); a keyword candidate not embedded yet keeps its keyword score, so a
+/// fresh write is found at once. The vector index filters by type itself, so unlike the
+/// keyword side it needs no wider window for `WITH TYPE`. No record is read: the caller
+/// reads the results' records and skips any gone since.
+fn semantic_ranked(
+    keyword: Vec<Ranked>,
+    window: usize,
+    q: &Semantic<'_>,
+    concept_type: Option<&str>,
+) -> Vec<(f64, u64)> {
+    let mut out: Vec<(f64, u64)> = Vec::new();
+    let mut seen = HashSet::new();
+    for (kw, n, _) in keyword {
+        let score = match q.vectors.cosine(n, &q.query) {
+            Some(cos) => f64::from(cos.max(0.0)),
+            // Not embedded yet: found by keyword.
+            None => normalized(kw),
         };
         seen.insert(n);
-        out.push((score, n));
+        out.push((round4(score), n));
     }
-    for x in &mut out {
-        x.0 = round4(x.0);
+    // Over-fetch: some nearest vectors may belong to concepts deleted since.
+    for (cos, n) in q.vectors.nearest(&q.query, window + 16, concept_type) {
+        if seen.insert(n) {
+            out.push((round4(f64::from(cos.max(0.0))), n));
+        }
     }
     out.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
-    Ok(out)
+    out
 }
 
 /// Propositions scored for the semantic and hybrid modes: `(proposition, _score)`.
@@ -388,12 +398,69 @@ pub fn effective_mode(s: &Search, has_embedder: bool) -> Result<SearchMode, KipE
     })
 }
 
-/// Weight of the keyword score in a hybrid `_score` (the rest is the cosine). Measured
+/// Weight of the keyword score in a hybrid `_score` of `SEARCH PROPOSITION` (the rest
+/// is the cosine; concepts are ranked by [`rank_fused`] since issue 50). Measured
 /// on the retrieval test set (`tests/data/recall_set.json`, docs/performance.md): 0.1
 /// gives the best MRR by meaning (0.963, semantic alone 0.954) and keeps every search by
 /// name first; 0.2 lowers MRR by meaning to 0.936 and 0.5 to 0.847 (keyword scores of
 /// one shared word outweigh the cosines, which lie between 0.2 and 0.7).
 pub const HYBRID_KEYWORD_WEIGHT: f64 = 0.1;
+
+/// Reciprocal-rank fusion constant of the hybrid mode (`1 / (K + rank)`), measured on
+/// the conversation set (`tests/data/conversations/`, docs/performance.md).
+pub const FUSION_K: f64 = 1.0;
+/// Weight of the keyword side's reciprocal rank in the hybrid mode (the vector side's
+/// is 1), measured with [`FUSION_K`].
+pub const FUSION_KEYWORD_WEIGHT: f64 = 0.3;
+/// Weight of the keyword side's reciprocal rank for a concept that matches every word of
+/// the query (stop words aside).
+pub const FUSION_COMPLETE_WEIGHT: f64 = 1.0;
+/// How deep each side's ranking goes into the hybrid fusion (at least `3 x LIMIT + 10`).
+/// Depths from 20 to 200 measured the same on both recall sets; 40 asks the vector
+/// index for as many neighbours as before the fusion (its cost grows with them once an
+/// HNSW graph answers), and reads as many keyword heads as an untyped search did.
+pub const FUSION_DEPTH: usize = 40;
+
+/// Longest string attribute value a search hit returns whole, in characters; a longer
+/// one is cut to a snippet of this length ending in "…".
+pub const SNIPPET_CHARS: usize = 300;
+
+/// A search hit's attributes: string values longer than [`SNIPPET_CHARS`] cut to a
+/// snippet, arrays and objects longer than that (as JSON) left out; the keys of both
+/// are listed in the hit's `metadata._truncated` (FIND reads the whole values).
+fn hit_attributes(
+    attrs: &serde_json::Map<String, Value>,
+    meta: &mut serde_json::Map<String, Value>,
+) -> serde_json::Map<String, Value> {
+    let mut out = serde_json::Map::with_capacity(attrs.len());
+    let mut cut = Vec::new();
+    for (k, v) in attrs {
+        match v {
+            Value::String(s) if s.chars().count() > SNIPPET_CHARS => {
+                let mut snip: String = s.chars().take(SNIPPET_CHARS).collect();
+                // At a word boundary when one is near the end.
+                if let Some(at) = snip.rfind(char::is_whitespace) {
+                    if at >= SNIPPET_CHARS / 2 {
+                        snip.truncate(at);
+                    }
+                }
+                snip.push('…');
+                out.insert(k.clone(), Value::String(snip));
+                cut.push(json!(k));
+            }
+            Value::Array(_) | Value::Object(_) if v.to_string().len() > SNIPPET_CHARS => {
+                cut.push(json!(k));
+            }
+            _ => {
+                out.insert(k.clone(), v.clone());
+            }
+        }
+    }
+    if !cut.is_empty() {
+        meta.insert("_truncated".into(), Value::Array(cut));
+    }
+    out
+}
 
 fn round4(x: f64) -> f64 {
     (x * 10_000.0).round() / 10_000.0
@@ -446,17 +513,23 @@ pub fn search_pending<'q>(
         }
         None => None,
     };
-    let mut qterms = text::terms(term);
-    qterms.sort();
-    qterms.dedup();
+    // Stop words and question words left out, possessives dropped (query side only).
+    let qterms = text::query_terms(term);
     if qterms.is_empty() && vectors().is_none() {
         return Ok(Outcome::ok(json!([])));
     }
+    let mut covered = HashMap::new();
     let mut scores = if qterms.is_empty() {
         HashMap::new()
     } else {
-        concept_scores(g, &qterms, limits)?
+        concept_scores(g, &qterms, limits, &mut covered)?
     };
+    // The concepts that match every word of the query (its stop words aside).
+    let complete: HashSet<u64> = covered
+        .into_iter()
+        .filter(|&(_, c)| c == qterms.len())
+        .map(|(n, _)| n)
+        .collect();
     // Concepts named exactly as the query are candidates even when their terms were
     // beyond the posting caps or they rank behind the window: the name as typed, in
     // lower case, in Title Case and in upper case (the name index is exact; "orchid"
@@ -478,6 +551,13 @@ pub fn search_pending<'q>(
             } else {
                 limit * 3 + 10
             };
+            // Hybrid fuses the ranks of both sides, each this deep.
+            let fusion_depth = FUSION_DEPTH.max(limit * 3 + 10);
+            let window = if mode == SearchMode::Hybrid {
+                window.max(fusion_depth)
+            } else {
+                window
+            };
             // Ranked (heads read) before the query's vector is waited for. The vectors'
             // side scores the nearest concepts' keyword side too (`scores`).
             let keyword = ranked_concepts(
@@ -487,22 +567,22 @@ pub fn search_pending<'q>(
                 window,
                 &exact,
                 with_type.as_deref(),
+                true,
             )?;
             let ranked: Vec<(f64, u64)> = match vectors() {
                 None => keyword
                     .into_iter()
                     .map(|(score, n, _)| (normalized(score), n))
                     .collect(),
-                Some(q) => fused(
-                    g,
+                Some(q) if mode == SearchMode::Hybrid => rank_fused(
                     keyword,
-                    &scores,
+                    &complete,
                     &query_norm,
-                    limit * 3 + 10,
-                    mode,
+                    fusion_depth,
                     q,
                     with_type.as_deref(),
-                )?,
+                ),
+                Some(q) => semantic_ranked(keyword, limit * 3 + 10, q, with_type.as_deref()),
             };
             // The records of the results only (a neighbour from the vector index may be
             // gone since it was embedded: skipped here; its type was the index's).
@@ -524,18 +604,30 @@ pub fn search_pending<'q>(
                     break;
                 }
                 let Some(c) = g.concept(n)? else { continue };
-                if with_type.as_deref().is_some_and(|t| t != c.concept_type) {
-                    continue;
+                match with_type.as_deref() {
+                    Some(t) if t != c.concept_type => continue,
+                    // A neighbour from the vector index is not filtered before.
+                    None if schema::is_system_structure(&c.concept_type, &c.name) => continue,
+                    _ => {}
                 }
                 let mut meta = c.metadata.clone();
                 meta.insert("_score".into(), json!(score));
-                results.push(json!({"id": ElemRef::Concept(n).id_string(), "type": c.concept_type, "name": c.name, "attributes": c.attributes, "metadata": meta}));
+                let attributes = hit_attributes(&c.attributes, &mut meta);
+                results.push(json!({"id": ElemRef::Concept(n).id_string(), "type": c.concept_type, "name": c.name, "attributes": attributes, "metadata": meta}));
             }
             Ok(Outcome::ok(Value::Array(results)))
         }
         SearchTarget::Proposition => {
             // Raw keyword scores, normalized once the links are ranked (below).
-            let seeds = ranked_concepts(g, &scores, &query_norm, LINK_SEED_CONCEPTS, &exact, None)?;
+            let seeds = ranked_concepts(
+                g,
+                &scores,
+                &query_norm,
+                LINK_SEED_CONCEPTS,
+                &exact,
+                None,
+                false,
+            )?;
             let per_seed = (limit * 2).max(20);
             let mut links: HashMap<u64, f64> = HashMap::new();
             let mut offer = |id: u64, score: f64| {
@@ -600,12 +692,24 @@ pub fn search_pending<'q>(
                     break;
                 }
                 let Some(p) = g.prop(id)? else { continue };
-                if with_type.as_deref().is_some_and(|t| t != p.predicate) {
-                    continue;
+                match with_type.as_deref() {
+                    Some(t) if t != p.predicate => continue,
+                    // The links of system structures (the Genesis filing, `$self`'s).
+                    None => {
+                        if let ElemRef::Concept(s) = p.subject {
+                            if g.concept_head(s)?
+                                .is_some_and(|(t, name)| schema::is_system_structure(&t, &name))
+                            {
+                                continue;
+                            }
+                        }
+                    }
+                    _ => {}
                 }
                 let mut meta = p.metadata.clone();
                 meta.insert("_score".into(), json!(score));
-                results.push(json!({"id": ElemRef::Prop(id).id_string(), "subject": p.subject.id_string(), "predicate": p.predicate, "object": p.object.id_string(), "attributes": p.attributes, "metadata": meta}));
+                let attributes = hit_attributes(&p.attributes, &mut meta);
+                results.push(json!({"id": ElemRef::Prop(id).id_string(), "subject": p.subject.id_string(), "predicate": p.predicate, "object": p.object.id_string(), "attributes": attributes, "metadata": meta}));
             }
             Ok(Outcome::ok(Value::Array(results)))
         }
