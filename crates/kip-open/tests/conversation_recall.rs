@@ -254,6 +254,7 @@ fn hybrid_recalls_conversation_turns_better_than_its_parts() {
         assert!(r.get("error").is_none(), "{r}");
     }
     let left = n
+        .recall()
         .wait_for_embeddings(Duration::from_secs(600), &mut |_| {})
         .expect("embedding");
     assert_eq!(left, 0);

@@ -66,6 +66,7 @@ fn with_model() -> Nexus {
     small_memory(&n);
     n.set_embedder(model()).expect("embedder");
     let left = n
+        .recall()
         .wait_for_embeddings(Duration::from_secs(600), &mut |_| {})
         .expect("embedding");
     assert_eq!(left, 0);
