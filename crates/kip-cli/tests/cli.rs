@@ -989,11 +989,20 @@ fn storage_compact_keeps_the_graph() {
 fn kip_nexus_launcher_runs_the_kip_beside_it() {
     use std::os::unix::fs::symlink;
     let dir = tempfile::tempdir().expect("tempdir");
+    // A copied executable can be "busy" for a moment: a child another test thread forked
+    // between the copy's open and its close holds the written file open until it execs
+    // (ETXTBSY). Trying again once that child has exec'd is the usual remedy.
     let run = |exe: &std::path::Path, arg: &str| {
-        Command::new(exe)
-            .arg(arg)
-            .output()
-            .expect("run the launcher")
+        let mut tries = 0;
+        loop {
+            match Command::new(exe).arg(arg).output() {
+                Err(e) if e.kind() == std::io::ErrorKind::ExecutableFileBusy && tries < 100 => {
+                    tries += 1;
+                    std::thread::sleep(std::time::Duration::from_millis(20));
+                }
+                other => break other.expect("run the launcher"),
+            }
+        }
     };
     // An installed layout: the launcher and kip in one scripts directory.
     let scripts = dir.path().join("bin");

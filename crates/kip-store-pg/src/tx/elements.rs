@@ -43,9 +43,10 @@ impl ElementRead for PgTx<'_> {
         f: &mut dyn FnMut(u64) -> StoreResult<Continue>,
     ) -> StoreResult<()> {
         let from = ElementId::new(kind, 0).encode();
+        let to = ElementId::new(kind, u64::MAX).encode();
         let rows = self.query(
-            "SELECT id FROM kip_elements WHERE space = $1 AND id >= $2 ORDER BY id",
-            &[&space(sp), &ek(from)],
+            "SELECT id FROM kip_elements WHERE space = $1 AND id BETWEEN $2 AND $3 ORDER BY id",
+            &[&space(sp), &ek(from), &ek(to)],
         )?;
         for r in rows {
             match ElementId::decode(uk(get::<i64>(&r, 0)?)) {
