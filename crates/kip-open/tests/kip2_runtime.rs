@@ -322,6 +322,43 @@ fn another_protocol_version_and_a_broken_envelope_are_refused_before_running() {
     assert_eq!(r["error"]["code"], "NotFoundOrNotVisible");
 }
 
+/// A hostile request is bounded as a 1.x batch is: operations per request and response
+/// size (`QueryLimits`).
+#[test]
+fn a_request_is_bounded_in_operations_and_response_size() {
+    let mut n = nexus();
+    let mut limits = n.limits().clone();
+    limits.max_batch = 3;
+    limits.max_response_bytes = 4_000;
+    n.set_limits(limits);
+    let ops: Vec<Value> = (0..4)
+        .map(|_| json!({"command": "DESCRIBE PROTOCOL"}))
+        .collect();
+    let r = send(
+        &n,
+        json!({"kip": "2.0", "execution": {"mode": "independent"}, "operations": ops}),
+        Access::ReadWrite,
+    );
+    assert_eq!(r["error"]["code"], "ResourceExhausted");
+    let ops: Vec<Value> = (0..3)
+        .map(|_| json!({"command": "DESCRIBE CAPABILITIES"}))
+        .collect();
+    let r = send(
+        &n,
+        json!({"kip": "2.0", "execution": {"mode": "sequence"}, "operations": ops}),
+        Access::ReadWrite,
+    );
+    assert_eq!(statuses(&r)[0], "succeeded", "{r}");
+    assert!(
+        r["results"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .any(|x| x["error"]["code"] == "ResultLimitExceeded"),
+        "{r}"
+    );
+}
+
 /// DECISIONS.md item 38: without `kip` a request is KIP 1.x, answered as before.
 #[test]
 fn a_request_without_kip_is_kip_1x() {

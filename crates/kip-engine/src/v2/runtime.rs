@@ -47,6 +47,23 @@ enum Done {
 }
 
 fn run(nexus: &Nexus, req: &Request, access: Access, budget: &Budget) -> Value {
+    // The bounds a 1.x batch has (QueryLimits): operations per request, response size.
+    let limits = nexus.limits();
+    if req.operations.len() > limits.max_batch {
+        return failed_request(
+            req.request_id.clone(),
+            &V2Error::new(
+                Code::ResourceExhausted,
+                format!(
+                    "a request may hold at most {} operations; this one holds {}",
+                    limits.max_batch,
+                    req.operations.len()
+                ),
+            )
+            .with_hint("send the operations in several requests"),
+        );
+    }
+    let mut left = limits.max_response_bytes;
     let mode = req.mode();
     let keep_going = req.execution.as_ref().and_then(|e| e.on_error.as_deref()) == Some("continue");
     let deadline = match (budget.deadline, req.options.deadline_ms) {
@@ -78,6 +95,23 @@ fn run(nexus: &Nexus, req: &Request, access: Access, budget: &Budget) -> Value {
         } else {
             run_op(nexus, req, op, access)
         };
+        let outcome = outcome.and_then(|v| {
+            let size = crate::outcome::json_size(&v);
+            match left.checked_sub(size) {
+                Some(l) => {
+                    left = l;
+                    Ok(v)
+                }
+                None => Err(V2Error::new(
+                    Code::ResultLimitExceeded,
+                    format!(
+                        "the response would pass {} bytes with this operation's result",
+                        limits.max_response_bytes
+                    ),
+                )
+                .with_hint("send fewer operations per request, or narrow this one")),
+            }
+        });
         match outcome {
             Ok(v) => done.push(Done::Succeeded(v)),
             Err(e) => {
