@@ -500,7 +500,12 @@ pub fn kip_entry(
     if let Some(c) = args.get("command").and_then(Value::as_str) {
         e.insert("command".into(), json!(clip(c, MAX_TEXT)));
     }
-    if let Some(cs) = args.get("commands").and_then(Value::as_array) {
+    // `commands` of a 1.x batch, `operations` of a KIP 2.0 request.
+    if let Some(cs) = args
+        .get("commands")
+        .or_else(|| args.get("operations"))
+        .and_then(Value::as_array)
+    {
         let texts: Vec<Value> = cs
             .iter()
             .take(100)
@@ -532,9 +537,16 @@ pub fn kip_entry(
             .and_then(Value::as_bool)
             .unwrap_or(false)),
     );
-    // Outcomes: one object, or a batch `{"result": [outcome, ...]}`.
-    let outcomes: Vec<&Value> = match response.get("result") {
-        Some(Value::Array(items)) if args.get("commands").is_some() => items.iter().collect(),
+    // Outcomes: one object, a batch `{"result": [outcome, ...]}`, or a KIP 2.0 envelope
+    // (a top-level error, else one result per operation).
+    let outcomes: Vec<&Value> = match (response.get("kip"), response.get("result")) {
+        (Some(_), _) => match response.get("results").and_then(Value::as_array) {
+            Some(items) if response.get("error").is_none() => items.iter().collect(),
+            _ => vec![response],
+        },
+        (None, Some(Value::Array(items))) if args.get("commands").is_some() => {
+            items.iter().collect()
+        }
         _ => vec![response],
     };
     let failed: Vec<&Value> = outcomes.iter().filter_map(|o| o.get("error")).collect();
@@ -578,4 +590,55 @@ pub fn tool_entry(
         e["error"] = json!(clip(&err.message, 1024));
     }
     e
+}
+
+#[cfg(test)]
+mod kip2_entry_tests {
+    use super::*;
+
+    #[test]
+    fn a_kip2_request_is_recorded_with_its_operations_and_their_errors() {
+        let args = json!({"kip": "2.0", "execution": {"mode": "sequence"}, "operations": [
+            {"command": "DESCRIBE PROTOCOL"}, {"command": "FIND(?x) WHERE {"}
+        ]});
+        let response = json!({"kip": "2.0", "status": "partial", "results": [
+            {"status": "succeeded", "result": {}},
+            {"status": "failed", "error": {"code": "InvalidSyntax", "category": "syntax", "message": "m"}}
+        ]});
+        let e = kip_entry(
+            "http",
+            "execute_kip",
+            &args,
+            &response,
+            Duration::from_millis(1),
+        );
+        assert_eq!(
+            e["commands"],
+            json!(["DESCRIBE PROTOCOL", "FIND(?x) WHERE {"])
+        );
+        assert_eq!(
+            (
+                &e["outcome"],
+                &e["error_code"],
+                &e["commands_run"],
+                &e["errors"]
+            ),
+            (
+                &json!("error"),
+                &json!("InvalidSyntax"),
+                &json!(2),
+                &json!(1)
+            )
+        );
+        let refused = json!({"kip": "2.0", "status": "failed", "results": [],
+            "error": {"code": "InvalidRequestEnvelope", "category": "protocol", "message": "m"}});
+        let e = kip_entry(
+            "http",
+            "execute_kip",
+            &args,
+            &refused,
+            Duration::from_millis(1),
+        );
+        assert_eq!(e["error_code"], "InvalidRequestEnvelope");
+    }
 }
