@@ -4,7 +4,9 @@
 //! The 1.x engine's [`KipError`] (with its `KIP_xxxx` code) becomes a 2.0 [`V2Error`]
 //! once, here ([`V2Error::from_kip`]); 2.0 runtime rules raise [`V2Error`]s directly.
 
-use kip_lang::{ErrorCode, KipError};
+#[cfg(test)]
+use kip_lang::ErrorCode;
+use kip_lang::KipError;
 use serde_json::{json, Map, Value};
 
 macro_rules! registry {
@@ -177,20 +179,8 @@ impl V2Error {
     /// registry code its `KIP_xxxx` code maps to (Migration §32), the same message and
     /// hint, and where it is in the text.
     pub fn from_kip(e: &KipError) -> V2Error {
-        let code = match e.code {
-            ErrorCode::InvalidSyntax => Code::InvalidSyntax,
-            ErrorCode::InvalidIdentifier => Code::InvalidIdentifier,
-            ErrorCode::TypeMismatch | ErrorCode::InvalidValueType => Code::TypeMismatch,
-            ErrorCode::ConstraintViolation => Code::ConstraintViolation,
-            ErrorCode::ReferenceError => Code::ReferenceError,
-            ErrorCode::NotFound => Code::NotFoundOrNotVisible,
-            ErrorCode::DuplicateExists => Code::IdentityConflict,
-            ErrorCode::ImmutableTarget => Code::ImmutableField,
-            ErrorCode::VersionConflict => Code::VersionConflict,
-            ErrorCode::ExecutionTimeout => Code::ExecutionTimeout,
-            ErrorCode::ResourceExhausted => Code::ResourceExhausted,
-            ErrorCode::InternalError => Code::InternalError,
-        };
+        // The mapping lives once, in kip-lang (`ErrorCode::v2_name`).
+        let code = Code::from_name(e.code.v2_name()).unwrap_or(Code::InternalError);
         let mut out = V2Error::new(code, e.message.clone());
         out.hint = e.hint.clone();
         if let (Some(l), Some(c)) = (e.line, e.column) {
