@@ -194,8 +194,8 @@ pub type ElementRef = (String, ElementId);
 
 /// Reading elements of the record kinds.
 pub trait ElementRead {
-    /// The record of `id` in `space` (`None`: no such element, or a kind the graph
-    /// tables hold).
+    /// The record of `id` in `space` (`None`: no such element; for a concept or a
+    /// proposition, none of the KIP 2.0 fields beyond its graph row were written).
     fn element(&self, space: SpaceId, id: ElementId) -> StoreResult<Option<ElementRecord>>;
 
     /// The numbers of the elements of `kind` in `space`, in number order.
@@ -218,7 +218,7 @@ pub trait ElementRead {
 
 /// Writing elements of the record kinds, inside one write transaction. Backends with a
 /// write-ahead log log these writes like record writes.
-pub trait ElementWrite: ElementRead {
+pub trait ElementWrite: ElementRead + crate::GraphRead {
     /// The next number of `kind` (never reused). Assertions take theirs from the
     /// proposition counter.
     fn alloc_element_number(&mut self, kind: ElementKind) -> StoreResult<u64>;
@@ -244,9 +244,17 @@ pub trait ElementWrite: ElementRead {
         state: Map<String, Value>,
         refs: &[ElementRef],
     ) -> StoreResult<ElementRecord> {
-        if !id.kind.is_record_kind() {
-            return Err(StoreError::Other(format!(
-                "{} is kept in the graph tables, not as an element record",
+        // A concept or proposition keeps its 1.x shape in the graph tables; its record
+        // holds the KIP 2.0 fields those rows have no column for (`schema_ref`, `key`,
+        // facets, lifecycle, version), so it extends a row that exists.
+        let has_row = match (id.kind, id.kind.is_record_kind()) {
+            (_, true) => true,
+            (ElementKind::Concept, false) => self.concept(id.n)?.is_some(),
+            (_, false) => self.prop(id.n)?.is_some(),
+        };
+        if !has_row {
+            return Err(StoreError::Constraint(format!(
+                "{} has no row in the graph tables: the record of a concept or proposition extends its row",
                 id.id_string()
             )));
         }

@@ -96,11 +96,12 @@ pub fn element_records_are_written_once_and_kept(h: &dyn Harness) {
         );
         Ok(())
     });
+    // A concept's record extends its graph row: refused without the row, kept with it.
     let refused = b.write(
         |w| {
             w.create_element(
                 sp,
-                ElementId::new(ElementKind::Concept, 1),
+                ElementId::new(ElementKind::Concept, 999),
                 Map::new(),
                 Map::new(),
                 &[],
@@ -108,7 +109,20 @@ pub fn element_records_are_written_once_and_kept(h: &dyn Harness) {
         },
         false,
     );
-    assert!(refused.is_err(), "concepts live in the graph tables");
+    assert!(refused.is_err(), "no concept C:999, so no record for it");
+    let c = create(&*b, "Thing", "with a record", json!({}));
+    let cid = ElementId::new(ElementKind::Concept, c);
+    write(&*b, |w| {
+        w.create_element(sp, cid, obj(json!({"key": "k"})), Map::new(), &[])?;
+        Ok(())
+    });
+    read(&*b, |g| {
+        let rec = g.element(sp, cid)?.expect("the concept's record");
+        assert_eq!(rec.payload.get("key"), Some(&json!("k")));
+        assert_eq!(rec.version, 1);
+        assert!(g.concept(c)?.is_some(), "the row is untouched");
+        Ok(())
+    });
 }
 
 /// Structural references are indexed target first (the assertions of a proposition
