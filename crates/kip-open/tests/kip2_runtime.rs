@@ -126,20 +126,36 @@ fn describe_capabilities_declares_what_runs_and_what_does_not() {
     let c = one(&n, "DESCRIBE CAPABILITIES")["results"][0]["result"].clone();
     assert_eq!(c["conformance_profiles"], json!([]));
     assert!(c["supported"].get("describe_primer").is_some());
-    assert!(c["not_supported"].get("kql").is_some());
-    assert!(c["available"].get("kql").is_none());
+    assert!(c["supported"].get("kql").is_some());
+    assert!(c["available"].get("kml").is_some());
+    assert!(c["not_supported"].get("belief").is_some());
+    assert!(c["available"].get("belief").is_none());
+    let ro = send(
+        &n,
+        json!({"kip": "2.0", "operations": [{"command": "DESCRIBE CAPABILITIES"}]}),
+        Access::ReadOnly,
+    );
+    assert!(
+        ro["results"][0]["result"]["available"].get("kml").is_none(),
+        "{ro}"
+    );
 }
 
 #[test]
 fn a_valid_statement_that_does_not_run_yet_is_unsupported_capability() {
     let n = nexus();
-    let r = one(&n, r#"FIND(?c) WHERE { ?c CONCEPT {name: "Alice"} }"#);
+    let r = one(&n, r#"SNAPSHOT"#);
     assert_eq!(r["status"], "failed");
     assert_eq!(error_code(&r), "UnsupportedCapability");
-    assert_eq!(r["results"][0]["error"]["details"]["language"], "KQL");
+    assert_eq!(r["results"][0]["error"]["details"]["language"], "META");
     assert!(r["results"][0]["error"]["message"]
         .as_str()
-        .is_some_and(|m| m.starts_with("FIND is valid KIP 2.0 KQL")));
+        .is_some_and(|m| m.starts_with("SNAPSHOT is valid KIP 2.0 META")));
+    let b = one(
+        &n,
+        r#"FIND(?b) WHERE { ?p PROPOSITION (?s, "prefers", ?o) ?b BELIEF (?p) }"#,
+    );
+    assert_eq!(error_code(&b), "UnsupportedCapability");
 }
 
 #[test]

@@ -252,6 +252,15 @@ impl Nexus {
         self.store.read(f)
     }
 
+    /// After a committed write outside the 1.x statement path (the KIP 2.0 runtime):
+    /// what a 1.x write does after it, once (the write flag, the embedding worker).
+    pub(crate) fn after_write(&self) {
+        self.wrote.store(true, std::sync::atomic::Ordering::Relaxed);
+        if let Some(s) = &self.semantic {
+            s.nudge();
+        }
+    }
+
     /// The query limits in force.
     pub fn limits(&self) -> &QueryLimits {
         &self.limits

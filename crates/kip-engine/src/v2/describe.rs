@@ -54,10 +54,22 @@ const CAPABILITIES: &[(&str, bool, &str)] = &[
         true,
         "DESCRIBE PRIMER [MODE \"compact\" | \"full\"]",
     ),
-    ("kql", false, "FIND over the 2.0 core model"),
-    ("kml", false, "MUTATE and the 2.0 write statements"),
+    (
+        "kql",
+        true,
+        "FIND over CONCEPT, PROPOSITION, ASSERTION, EVIDENCE, ACTIVITY patterns; FILTER, NOT, OPTIONAL, UNION; aggregates with grouping; ORDER BY, LIMIT (not yet: STRUCTURAL patterns, predicate paths, CURSOR)",
+    ),
+    (
+        "kml",
+        true,
+        "MUTATE (one transaction, handles in any order), CREATE/UPSERT CONCEPT, ENSURE PROPOSITION, ASSERT, CREATE ASSERTION/EVIDENCE/ACTIVITY, UPDATE, RETRACT, SUPERSEDE, ARCHIVE, MERGE CONCEPT (not yet: TRANSITION, CORRECT EVIDENCE, SET RETENTION, TOMBSTONE, PURGE)",
+    ),
     ("belief", false, "BELIEF and BELIEF SLOT projections"),
-    ("serializable_transactions", false, "2.0 write transactions"),
+    (
+        "serializable_transactions",
+        true,
+        "a KML statement, and an atomic request, commit as one transaction; writers are serialized",
+    ),
     (
         "idempotent_replay",
         false,

@@ -197,6 +197,22 @@ impl V2Error {
     }
 }
 
+impl From<kip_storage::StoreError> for V2Error {
+    /// A storage failure (the same precise message and hint as in 1.x).
+    fn from(e: kip_storage::StoreError) -> V2Error {
+        V2Error::from_kip(&KipError::from(e))
+    }
+}
+
+impl From<KipError> for V2Error {
+    fn from(e: KipError) -> V2Error {
+        V2Error::from_kip(&e)
+    }
+}
+
+/// The result of the 2.0 executors.
+pub type V2Result<T> = Result<T, V2Error>;
+
 impl std::fmt::Display for V2Error {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "{}: {}", self.code.name(), self.message)

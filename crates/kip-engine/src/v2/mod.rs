@@ -17,10 +17,21 @@
 //! - `runtime.rs`: modes, operations, the response envelope.
 //! - `describe.rs`: the DESCRIBE answers and the capability list.
 
+mod concepts;
 mod describe;
 pub mod error;
+mod eval;
+mod expr;
+mod functions;
+mod model;
+mod mutate;
+mod propositions;
+mod query;
+mod records;
 mod request;
 mod runtime;
+pub mod schema_env;
+mod validate;
 
 pub use error::{Code, V2Error};
 pub use runtime::execute;

@@ -4,9 +4,12 @@
 
 use super::describe;
 use super::error::{Code, V2Error};
+use super::eval::Ctx;
 use super::request::{self, Operation, Request, DEFAULT_SPACE};
+use super::{mutate, query};
 use crate::envelope::Access;
 use crate::nexus::{Budget, Nexus};
+use crate::store::GraphWrite;
 use kip_lang::v2::ast::{Describe, Meta, Scalar, Statement, StatementKind};
 use serde_json::{json, Map, Value};
 use std::time::{Duration, Instant};
@@ -78,47 +81,84 @@ fn run(nexus: &Nexus, req: &Request, access: Access, budget: &Budget) -> Value {
     };
     let mut done: Vec<Done> = Vec::with_capacity(req.operations.len());
     let mut failed = false;
-    for op in &req.operations {
-        let stop = failed && (mode == "atomic" || (mode == "sequence" && !keep_going));
-        if stop {
-            done.push(Done::Skipped);
-            continue;
-        }
-        let late = deadline.is_some_and(|d| Instant::now() >= d)
-            || budget.interrupt.as_ref().is_some_and(|i| i.is_set());
-        let outcome = if late {
-            Err(V2Error::new(
-                Code::ExecutionTimeout,
-                "the request's deadline passed before this operation started; it did not run",
-            )
-            .with_hint("send it again with a longer options.deadline_ms"))
-        } else {
-            run_op(nexus, req, op, access)
-        };
-        let outcome = outcome.and_then(|v| {
-            let size = crate::outcome::json_size(&v);
-            match left.checked_sub(size) {
-                Some(l) => {
-                    left = l;
-                    Ok(v)
-                }
-                None => Err(V2Error::new(
-                    Code::ResultLimitExceeded,
-                    format!(
-                        "the response would pass {} bytes with this operation's result",
-                        limits.max_response_bytes
-                    ),
+    let mut each = |tx: Option<&mut dyn GraphWrite>, done: &mut Vec<Done>, failed: &mut bool| {
+        let mut tx = tx;
+        for op in &req.operations {
+            let stop = *failed && (mode == "atomic" || (mode == "sequence" && !keep_going));
+            if stop {
+                done.push(Done::Skipped);
+                continue;
+            }
+            let late = deadline.is_some_and(|d| Instant::now() >= d)
+                || budget.interrupt.as_ref().is_some_and(|i| i.is_set());
+            let outcome = if late {
+                Err(V2Error::new(
+                    Code::ExecutionTimeout,
+                    "the request's deadline passed before this operation started; it did not run",
                 )
-                .with_hint("send fewer operations per request, or narrow this one")),
-            }
-        });
-        match outcome {
-            Ok(v) => done.push(Done::Succeeded(v)),
-            Err(e) => {
-                failed = true;
-                done.push(Done::Failed(e));
+                .with_hint("send it again with a longer options.deadline_ms"))
+            } else {
+                match &mut tx {
+                    Some(w) => run_op(nexus, req, op, access, Some(&mut **w)),
+                    None => run_op(nexus, req, op, access, None),
+                }
+            };
+            let outcome = outcome.and_then(|v| {
+                let size = crate::outcome::json_size(&v);
+                match left.checked_sub(size) {
+                    Some(l) => {
+                        left = l;
+                        Ok(v)
+                    }
+                    None => Err(V2Error::new(
+                        Code::ResultLimitExceeded,
+                        format!(
+                            "the response would pass {} bytes with this operation's result",
+                            limits.max_response_bytes
+                        ),
+                    )
+                    .with_hint("send fewer operations per request, or narrow this one")),
+                }
+            });
+            match outcome {
+                Ok(v) => done.push(Done::Succeeded(v)),
+                Err(e) => {
+                    *failed = true;
+                    done.push(Done::Failed(e));
+                }
             }
         }
+    };
+    if mode == "atomic" && access != Access::ReadOnly {
+        // All or none (§76): every operation in one write transaction, aborted when
+        // one fails.
+        let committed = nexus.write(
+            |w| {
+                each(Some(w), &mut done, &mut failed);
+                if failed {
+                    Err(kip_lang::KipError::internal(
+                        "an operation failed: the request is rolled back",
+                    ))
+                } else {
+                    Ok(())
+                }
+            },
+            false,
+        );
+        match committed {
+            Ok(()) => nexus.after_write(),
+            Err(e) if !failed => {
+                // The commit itself failed: nothing of the request is applied.
+                let e = V2Error::from_kip(&e);
+                for d in &mut done {
+                    *d = Done::Failed(e.clone());
+                }
+                failed = true;
+            }
+            Err(_) => {}
+        }
+    } else {
+        each(None, &mut done, &mut failed);
     }
     if mode == "atomic" && failed {
         for d in &mut done {
@@ -186,7 +226,13 @@ fn run(nexus: &Nexus, req: &Request, access: Access, budget: &Budget) -> Value {
 }
 
 /// Parses, classifies and runs one operation.
-fn run_op(nexus: &Nexus, req: &Request, op: &Operation, access: Access) -> Result<Value, V2Error> {
+fn run_op(
+    nexus: &Nexus,
+    req: &Request,
+    op: &Operation,
+    access: Access,
+    tx: Option<&mut dyn GraphWrite>,
+) -> Result<Value, V2Error> {
     let Some(text) = op.command.as_deref() else {
         return Err(V2Error::new(
             Code::UnsupportedCapability,
@@ -257,9 +303,12 @@ fn run_op(nexus: &Nexus, req: &Request, op: &Operation, access: Access) -> Resul
                         .with_hint("MODE \"compact\" (the default) or MODE \"full\""))
                     }
                 };
-                nexus
-                    .read(|g| describe::primer(g, access, full))
-                    .map_err(|e| V2Error::from_kip(&e))
+                match tx {
+                    Some(w) => describe::primer(w, access, full).map_err(|e| V2Error::from_kip(&e)),
+                    None => nexus
+                        .read(|g| describe::primer(g, access, full))
+                        .map_err(|e| V2Error::from_kip(&e)),
+                }
             }
             Meta::Describe(Describe::Named {
                 what,
@@ -288,7 +337,49 @@ fn run_op(nexus: &Nexus, req: &Request, op: &Operation, access: Access) -> Resul
             }
             _ => Err(not_yet(&st, text)),
         },
-        StatementKind::Query(_) | StatementKind::Mutation(_) => Err(not_yet(&st, text)),
+        StatementKind::Query(q) => {
+            let max_rows = nexus.limits().max_rows;
+            let params = |n: &str| param(&Scalar::Param(n.to_string()));
+            match tx {
+                Some(w) => query::find(&Ctx::new(w, &params, max_rows), q),
+                None => {
+                    let mut failure = None;
+                    let r = nexus.read(|g| {
+                        query::find(&Ctx::new(g, &params, max_rows), q).map_err(|e| {
+                            failure = Some(e);
+                            kip_lang::KipError::internal("the query failed")
+                        })
+                    });
+                    r.map_err(|e| failure.unwrap_or_else(|| V2Error::from_kip(&e)))
+                }
+            }
+        }
+        StatementKind::Mutation(m) => {
+            let max_rows = nexus.limits().max_rows;
+            let params = |n: &str| param(&Scalar::Param(n.to_string()));
+            match tx {
+                Some(w) => mutate::run(w, &params, m, max_rows),
+                None => {
+                    let mut failure = None;
+                    let r = nexus.write(
+                        |w| {
+                            mutate::run(w, &params, m, max_rows).map_err(|e| {
+                                failure = Some(e);
+                                kip_lang::KipError::internal("the mutation failed: rolled back")
+                            })
+                        },
+                        false,
+                    );
+                    match r {
+                        Ok(v) => {
+                            nexus.after_write();
+                            Ok(v)
+                        }
+                        Err(e) => Err(failure.unwrap_or_else(|| V2Error::from_kip(&e))),
+                    }
+                }
+            }
+        }
     }
 }
 

@@ -1,0 +1,796 @@
+//! Writing Concepts (Specification §10-11, §54, §58): CREATE, UPSERT by stable identity
+//! (id or key within its type, §7.3, §54.3-54.4), UPDATE of mutable state, ARCHIVE;
+//! attributes and facets checked against the active Schema Environment.
+//!
+//! Where the parts live is [`super::model`]'s rule: the graph row's name is the
+//! concept's identity within its type (its key; a keyless concept's name, or
+//! `name~C:n` when another concept of the type holds that name), and the record `C:n`
+//! holds `schema_ref`, `key`, a display name that differs from the row's, facets and
+//! the lifecycle state, with the version.
+
+use super::error::{Code, V2Error, V2Result};
+use super::eval::{self, Ctx, Row};
+use super::model::{self, LITERAL_TYPE, SPACE};
+use super::schema_env::{active, Definition, SymbolKind};
+use super::validate::{check_attributes, check_facet};
+use crate::store::{ConceptRecord, ElementId, ElementKind, ElementRecord, GraphRead, GraphWrite};
+use kip_lang::v2::ast::{Clause, Symbol};
+use serde_json::{json, Map, Value};
+
+/// What a CREATE or UPSERT CONCEPT block says.
+#[derive(Default)]
+pub struct Spec {
+    ty: Option<Definition>,
+    key: Option<String>,
+    match_id: Option<Value>,
+    match_key: Option<String>,
+    match_name: bool,
+    name: Option<String>,
+    client_key: Option<Value>,
+    expect_version: Option<Value>,
+    change: Change,
+}
+
+/// The mutable-state changes of a CREATE, UPSERT or UPDATE.
+#[derive(Default)]
+pub struct Change {
+    name: Option<String>,
+    set_attributes: Map<String, Value>,
+    unset_attributes: Vec<String>,
+    set_facets: Vec<(Definition, Map<String, Value>)>,
+    unset_facets: Vec<(Definition, Vec<String>)>,
+}
+
+fn string(field: &str, v: Value) -> V2Result<String> {
+    match v {
+        Value::String(s) => Ok(s),
+        other => Err(eval::type_mismatch(field, &other)),
+    }
+}
+
+fn symbol(ctx: &Ctx, s: &Symbol) -> V2Result<String> {
+    match s {
+        Symbol::Name(n) => Ok(n.clone()),
+        Symbol::Param(p) => string("symbol", ctx.param(p)?),
+    }
+}
+
+fn immutable(field: &str) -> V2Error {
+    V2Error::new(
+        Code::ImmutableField,
+        format!("a concept's {field} is fixed at creation (§7.3, §10.3)"),
+    )
+    .with_hint("create another concept, or MERGE CONCEPT the two")
+    .with_detail("field", field)
+}
+
+impl Change {
+    /// Reads the mutable-state clauses; `row` binds the handles (and UPDATE's target).
+    fn clause(&mut self, ctx: &Ctx, row: &Row, c: &Clause) -> V2Result<bool> {
+        match c {
+            Clause::SetAttributes(ms) => {
+                for (k, v) in ms {
+                    self.set_attributes
+                        .insert(k.clone(), eval::write_value(ctx, row, v)?);
+                }
+            }
+            Clause::UnsetAttributes(names) => self.unset_attributes.extend(names.iter().cloned()),
+            Clause::SetFacet(sym, ms) => {
+                let def = active().resolve(ctx.g, SymbolKind::Facet, &symbol(ctx, sym)?)?;
+                let mut m = Map::new();
+                for (k, v) in ms {
+                    m.insert(k.clone(), eval::write_value(ctx, row, v)?);
+                }
+                check_facet(&def, &m)?;
+                self.set_facets.push((def, m));
+            }
+            Clause::UnsetFacet(sym, names) => {
+                let def = active().resolve(ctx.g, SymbolKind::Facet, &symbol(ctx, sym)?)?;
+                self.unset_facets.push((def, names.clone()));
+            }
+            _ => return Ok(false),
+        }
+        Ok(true)
+    }
+
+    /// Reads an UPDATE's actions for target `id` (§58): only a concept's mutable state;
+    /// an assertion's payload needs a revision (§58.2), evidence a correction, a
+    /// proposition's tuple never changes (§12.5).
+    pub fn read(ctx: &Ctx, row: &Row, id: ElementId, actions: &[Clause]) -> V2Result<Change> {
+        match id.kind {
+            ElementKind::Concept => {}
+            ElementKind::Assertion => {
+                return Err(V2Error::new(
+                    Code::EpistemicRevisionRequired,
+                    format!(
+                        "{} is an assertion: its stance, confidence and payload are history, not state (§13.7, §58.2)",
+                        id.id_string()
+                    ),
+                )
+                .with_hint("record the new view as a new assertion: ASSERT ... SUPERSEDING the old one, or RETRACT ASSERTION"))
+            }
+            ElementKind::Evidence => {
+                return Err(V2Error::new(
+                    Code::EvidenceCorrectionRequired,
+                    format!("{} is evidence: its payload is immutable (§15.5)", id.id_string()),
+                )
+                .with_hint("CREATE EVIDENCE with the corrected content, then CORRECT EVIDENCE old BY new"))
+            }
+            ElementKind::Proposition => return Err(immutable_tuple(id)),
+            ElementKind::Activity => {
+                return Err(V2Error::new(
+                    Code::ImmutableField,
+                    format!("{}: an activity changes through TRANSITION ACTIVITY", id.id_string()),
+                ))
+            }
+        }
+        let mut ch = Change::default();
+        for a in actions {
+            if ch.clause(ctx, row, a)? {
+                continue;
+            }
+            match a {
+                Clause::SetFields(ms) => {
+                    for (k, v) in ms {
+                        let v = eval::write_value(ctx, row, v)?;
+                        ch.field(k, v)?;
+                    }
+                }
+                Clause::SetStructural(_) | Clause::UnsetStructural(_) => {
+                    return Err(eval::unsupported("structural references on concepts"))
+                }
+                other => {
+                    return Err(V2Error::new(
+                        Code::InvalidSyntax,
+                        format!("{other:?} is not an UPDATE action"),
+                    ))
+                }
+            }
+        }
+        Ok(ch)
+    }
+
+    fn field(&mut self, k: &str, v: Value) -> V2Result<()> {
+        let mut m = Map::new();
+        m.insert(k.to_string(), Value::Null);
+        protected_fields(&m)?;
+        match k {
+            "name" => self.name = Some(string("name", v)?),
+            "key" | "schema_ref" | "type" => return Err(immutable(k)),
+            _ => return Err(V2Error::new(
+                Code::SchemaFieldNotFound,
+                format!("\"{k}\" is not a native field of a concept"),
+            )
+            .with_hint(
+                "a concept's fields are name and key; other values go in SET ATTRIBUTES or a facet",
+            )
+            .with_detail("field", k)),
+        }
+        Ok(())
+    }
+}
+
+fn immutable_tuple(id: ElementId) -> V2Error {
+    V2Error::new(
+        Code::ImmutableField,
+        format!(
+            "{} is a proposition: its tuple never changes (§12.5)",
+            id.id_string()
+        ),
+    )
+    .with_hint("ENSURE the other proposition and assert about it")
+}
+
+/// Engine and governance fields in a SET FIELDS object.
+fn protected_fields(fields: &Map<String, Value>) -> V2Result<()> {
+    for k in fields.keys() {
+        if matches!(k.as_str(), "_system" | "id" | "kind" | "state" | "version") {
+            return Err(V2Error::new(
+                Code::ProtectedSystemField,
+                format!("\"{k}\" is engine-maintained (§6.3)"),
+            )
+            .with_hint("leave it out; the engine sets it")
+            .with_detail("field", k.as_str()));
+        }
+        if k == "governance" {
+            return Err(V2Error::new(
+                Code::ProtectedGovernanceField,
+                "an element's governance is not an author-writable field (§28)",
+            )
+            .with_hint("governance changes go through the owner's protected operations")
+            .with_detail("field", "governance"));
+        }
+    }
+    Ok(())
+}
+
+impl Spec {
+    /// Reads a CREATE (`upsert` false) or UPSERT block.
+    pub fn read(ctx: &Ctx, handles: &Row, clauses: &[Clause], upsert: bool) -> V2Result<Spec> {
+        let mut s = Spec::default();
+        for c in clauses {
+            if s.change.clause(ctx, handles, c)? {
+                continue;
+            }
+            match c {
+                Clause::Type(sym) => {
+                    s.ty = Some(active().resolve(
+                        ctx.g,
+                        SymbolKind::ConceptType,
+                        &symbol(ctx, sym)?,
+                    )?)
+                }
+                Clause::Name(v) => s.name = Some(string("NAME", eval::scalar(ctx, v)?)?),
+                Clause::ClientKey(v) => s.client_key = Some(eval::scalar(ctx, v)?),
+                Clause::ExpectVersion(v) => s.expect_version = Some(eval::scalar(ctx, v)?),
+                Clause::Match(pattern) if upsert => {
+                    let row = handles.clone();
+                    for (k, p) in pattern {
+                        let v = match p {
+                            kip_lang::v2::ast::Pattern::Var(h) => match row.get(h) {
+                                Some(b) => eval::bound_json(b),
+                                None => {
+                                    return Err(V2Error::new(
+                                        Code::ReferenceError,
+                                        format!("?{h} is not bound in MATCH"),
+                                    ))
+                                }
+                            },
+                            kip_lang::v2::ast::Pattern::Param(n) => ctx.param(n)?,
+                            kip_lang::v2::ast::Pattern::Literal(v) => v.clone(),
+                            _ => {
+                                return Err(V2Error::new(
+                                    Code::TypeMismatch,
+                                    format!("MATCH member \"{k}\" takes a scalar"),
+                                ))
+                            }
+                        };
+                        match k.as_str() {
+                            "type" => {
+                                let t = string("type", v)?;
+                                s.ty =
+                                    Some(active().resolve(ctx.g, SymbolKind::ConceptType, &t)?);
+                            }
+                            "key" => s.match_key = Some(string("key", v)?),
+                            "id" => s.match_id = Some(v),
+                            "name" => s.match_name = true,
+                            _ => {}
+                        }
+                    }
+                }
+                Clause::SetFields(ms) => {
+                    let mut m = Map::new();
+                    for (k, v) in ms {
+                        m.insert(k.clone(), eval::write_value(ctx, handles, v)?);
+                    }
+                    protected_fields(&m)?;
+                    for (k, v) in m {
+                        match k.as_str() {
+                            "key" => s.key = Some(string("key", v)?),
+                            "name" => s.change.name = Some(string("name", v)?),
+                            _ => s.change.field(&k, v)?,
+                        }
+                    }
+                }
+                other => {
+                    return Err(V2Error::new(
+                        Code::InvalidSyntax,
+                        format!(
+                            "{other:?} is not a clause of {}",
+                            if upsert {
+                                "UPSERT CONCEPT"
+                            } else {
+                                "CREATE CONCEPT"
+                            }
+                        ),
+                    ))
+                }
+            }
+        }
+        if s.name.is_none() {
+            s.name = s.change.name.take();
+        }
+        Ok(s)
+    }
+}
+
+/// The concept an UPSERT names (§54.3): by id (resolve only) or by key within its type;
+/// a key without a type that names several concepts is `IdentityConflict` (§7.3).
+pub fn resolve(ctx: &Ctx, s: &Spec) -> V2Result<Option<ElementId>> {
+    let g = ctx.g;
+    if let Some(idv) = &s.match_id {
+        let id = idv
+            .as_str()
+            .and_then(eval::parse_id)
+            .filter(|id| id.kind == ElementKind::Concept);
+        let found = match id {
+            Some(id) => ctx.view(id)?.map(|v| (id, v)),
+            None => None,
+        };
+        let fits = |v: &Value| match &s.ty {
+            Some(t) => v.get("schema_ref") == Some(&json!(t.exact)),
+            None => true,
+        };
+        return match found {
+            Some((id, v)) if fits(&v) => Ok(Some(id)),
+            _ => Err(V2Error::new(
+                Code::NotFoundOrNotVisible,
+                format!("no visible concept {idv} to upsert"),
+            )
+            .with_hint("an upsert by id resolves an existing concept only; to create, MATCH by type and key")),
+        };
+    }
+    let Some(key) = s.match_key.as_deref().or(s.key.as_deref()) else {
+        let code = if s.match_name {
+            Code::NameIdentityForbidden
+        } else {
+            Code::IdentitySelectorRequired
+        };
+        return Err(V2Error::new(
+            code,
+            "UPSERT CONCEPT resolves by stable identity: MATCH {type, key} or MATCH {id} (§54.3)",
+        )
+        .with_hint("names may repeat, so a name does not identify; give the concept a key"));
+    };
+    let mut found = Vec::new();
+    match &s.ty {
+        Some(t) => {
+            if let Some(n) = g.concept_by_key(&t.local, key)? {
+                found.push(n);
+            }
+        }
+        None => g.scan_name(key, &mut |n| {
+            found.push(n);
+            Ok(true)
+        })?,
+    }
+    let mut hits = Vec::new();
+    for n in found {
+        let id = ElementId::new(ElementKind::Concept, n);
+        if let Some(v) = ctx.view(id)? {
+            if v.get("key") == Some(&json!(key)) && v.get("type") != Some(&json!(LITERAL_TYPE)) {
+                hits.push(id);
+            }
+        }
+    }
+    match hits.len() {
+        0 => Ok(None),
+        1 => Ok(Some(canonical(g, hits[0])?)),
+        _ => Err(V2Error::new(
+            Code::IdentityConflict,
+            format!(
+                "the key \"{key}\" names {} concepts of different types ({})",
+                hits.len(),
+                hits.iter()
+                    .map(|i| i.id_string())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+        )
+        .with_hint("a key is identity within its type (§7.3): add the type to MATCH")),
+    }
+}
+
+fn version_of(g: &dyn GraphRead, id: ElementId) -> V2Result<u64> {
+    Ok(g.element(SPACE, id)?.map_or(1, |r| r.version))
+}
+
+fn check_version(g: &dyn GraphRead, id: ElementId, expect: Option<&Value>) -> V2Result<()> {
+    let Some(e) = expect else { return Ok(()) };
+    let actual = version_of(g, id)?;
+    if e.as_u64() != Some(actual) {
+        return Err(V2Error::new(
+            Code::VersionConflict,
+            format!("{} is at version {actual}, not {e}", id.id_string()),
+        )
+        .with_hint("read the element again (?x._system.version) and decide on its current state")
+        .with_detail("actual_version", actual));
+    }
+    Ok(())
+}
+
+/// UPSERT: updates the concept found, or creates it under the MATCH's type and key.
+/// Returns the id and whether it was created.
+pub fn upsert(
+    w: &mut dyn GraphWrite,
+    s: &Spec,
+    found: Option<ElementId>,
+) -> V2Result<(ElementId, bool)> {
+    if let Some(id) = found {
+        check_version(w, id, s.expect_version.as_ref())?;
+        if let Some(k) = &s.key {
+            let current = model::view(w, id)?.and_then(|v| v.get("key").cloned());
+            if current != Some(json!(k)) {
+                return Err(immutable("key"));
+            }
+        }
+        let mut ch = Change {
+            name: s.name.clone(),
+            set_attributes: s.change.set_attributes.clone(),
+            unset_attributes: s.change.unset_attributes.clone(),
+            set_facets: s.change.set_facets.clone(),
+            unset_facets: s.change.unset_facets.clone(),
+        };
+        if ch.name.is_none() {
+            ch.name = s.change.name.clone();
+        }
+        apply_change(w, id, &ch)?;
+        return Ok((id, false));
+    }
+    if let Some(v) = &s.expect_version {
+        if v.as_u64() != Some(0) {
+            return Err(V2Error::new(
+                Code::VersionConflict,
+                format!("no concept matches, so it is not at version {v}"),
+            )
+            .with_hint(
+                "EXPECT VERSION 0 creates only; leave EXPECT VERSION out to create or update",
+            ));
+        }
+    }
+    if s.ty.is_none() {
+        return Err(V2Error::new(
+            Code::SchemaSymbolNotFound,
+            "no concept matches, and an upsert that declares no type cannot create one (§54.4)",
+        )
+        .with_hint("add the type to MATCH: MATCH {type: \"Person\", key: \"...\"}"));
+    }
+    let create_spec = Spec {
+        ty: s.ty.clone(),
+        key: s.match_key.clone().or_else(|| s.key.clone()),
+        name: s.name.clone(),
+        client_key: s.client_key.clone(),
+        change: Change {
+            name: None,
+            set_attributes: s.change.set_attributes.clone(),
+            unset_attributes: Vec::new(),
+            set_facets: s.change.set_facets.clone(),
+            unset_facets: Vec::new(),
+        },
+        ..Spec::default()
+    };
+    Ok((create(w, &create_spec)?, true))
+}
+
+/// CREATE CONCEPT (§54.1): a new, historically distinct concept.
+pub fn create(w: &mut dyn GraphWrite, s: &Spec) -> V2Result<ElementId> {
+    let Some(ty) = &s.ty else {
+        return Err(V2Error::new(
+            Code::SchemaSymbolNotFound,
+            "a concept needs a type: there is no untyped concept (§10.3)",
+        )
+        .with_hint("add TYPE \"Person\" (or another type of the schema environment)"));
+    };
+    check_attributes(ty, &s.change.set_attributes, true)?;
+    let n = w.alloc_concept_id()?;
+    let id = ElementId::new(ElementKind::Concept, n);
+    let row_name = match &s.key {
+        Some(key) => {
+            if let Some(m) = w.concept_by_key(&ty.local, key)? {
+                let occupant = ElementId::new(ElementKind::Concept, m);
+                let keyed = model::view(w, occupant)?.and_then(|v| v.get("key").cloned());
+                if keyed == Some(json!(key)) {
+                    return Err(V2Error::new(
+                        Code::IdentityConflict,
+                        format!(
+                            "the key \"{key}\" already names {} ({})",
+                            occupant.id_string(),
+                            ty.local
+                        ),
+                    )
+                    .with_hint(
+                        "UPSERT CONCEPT with MATCH {type, key} resolves it instead of creating",
+                    )
+                    .with_detail("existing", occupant.id_string()));
+                }
+                // A keyless concept held the key as its name: it steps aside.
+                step_aside(w, m)?;
+            }
+            key.clone()
+        }
+        None => match &s.name {
+            Some(name) if w.concept_by_key(&ty.local, name)?.is_none() => name.clone(),
+            Some(name) => format!("{name}~{}", id.id_string()),
+            None => format!("~{}", id.id_string()),
+        },
+    };
+    let mut attributes = Map::new();
+    for (k, v) in &s.change.set_attributes {
+        if !v.is_null() {
+            attributes.insert(k.clone(), v.clone());
+        }
+    }
+    let row = ConceptRecord {
+        concept_type: ty.local.clone(),
+        name: row_name.clone(),
+        attributes,
+        metadata: Map::new(),
+    };
+    w.put_concept(n, &row, None)?;
+    let mut payload = Map::new();
+    payload.insert("schema_ref".into(), json!(ty.exact));
+    payload.insert(
+        "key".into(),
+        s.key.clone().map_or(Value::Null, Value::String),
+    );
+    let mut state = Map::new();
+    let name = s.name.clone().unwrap_or_default();
+    if name != row_name {
+        state.insert("name".into(), json!(name));
+    }
+    let mut facets = Map::new();
+    for (def, m) in &s.change.set_facets {
+        merge_facet(&mut facets, def, m, &[]);
+    }
+    if !facets.is_empty() {
+        state.insert("facets".into(), Value::Object(facets));
+    }
+    if let Some(ck) = &s.client_key {
+        state.insert("client_key".into(), ck.clone());
+    }
+    w.create_element(SPACE, id, payload, state, &[])?;
+    Ok(id)
+}
+
+/// Moves a keyless concept's row name out of the way of a key (`name~C:n`).
+fn step_aside(w: &mut dyn GraphWrite, n: u64) -> V2Result<()> {
+    let id = ElementId::new(ElementKind::Concept, n);
+    let Some(old) = w.concept(n)? else {
+        return Ok(());
+    };
+    let rec = ensure_record(w, id, &old)?;
+    let mut row = old.clone();
+    row.name = format!("{}~{}", old.name, id.id_string());
+    w.put_concept(n, &row, Some(&old))?;
+    let mut state = rec.state.clone();
+    state
+        .entry("name".to_string())
+        .or_insert_with(|| json!(old.name));
+    w.set_element_state(SPACE, id, state)?;
+    Ok(())
+}
+
+/// The concept's record, created (version 1: the state 1.x wrote) when 2.0 writes a
+/// concept for the first time.
+fn ensure_record(
+    w: &mut dyn GraphWrite,
+    id: ElementId,
+    row: &ConceptRecord,
+) -> V2Result<ElementRecord> {
+    if let Some(r) = w.element(SPACE, id)? {
+        return Ok(r);
+    }
+    let mut payload = Map::new();
+    payload.insert(
+        "schema_ref".into(),
+        json!(active().exact_of(SymbolKind::ConceptType, &row.concept_type)),
+    );
+    payload.insert("key".into(), json!(row.name));
+    Ok(w.create_element(SPACE, id, payload, Map::new(), &[])?)
+}
+
+/// UPDATE of one concept (§58), after its EXPECT VERSION.
+pub fn update(
+    w: &mut dyn GraphWrite,
+    id: ElementId,
+    ch: &Change,
+    expect: Option<&Value>,
+) -> V2Result<()> {
+    check_version(w, id, expect)?;
+    apply_change(w, id, ch)
+}
+
+fn apply_change(w: &mut dyn GraphWrite, id: ElementId, ch: &Change) -> V2Result<()> {
+    let Some(old) = w.concept(id.n)?.filter(|r| !model::hidden(r)) else {
+        return Err(super::mutate::not_found(id));
+    };
+    let ty = active().resolve(w, SymbolKind::ConceptType, &old.concept_type)?;
+    check_attributes(&ty, &ch.set_attributes, false)?;
+    let rec = ensure_record(w, id, &old)?;
+    let mut row = old.clone();
+    for (k, v) in &ch.set_attributes {
+        if v.is_null() {
+            row.attributes.remove(k);
+        } else {
+            row.attributes.insert(k.clone(), v.clone());
+        }
+    }
+    for k in &ch.unset_attributes {
+        row.attributes.remove(k);
+    }
+    if row != old {
+        w.put_concept(id.n, &row, Some(&old))?;
+    }
+    let mut state = rec.state.clone();
+    if let Some(name) = &ch.name {
+        if *name == row.name {
+            state.remove("name");
+        } else {
+            state.insert("name".into(), json!(name));
+        }
+    }
+    let mut facets = state
+        .get("facets")
+        .and_then(Value::as_object)
+        .cloned()
+        .unwrap_or_default();
+    for (def, m) in &ch.set_facets {
+        merge_facet(&mut facets, def, m, &[]);
+    }
+    for (def, names) in &ch.unset_facets {
+        merge_facet(&mut facets, def, &Map::new(), names);
+    }
+    if facets.is_empty() {
+        state.remove("facets");
+    } else {
+        state.insert("facets".into(), Value::Object(facets));
+    }
+    w.set_element_state(SPACE, id, state)?;
+    Ok(())
+}
+
+/// A facet assignment merges members rather than replacing the facet.
+fn merge_facet(
+    facets: &mut Map<String, Value>,
+    def: &Definition,
+    set: &Map<String, Value>,
+    unset: &[String],
+) {
+    let mut f = facets
+        .get(&def.local)
+        .and_then(Value::as_object)
+        .cloned()
+        .unwrap_or_default();
+    for (k, v) in set {
+        f.insert(k.clone(), v.clone());
+    }
+    for k in unset {
+        f.remove(k);
+    }
+    if f.is_empty() {
+        facets.remove(&def.local);
+    } else {
+        facets.insert(def.local.clone(), Value::Object(f));
+    }
+}
+
+/// ARCHIVE (and the lifecycle states of part 2): the element leaves default recall.
+pub fn set_lifecycle(
+    w: &mut dyn GraphWrite,
+    id: ElementId,
+    to: &str,
+    expect: Option<&str>,
+) -> V2Result<()> {
+    let rec = match id.kind {
+        ElementKind::Concept => {
+            let Some(row) = w.concept(id.n)?.filter(|r| !model::hidden(r)) else {
+                return Err(super::mutate::not_found(id));
+            };
+            ensure_record(w, id, &row)?
+        }
+        ElementKind::Proposition => match w.element(SPACE, id)? {
+            Some(r) => r,
+            None => {
+                if w.prop(id.n)?.is_none() {
+                    return Err(super::mutate::not_found(id));
+                }
+                w.create_element(SPACE, id, Map::new(), Map::new(), &[])?
+            }
+        },
+        _ => w
+            .element(SPACE, id)?
+            .ok_or_else(|| super::mutate::not_found(id))?,
+    };
+    let current = model::state_of(Some(&rec));
+    if let Some(e) = expect {
+        if e != current {
+            return Err(V2Error::new(
+                Code::PreconditionFailed,
+                format!("{} is {current}, not {e}", id.id_string()),
+            )
+            .with_detail("actual", current));
+        }
+    }
+    if current == to {
+        return Ok(());
+    }
+    let mut state = rec.state.clone();
+    state.insert("state".into(), json!(to));
+    w.set_element_state(SPACE, id, state)?;
+    Ok(())
+}
+
+/// MERGE CONCEPT source INTO target (§11): non-destructive. The source stays
+/// addressable by id, is `merged` (out of default recall) with `merged_into`, and
+/// resolves to the target from then on; nothing that referenced it is rewritten. A
+/// merge that would make `merged_into` cycle is refused.
+pub fn merge(
+    w: &mut dyn GraphWrite,
+    source: ElementId,
+    target: ElementId,
+    expect: Option<&Value>,
+) -> V2Result<()> {
+    for id in [source, target] {
+        if id.kind != ElementKind::Concept {
+            return Err(V2Error::new(
+                Code::TypeMismatch,
+                format!(
+                    "{} is not a concept; MERGE CONCEPT merges concepts",
+                    id.id_string()
+                ),
+            ));
+        }
+    }
+    if source == target {
+        return Err(V2Error::new(
+            Code::IdentityMergeConflict,
+            format!("{} cannot be merged into itself", source.id_string()),
+        ));
+    }
+    check_version(w, source, expect)?;
+    // Follow the target's merged_into chain: reaching the source is a cycle.
+    let mut at = target;
+    for _ in 0..64 {
+        if at == source {
+            return Err(V2Error::new(
+                Code::IdentityMergeConflict,
+                format!(
+                    "{} already resolves to {}: the merge would cycle",
+                    target.id_string(),
+                    source.id_string()
+                ),
+            ));
+        }
+        match w.element(SPACE, at)?.and_then(|r| {
+            r.state
+                .get("merged_into")
+                .and_then(Value::as_str)
+                .and_then(eval::parse_id)
+        }) {
+            Some(next) => at = next,
+            None => break,
+        }
+    }
+    let Some(row) = w.concept(source.n)?.filter(|r| !model::hidden(r)) else {
+        return Err(super::mutate::not_found(source));
+    };
+    let rec = ensure_record(w, source, &row)?;
+    let mut state = rec.state.clone();
+    state.insert("state".into(), json!("merged"));
+    state.insert("merged_into".into(), json!(target.id_string()));
+    w.set_element_state(SPACE, source, state)?;
+    Ok(())
+}
+
+/// The concept a merged one resolves to (§11.1: `merged_into` to its fixpoint).
+fn canonical(g: &dyn GraphRead, id: ElementId) -> V2Result<ElementId> {
+    let mut at = id;
+    for _ in 0..64 {
+        match g.element(SPACE, at)?.and_then(|r| {
+            r.state
+                .get("merged_into")
+                .and_then(Value::as_str)
+                .and_then(eval::parse_id)
+        }) {
+            Some(next) => at = next,
+            None => break,
+        }
+    }
+    Ok(at)
+}
+
+/// The concept holding a literal proposition object, created on first use.
+pub fn literal(w: &mut dyn GraphWrite, v: &Value) -> V2Result<u64> {
+    if let Some(n) = eval::literal_concept(w, v)? {
+        return Ok(n);
+    }
+    let n = w.alloc_concept_id()?;
+    let row = ConceptRecord {
+        concept_type: LITERAL_TYPE.to_string(),
+        name: serde_json::to_string(v).unwrap_or_default(),
+        attributes: Map::new(),
+        metadata: Map::new(),
+    };
+    w.put_concept(n, &row, None)?;
+    Ok(n)
+}

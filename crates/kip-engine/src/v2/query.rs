@@ -1,0 +1,235 @@
+//! `FIND` (Specification §42-44): the WHERE block's solutions, projected; aggregates
+//! group by the projected expressions that are not aggregates (§44.6, which the
+//! reference engine lacks); ORDER BY applies its keys left to right with nulls last
+//! (§44.7), ties keep the solutions' order (index order, deterministic); LIMIT cuts.
+//! One projected expression answers a list of values, several a list of rows.
+
+use super::error::{Code, V2Error, V2Result};
+use super::eval::{self, compare, eval, solve, unsupported, Ctx, Row};
+use kip_lang::v2::ast::{Projection, Query};
+use serde_json::{json, Value};
+use std::cmp::Ordering;
+
+/// Runs a query; the operation's result.
+pub fn find(ctx: &Ctx, q: &Query) -> V2Result<Value> {
+    if q.as_of.is_some() || q.for_time.is_some() {
+        return Err(unsupported("AS OF and FOR TIME reads"));
+    }
+    if q.epistemic.is_some() {
+        return Err(unsupported("WITH EPISTEMIC projections"));
+    }
+    if q.cursor.is_some() {
+        return Err(unsupported("CURSOR pagination"));
+    }
+    let limit = match &q.limit {
+        None => None,
+        Some(s) => match eval::scalar(ctx, s)?.as_u64() {
+            Some(n) => Some(n as usize),
+            None => {
+                return Err(
+                    V2Error::new(Code::TypeMismatch, "LIMIT takes a whole number")
+                        .with_hint("LIMIT 10"),
+                )
+            }
+        },
+    };
+    let rows = solve(ctx, &q.where_clauses, vec![Row::new()])?;
+    let aggregated = q
+        .projection
+        .iter()
+        .any(|p| matches!(p, Projection::Aggregate { .. }));
+    let mut out: Vec<(Vec<Value>, Vec<Value>)> = if aggregated {
+        aggregate(ctx, q, &rows)?
+    } else {
+        let mut out = Vec::with_capacity(rows.len());
+        for row in &rows {
+            let cols = q
+                .projection
+                .iter()
+                .map(|p| project(ctx, row, p))
+                .collect::<V2Result<Vec<_>>>()?;
+            let keys = q
+                .order_by
+                .iter()
+                .map(|o| project(ctx, row, &o.key))
+                .collect::<V2Result<Vec<_>>>()?;
+            out.push((cols, keys));
+        }
+        out
+    };
+    if !q.order_by.is_empty() {
+        let desc: Vec<bool> = q.order_by.iter().map(|o| o.descending).collect();
+        out.sort_by(|a, b| order(&a.1, &b.1, &desc));
+    }
+    if let Some(n) = limit {
+        out.truncate(n);
+    }
+    let single = q.projection.len() == 1;
+    Ok(Value::Array(
+        out.into_iter()
+            .map(|(mut cols, _)| {
+                if single {
+                    cols.pop().unwrap_or(Value::Null)
+                } else {
+                    Value::Array(cols)
+                }
+            })
+            .collect(),
+    ))
+}
+
+/// Compares two sort keys: left to right, nulls (and unlike types) last.
+fn order(a: &[Value], b: &[Value], desc: &[bool]) -> Ordering {
+    for ((x, y), d) in a.iter().zip(b).zip(desc) {
+        let o = match (x.is_null(), y.is_null()) {
+            (true, true) => Ordering::Equal,
+            (true, false) => Ordering::Greater,
+            (false, true) => Ordering::Less,
+            _ => match compare(x, y) {
+                Some(o) if *d => o.reverse(),
+                Some(o) => o,
+                None => type_rank(x).cmp(&type_rank(y)),
+            },
+        };
+        if o != Ordering::Equal {
+            return o;
+        }
+    }
+    Ordering::Equal
+}
+
+fn type_rank(v: &Value) -> u8 {
+    match v {
+        Value::Bool(_) => 0,
+        Value::Number(_) => 1,
+        Value::String(_) => 2,
+        Value::Array(_) => 3,
+        Value::Object(_) => 4,
+        Value::Null => 5,
+    }
+}
+
+fn project(ctx: &Ctx, row: &Row, p: &Projection) -> V2Result<Value> {
+    match p {
+        Projection::Expr(e) => eval(ctx, row, e),
+        Projection::Aggregate { func, .. } => Err(V2Error::new(
+            Code::InvalidSyntax,
+            format!("{func}(...) is an aggregate; it cannot be ordered by outside the FIND list"),
+        )
+        .with_hint("put the aggregate in the FIND list and ORDER BY the same expression")),
+    }
+}
+
+/// Groups the rows by the non-aggregate projections and computes the aggregates.
+fn aggregate(ctx: &Ctx, q: &Query, rows: &[Row]) -> V2Result<Vec<(Vec<Value>, Vec<Value>)>> {
+    let mut groups: Vec<(Vec<Value>, Vec<&Row>)> = Vec::new();
+    for row in rows {
+        let mut key = Vec::new();
+        for p in &q.projection {
+            if let Projection::Expr(e) = p {
+                key.push(eval(ctx, row, e)?);
+            }
+        }
+        match groups.iter_mut().find(|(k, _)| k == &key) {
+            Some((_, members)) => members.push(row),
+            None => groups.push((key, vec![row])),
+        }
+    }
+    let grouped = q
+        .projection
+        .iter()
+        .any(|p| matches!(p, Projection::Expr(_)));
+    if groups.is_empty() && !grouped {
+        // Aggregates over nothing: one row (COUNT 0 is not a falsehood, §44.6).
+        groups.push((Vec::new(), Vec::new()));
+    }
+    let mut out = Vec::with_capacity(groups.len());
+    for (key, members) in groups {
+        let mut key = key.into_iter();
+        let mut cols = Vec::with_capacity(q.projection.len());
+        for p in &q.projection {
+            cols.push(match p {
+                Projection::Expr(_) => key.next().unwrap_or(Value::Null),
+                Projection::Aggregate {
+                    func,
+                    distinct,
+                    arg,
+                } => {
+                    let mut vals = Vec::new();
+                    for r in &members {
+                        let v = eval(ctx, r, arg)?;
+                        let seen = *distinct && vals.iter().any(|x| eval::same(x, &v));
+                        if !v.is_null() && !seen {
+                            vals.push(v);
+                        }
+                    }
+                    fold(func, &vals)?
+                }
+            });
+        }
+        let keys = q
+            .order_by
+            .iter()
+            .map(|o| {
+                q.projection
+                    .iter()
+                    .position(|p| p == &o.key)
+                    .map(|i| cols[i].clone())
+                    .ok_or_else(|| {
+                        V2Error::new(
+                            Code::InvalidSyntax,
+                            "a grouped FIND orders by the expressions it projects",
+                        )
+                        .with_hint(
+                            "ORDER BY one of the FIND list's expressions, written the same way",
+                        )
+                    })
+            })
+            .collect::<V2Result<Vec<_>>>()?;
+        out.push((cols, keys));
+    }
+    Ok(out)
+}
+
+fn fold(func: &str, vals: &[Value]) -> V2Result<Value> {
+    let nums = || vals.iter().filter_map(Value::as_f64);
+    Ok(match func {
+        "COUNT" => json!(vals.len()),
+        "SUM" => {
+            let s: f64 = nums().sum();
+            if vals.iter().all(|v| v.is_i64() || v.is_u64()) {
+                json!(s as i64)
+            } else {
+                json!(s)
+            }
+        }
+        "AVG" => {
+            let n: Vec<f64> = nums().collect();
+            if n.is_empty() {
+                Value::Null
+            } else {
+                json!(n.iter().sum::<f64>() / n.len() as f64)
+            }
+        }
+        "MIN" | "MAX" => {
+            let mut best: Option<&Value> = None;
+            for v in vals {
+                best = match best {
+                    None => Some(v),
+                    Some(b) => match compare(v, b) {
+                        Some(Ordering::Less) if func == "MIN" => Some(v),
+                        Some(Ordering::Greater) if func == "MAX" => Some(v),
+                        _ => Some(b),
+                    },
+                };
+            }
+            best.cloned().unwrap_or(Value::Null)
+        }
+        other => {
+            return Err(
+                V2Error::new(Code::InvalidSyntax, format!("{other} is not an aggregate"))
+                    .with_hint("COUNT, SUM, AVG, MIN, MAX"),
+            )
+        }
+    })
+}
