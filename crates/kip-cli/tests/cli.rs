@@ -1041,3 +1041,41 @@ fn kip_nexus_launcher_runs_the_kip_beside_it() {
         "{message}"
     );
 }
+
+#[test]
+fn schema_install_activates_a_package_for_kip_2_0_and_lists_it() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let pkg = br#"{"format": "KIP-Schema-Package", "manifest": {"package_id": "kip://test/robots", "version": "1.0.0"},
+                  "definitions": {"concept_types": {"Robot": {"kind": "ConceptType"}}}}"#;
+    let (code, out) = kip_in(dir.path(), &["schema", "install", "-", "--activate"], pkg);
+    assert_eq!(code, 0, "{out}");
+    assert!(out.contains("kip://test/robots@1.0.0"), "{out}");
+    let (code, out) = kip_in(
+        dir.path(),
+        &[
+            "exec",
+            "--kip",
+            "2.0",
+            r#"CREATE CONCEPT ?r { TYPE "Robot" NAME "R2" }"#,
+        ],
+        b"",
+    );
+    assert_eq!(code, 0, "{out}");
+    let (code, out) = kip_in(dir.path(), &["schema", "list"], b"");
+    assert_eq!(code, 0);
+    let v: Value = serde_json::from_str(out.trim()).expect("json");
+    assert_eq!(v["result"][2]["status"], "active", "{v}");
+    let (code, out) = kip_in(
+        dir.path(),
+        &["schema", "install", "-"],
+        b"{\"format\": \"nope\"}",
+    );
+    assert_eq!(code, 1, "{out}");
+    assert!(out.contains("ConstraintViolation"), "{out}");
+    let (code, _) = kip_in(
+        dir.path(),
+        &["schema", "install", "-", "--space", "other"],
+        pkg,
+    );
+    assert_ne!(code, 0);
+}

@@ -128,8 +128,8 @@ fn describe_capabilities_declares_what_runs_and_what_does_not() {
     assert!(c["supported"].get("describe_primer").is_some());
     assert!(c["supported"].get("kql").is_some());
     assert!(c["available"].get("kml").is_some());
-    assert!(c["not_supported"].get("belief").is_some());
-    assert!(c["available"].get("belief").is_none());
+    assert!(c["not_supported"].get("historical_reads").is_some());
+    assert!(c["available"].get("historical_reads").is_none());
     let ro = send(
         &n,
         json!({"kip": "2.0", "operations": [{"command": "DESCRIBE CAPABILITIES"}]}),
@@ -153,7 +153,7 @@ fn a_valid_statement_that_does_not_run_yet_is_unsupported_capability() {
         .is_some_and(|m| m.starts_with("SNAPSHOT is valid KIP 2.0 META")));
     let b = one(
         &n,
-        r#"FIND(?b) WHERE { ?p PROPOSITION (?s, "prefers", ?o) ?b BELIEF (?p) }"#,
+        r#"FIND(?e) WHERE { ?e STRUCTURAL (?x, "has_step", ?y) }"#,
     );
     assert_eq!(error_code(&b), "UnsupportedCapability");
 }

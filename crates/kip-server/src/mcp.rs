@@ -370,11 +370,14 @@ impl KipMcp {
         } else {
             args
         };
+        let request = self.tools.kip2.then(|| args.clone());
         let work = crate::run_budgeted(self.backend.clone(), args, access, self.timeout, "mcp");
         let response = tokio::select! {
             v = work => v,
-            _ = context.ct.cancelled() => {
-                json!({"error": {"code": "KIP_4001", "message": "the call was cancelled by the client; commands not yet started were not run", "hint": "a write that had started was either committed whole or not at all: check with FIND before sending it again"}})
+            _ = context.ct.cancelled() => match &request {
+                // KIP 2.0: the 2.0 envelope (§80.3: outcome_unknown when a write ran).
+                Some(r) => kip_engine::v2::cancelled(r),
+                None => json!({"error": {"code": "KIP_4001", "message": "the call was cancelled by the client; commands not yet started were not run", "hint": "a write that had started was either committed whole or not at all: check with FIND before sending it again"}}),
             }
         };
         let failed = if self.tools.kip2 {

@@ -23,6 +23,40 @@ pub struct Admin<'a> {
 }
 
 impl<'a> Admin<'a> {
+    /// Installs a KIP 2.0 Schema Package artifact in the memory and, with `activate`,
+    /// makes it part of the memory's Schema Environment (DECISIONS.md item 41: the
+    /// owner's operation, not ordinary KML). Idempotent for the same artifact; another
+    /// artifact under an installed reference is refused. Returns `{package_ref, active}`.
+    pub fn install_schema_package(
+        &self,
+        artifact: &Value,
+        activate: bool,
+    ) -> Result<Value, crate::v2::V2Error> {
+        let mut failure = None;
+        let r = self.nexus.write(
+            |w| {
+                crate::v2::packages::install(w, artifact, activate).map_err(|e| {
+                    failure = Some(e);
+                    KipError::internal("the package was not installed")
+                })
+            },
+            false,
+        );
+        r.map_err(|e| failure.unwrap_or_else(|| crate::v2::V2Error::from_kip(&e)))
+    }
+
+    /// The schema packages installed in the memory (built-in ones first).
+    pub fn schema_packages(&self) -> Result<Value, crate::v2::V2Error> {
+        let mut failure = None;
+        let r = self.nexus.read(|g| {
+            crate::v2::packages::listing(g).map_err(|e| {
+                failure = Some(e);
+                KipError::internal("listing failed")
+            })
+        });
+        r.map_err(|e| failure.unwrap_or_else(|| crate::v2::V2Error::from_kip(&e)))
+    }
+
     /// The storage backend.
     pub fn backend(&self) -> &'a Arc<dyn Backend> {
         &self.nexus.store

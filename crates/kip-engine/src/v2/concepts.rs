@@ -355,7 +355,7 @@ pub fn resolve(ctx: &Ctx, s: &Spec) -> V2Result<Option<ElementId>> {
     }
     match hits.len() {
         0 => Ok(None),
-        1 => Ok(Some(canonical(g, hits[0])?)),
+        1 => Ok(Some(super::merge::canonical(g, hits[0])?)),
         _ => Err(V2Error::new(
             Code::IdentityConflict,
             format!(
@@ -375,7 +375,11 @@ fn version_of(g: &dyn GraphRead, id: ElementId) -> V2Result<u64> {
     Ok(g.element(SPACE, id)?.map_or(1, |r| r.version))
 }
 
-fn check_version(g: &dyn GraphRead, id: ElementId, expect: Option<&Value>) -> V2Result<()> {
+pub(super) fn check_version(
+    g: &dyn GraphRead,
+    id: ElementId,
+    expect: Option<&Value>,
+) -> V2Result<()> {
     let Some(e) = expect else { return Ok(()) };
     let actual = version_of(g, id)?;
     if e.as_u64() != Some(actual) {
@@ -462,6 +466,23 @@ pub fn create(w: &mut dyn GraphWrite, s: &Spec) -> V2Result<ElementId> {
         .with_hint("add TYPE \"Person\" (or another type of the schema environment)"));
     };
     check_attributes(ty, &s.change.set_attributes, true)?;
+    let ck = super::client_keys::key_of(s.client_key.as_ref())?;
+    if let Some(k) = &ck {
+        if let Some(existing) = super::client_keys::lookup(w, ElementKind::Concept, k)? {
+            // A retry: the same type, key and name resolve to what the first made.
+            let v = model::view(w, existing)?.unwrap_or(Value::Null);
+            let same = v.get("schema_ref") == Some(&json!(ty.exact))
+                && v.get("key") == Some(&s.key.clone().map_or(Value::Null, Value::String))
+                && s.name
+                    .as_ref()
+                    .is_none_or(|n| v.get("name") == Some(&json!(n)));
+            return if same {
+                Ok(existing)
+            } else {
+                Err(super::client_keys::conflict(k, existing))
+            };
+        }
+    }
     let n = w.alloc_concept_id()?;
     let id = ElementId::new(ElementKind::Concept, n);
     let row_name = match &s.key {
@@ -529,6 +550,9 @@ pub fn create(w: &mut dyn GraphWrite, s: &Spec) -> V2Result<ElementId> {
         state.insert("client_key".into(), ck.clone());
     }
     w.create_element(SPACE, id, payload, state, &[])?;
+    if let Some(k) = &ck {
+        super::client_keys::bind(w, ElementKind::Concept, k, id)?;
+    }
     Ok(id)
 }
 
@@ -552,7 +576,7 @@ fn step_aside(w: &mut dyn GraphWrite, n: u64) -> V2Result<()> {
 
 /// The concept's record, created (version 1: the state 1.x wrote) when 2.0 writes a
 /// concept for the first time.
-fn ensure_record(
+pub(super) fn ensure_record(
     w: &mut dyn GraphWrite,
     id: ElementId,
     row: &ConceptRecord,
@@ -698,85 +722,6 @@ pub fn set_lifecycle(
     state.insert("state".into(), json!(to));
     w.set_element_state(SPACE, id, state)?;
     Ok(())
-}
-
-/// MERGE CONCEPT source INTO target (§11): non-destructive. The source stays
-/// addressable by id, is `merged` (out of default recall) with `merged_into`, and
-/// resolves to the target from then on; nothing that referenced it is rewritten. A
-/// merge that would make `merged_into` cycle is refused.
-pub fn merge(
-    w: &mut dyn GraphWrite,
-    source: ElementId,
-    target: ElementId,
-    expect: Option<&Value>,
-) -> V2Result<()> {
-    for id in [source, target] {
-        if id.kind != ElementKind::Concept {
-            return Err(V2Error::new(
-                Code::TypeMismatch,
-                format!(
-                    "{} is not a concept; MERGE CONCEPT merges concepts",
-                    id.id_string()
-                ),
-            ));
-        }
-    }
-    if source == target {
-        return Err(V2Error::new(
-            Code::IdentityMergeConflict,
-            format!("{} cannot be merged into itself", source.id_string()),
-        ));
-    }
-    check_version(w, source, expect)?;
-    // Follow the target's merged_into chain: reaching the source is a cycle.
-    let mut at = target;
-    for _ in 0..64 {
-        if at == source {
-            return Err(V2Error::new(
-                Code::IdentityMergeConflict,
-                format!(
-                    "{} already resolves to {}: the merge would cycle",
-                    target.id_string(),
-                    source.id_string()
-                ),
-            ));
-        }
-        match w.element(SPACE, at)?.and_then(|r| {
-            r.state
-                .get("merged_into")
-                .and_then(Value::as_str)
-                .and_then(eval::parse_id)
-        }) {
-            Some(next) => at = next,
-            None => break,
-        }
-    }
-    let Some(row) = w.concept(source.n)?.filter(|r| !model::hidden(r)) else {
-        return Err(super::mutate::not_found(source));
-    };
-    let rec = ensure_record(w, source, &row)?;
-    let mut state = rec.state.clone();
-    state.insert("state".into(), json!("merged"));
-    state.insert("merged_into".into(), json!(target.id_string()));
-    w.set_element_state(SPACE, source, state)?;
-    Ok(())
-}
-
-/// The concept a merged one resolves to (§11.1: `merged_into` to its fixpoint).
-fn canonical(g: &dyn GraphRead, id: ElementId) -> V2Result<ElementId> {
-    let mut at = id;
-    for _ in 0..64 {
-        match g.element(SPACE, at)?.and_then(|r| {
-            r.state
-                .get("merged_into")
-                .and_then(Value::as_str)
-                .and_then(eval::parse_id)
-        }) {
-            Some(next) => at = next,
-            None => break,
-        }
-    }
-    Ok(at)
 }
 
 /// The concept holding a literal proposition object, created on first use.

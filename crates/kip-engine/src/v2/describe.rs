@@ -64,7 +64,11 @@ const CAPABILITIES: &[(&str, bool, &str)] = &[
         true,
         "MUTATE (one transaction, handles in any order), CREATE/UPSERT CONCEPT, ENSURE PROPOSITION, ASSERT, CREATE ASSERTION/EVIDENCE/ACTIVITY, UPDATE, RETRACT, SUPERSEDE, ARCHIVE, MERGE CONCEPT (not yet: TRANSITION, CORRECT EVIDENCE, SET RETENTION, TOMBSTONE, PURGE)",
     ),
-    ("belief", false, "BELIEF and BELIEF SLOT projections"),
+    (
+        "belief",
+        true,
+        "BELIEF and BELIEF SLOT under kip:policy:baseline v1 (WITH EPISTEMIC policy, valid_at, include_hypothetical, explanation)",
+    ),
     (
         "serializable_transactions",
         true,
@@ -72,16 +76,16 @@ const CAPABILITIES: &[(&str, bool, &str)] = &[
     ),
     (
         "idempotent_replay",
-        false,
-        "idempotency_key replayed from the recorded outcome",
+        true,
+        "execution.idempotency_key and an operation's idempotency_key: the recorded outcome replayed, another request IdempotencyConflict; kept 15 minutes; DESCRIBE TRANSACTION BY IDEMPOTENCY KEY",
     ),
     ("keyword_search", false, "META SEARCH, keyword mode"),
     ("semantic_search", false, "META SEARCH, semantic mode"),
     ("hybrid_search", false, "META SEARCH, hybrid mode"),
     (
         "schema_packages",
-        false,
-        "DESCRIBE/LIST schema, package install and activation",
+        true,
+        "the Cognitive Memory Profile 2.0.0 active in every memory; owner install/activation (kip schema install), LIST SCHEMA PACKAGES, DESCRIBE SCHEMA ENVIRONMENT",
     ),
     (
         "historical_reads",
@@ -97,7 +101,11 @@ const CAPABILITIES: &[(&str, bool, &str)] = &[
         false,
         "ingest.evidence minted into Evidence",
     ),
-    ("validate_preview", false, "VALIDATE and PREVIEW"),
+    (
+        "validate_preview",
+        true,
+        "options.dry_run (one aborted transaction), VALIDATE KQL / KML / SCHEMA PACKAGE, PREVIEW KML",
+    ),
     ("streaming", false, "streamed responses"),
 ];
 

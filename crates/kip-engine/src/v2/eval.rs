@@ -38,6 +38,8 @@ pub struct Ctx<'a> {
     views: RefCell<HashMap<ElementId, Option<Value>>>,
     /// At most this many rows at any step (`ResourceExhausted` past it).
     pub max_rows: usize,
+    /// The projection context BELIEF uses (`WITH EPISTEMIC`).
+    pub policy: RefCell<super::belief::Policy>,
 }
 
 impl<'a> Ctx<'a> {
@@ -52,6 +54,7 @@ impl<'a> Ctx<'a> {
             params,
             views: RefCell::new(HashMap::new()),
             max_rows,
+            policy: RefCell::new(super::belief::Policy::baseline()),
         }
     }
 
@@ -169,8 +172,20 @@ pub fn solve(ctx: &Ctx, clauses: &[WhereClause], seed: Vec<Row>) -> V2Result<Vec
             WhereClause::Structural { .. } => {
                 return Err(unsupported("STRUCTURAL patterns"));
             }
-            WhereClause::Belief { .. } | WhereClause::BeliefSlot { .. } => {
-                return Err(unsupported("BELIEF and BELIEF SLOT"));
+            WhereClause::Belief { var, target } => {
+                for row in &rows {
+                    super::belief::belief(ctx, row, var, target, &mut next)?;
+                    ctx.check_rows(next.len())?;
+                }
+            }
+            WhereClause::BeliefSlot {
+                var,
+                subject,
+                predicate,
+            } => {
+                for row in &rows {
+                    super::belief::slot(ctx, row, var, subject, predicate, &mut next)?;
+                }
             }
         }
         rows = next;
@@ -627,6 +642,16 @@ fn record_kind(kind: RecordKind) -> ElementKind {
     }
 }
 
+/// Adds `A:n`, the founding assertion of a 1.x-written `P:n`, when it is not recorded
+/// yet (a recorded one is found as a record).
+pub fn founding_of(g: &dyn GraphRead, n: u64, ids: &mut Vec<ElementId>) -> V2Result<()> {
+    let a = ElementId::new(ElementKind::Assertion, n);
+    if g.element(SPACE, a)?.is_none() && model::written_by_1x(g, n)? {
+        ids.push(a);
+    }
+    Ok(())
+}
+
 fn records(
     ctx: &Ctx,
     row: &Row,
@@ -651,16 +676,36 @@ fn records(
                 None => None,
             };
             match target {
-                Some(t) => g.scan_referrers(SPACE, t, &mut |role, src| {
-                    if role == "proposition" && src.kind == kind {
-                        ids.push(src);
+                Some(t) => {
+                    g.scan_referrers(SPACE, t, &mut |role, src| {
+                        if role == "proposition" && src.kind == kind {
+                            ids.push(src);
+                        }
+                        Ok(true)
+                    })?;
+                    if kind == ElementKind::Assertion && t.kind == ElementKind::Proposition {
+                        founding_of(g, t.n, &mut ids)?;
                     }
-                    Ok(true)
-                })?,
-                None => g.scan_elements(SPACE, kind, &mut |n| {
-                    ids.push(ElementId::new(kind, n));
-                    Ok(true)
-                })?,
+                }
+                None => {
+                    g.scan_elements(SPACE, kind, &mut |n| {
+                        ids.push(ElementId::new(kind, n));
+                        Ok(true)
+                    })?;
+                    if kind == ElementKind::Assertion {
+                        // The founding assertions of the links 1.x wrote (item 40).
+                        let mut props = Vec::new();
+                        g.scan_props(&mut |n| {
+                            props.push(n);
+                            Ok(true)
+                        })?;
+                        for n in props {
+                            founding_of(g, n, &mut ids)?;
+                        }
+                        ids.sort_by_key(|id| id.n);
+                        ids.dedup();
+                    }
+                }
             }
         }
     }
@@ -675,4 +720,4 @@ fn records(
     Ok(())
 }
 
-pub use super::expr::{compare, eval, write_value};
+pub use super::expr::{compare, eval, value, write_value};

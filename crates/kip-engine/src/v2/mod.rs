@@ -17,14 +17,20 @@
 //! - `runtime.rs`: modes, operations, the response envelope.
 //! - `describe.rs`: the DESCRIBE answers and the capability list.
 
+mod belief;
+mod client_keys;
 mod concepts;
 mod describe;
 pub mod error;
 mod eval;
 mod expr;
 mod functions;
+mod idempotency;
+mod merge;
 mod model;
 mod mutate;
+pub mod packages;
+mod preview;
 mod propositions;
 mod query;
 mod records;
@@ -63,6 +69,49 @@ impl std::str::FromStr for Dialect {
             other => Err(format!("unknown KIP version {other:?}: write 1.x or 2.0")),
         }
     }
+}
+
+/// The answer to a KIP 2.0 call its client cancelled (§80.2-80.3): cancellation is not
+/// an abort, so a request with a write answers `outcome_unknown`; one of reads only,
+/// `failed`.
+pub fn cancelled(request: &serde_json::Value) -> serde_json::Value {
+    use serde_json::{json, Value};
+    // Whether any operation is a write (one that may have started, §80.3).
+    let writes = request
+        .get("operations")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(|op| op.get("command").and_then(Value::as_str))
+        .any(|c| kip_lang::v2::parse(c).is_ok_and(|st| st.kind.language() == "KML"));
+    let mut out = serde_json::Map::new();
+    out.insert("kip".into(), json!("2.0"));
+    if let Some(id) = request.get("request_id").filter(|v| v.is_string()) {
+        out.insert("request_id".into(), id.clone());
+    }
+    let (status, error) = if writes {
+        (
+            "outcome_unknown",
+            V2Error::new(
+                Code::OutcomeUnknown,
+                "the call was cancelled by the client while the request ran; a write that had started was committed whole or not at all",
+            )
+            .with_hint("read the state again (FIND) before resending, or resend with the same idempotency_key"),
+        )
+    } else {
+        (
+            "failed",
+            V2Error::new(
+                Code::ExecutionTimeout,
+                "the call was cancelled by the client; the reads did not finish",
+            )
+            .with_hint("send the request again"),
+        )
+    };
+    out.insert("status".into(), json!(status));
+    out.insert("results".into(), json!([]));
+    out.insert("error".into(), error.to_json());
+    Value::Object(out)
 }
 
 /// The 2.0 request for `execute_kip` / `execute_kip_readonly` arguments as the 2.0
@@ -156,6 +205,22 @@ pub fn split_statements(text: &str) -> Vec<String> {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn kip2_rt_outcome_unknown_a_cancelled_write_is_not_an_abort() {
+        let w = cancelled(&json!({"kip": "2.0", "request_id": "r1", "operations": [
+            {"command": "FIND(?c) WHERE { ?c CONCEPT {} }"},
+            {"command": "CREATE CONCEPT ?x { TYPE \"Person\" NAME \"X\" }"}]}));
+        assert_eq!(w["status"], "outcome_unknown");
+        assert_eq!(w["error"]["code"], "OutcomeUnknown");
+        assert_eq!(w["error"]["retry"]["class"], "outcome_lookup_required");
+        assert_eq!(w["request_id"], "r1");
+        let r = cancelled(&json!({"kip": "2.0", "operations": [{"command": "DESCRIBE PROTOCOL"}]}));
+        assert_eq!(
+            (r["status"].clone(), r["error"]["code"].clone()),
+            (json!("failed"), json!("ExecutionTimeout"))
+        );
+    }
 
     #[test]
     fn tool_arguments_become_a_request_envelope() {

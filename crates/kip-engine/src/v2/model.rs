@@ -113,8 +113,80 @@ pub fn view(g: &dyn GraphRead, id: ElementId) -> V2Result<Option<Value>> {
             let rec = g.element(SPACE, id)?;
             Ok(Some(prop_view(g, id, &row, rec.as_ref())?))
         }
+        ElementKind::Assertion => match g.element(SPACE, id)? {
+            Some(r) => Ok(Some(record_view(id, &r))),
+            None => founding(g, id.n),
+        },
         _ => Ok(g.element(SPACE, id)?.map(|r| record_view(id, &r))),
     }
+}
+
+/// Whether proposition `n` was written through KIP 1.x: its record, if any, has no
+/// `predicate_ref` (2.0's ENSURE always writes one).
+pub fn written_by_1x(g: &dyn GraphRead, n: u64) -> V2Result<bool> {
+    let id = ElementId::new(ElementKind::Proposition, n);
+    Ok(g.element(SPACE, id)?
+        .is_none_or(|r| !r.payload.contains_key("predicate_ref")))
+}
+
+/// The founding Assertion `A:n` of a proposition `P:n` written through KIP 1.x
+/// (DECISIONS.md item 40, Migration §11): a 1.x fact is a Proposition plus a supporting
+/// Assertion by the writing actor. It is read from the link until a 2.0 write (RETRACT,
+/// SUPERSEDE) records it. The actor is the concept the link's `author` names (`$self`
+/// when none: the agent wrote it); `confidence` is the 1.x `confidence` when it is a
+/// number from 0 to 1 (Migration §13); the rest of the 1.x metadata is kept as the
+/// `kip1` facet (§6.4).
+pub fn founding(g: &dyn GraphRead, n: u64) -> V2Result<Option<Value>> {
+    let pid = ElementId::new(ElementKind::Proposition, n);
+    let Some(row) = g.prop(n)? else {
+        return Ok(None);
+    };
+    if !written_by_1x(g, n)? || view(g, pid)?.is_none() {
+        return Ok(None);
+    }
+    let author = row
+        .metadata
+        .get("author")
+        .and_then(Value::as_str)
+        .unwrap_or("$self");
+    let actor = g.concept_by_key("Person", author)?;
+    let confidence = row
+        .metadata
+        .get("confidence")
+        .and_then(Value::as_f64)
+        .filter(|c| (0.0..=1.0).contains(c));
+    let at = row
+        .metadata
+        .get("created_at")
+        .or_else(|| row.metadata.get("_updated_at"))
+        .cloned()
+        .unwrap_or(Value::Null);
+    let mut o = Map::new();
+    o.insert(
+        "id".into(),
+        json!(ElementId::new(ElementKind::Assertion, n).id_string()),
+    );
+    o.insert("kind".into(), json!("assertion"));
+    o.insert("proposition".into(), json!(pid.id_string()));
+    o.insert(
+        "asserted_by".into(),
+        actor.map_or(Value::Null, |c| {
+            json!(ElementId::new(ElementKind::Concept, c).id_string())
+        }),
+    );
+    o.insert("stance".into(), json!("support"));
+    o.insert("mode".into(), json!("stated"));
+    o.insert(
+        "confidence".into(),
+        confidence.map_or(Value::Null, |c| json!(c)),
+    );
+    o.insert("asserted_at".into(), at);
+    o.insert("lifecycle".into(), json!({"status": "active"}));
+    if !row.metadata.is_empty() {
+        o.insert("facets".into(), json!({"kip1": row.metadata}));
+    }
+    o.insert("_system".into(), system(1, ACTIVE));
+    Ok(Some(Value::Object(o)))
 }
 
 /// A Concept's element object (§10.2 and the common envelope).

@@ -11,7 +11,8 @@ use super::error::{Code, V2Error, V2Result};
 use super::eval::{self, bound_json, solve, unsupported, Bound, Ctx, Row};
 use super::propositions::ensure;
 use super::records::{
-    create_assertion, create_other, desugar_assert, record_clauses, retract, supersede,
+    correct, create_assertion, create_other, desugar_assert, record_clauses, retract, supersede,
+    transition,
 };
 use crate::store::{ElementId, ElementKind, GraphWrite};
 use kip_lang::v2::ast::{Mutation, RecordKind, Scalar, Symbol, TargetRef, Value as AstValue};
@@ -550,8 +551,44 @@ fn apply(
             }
             Ok(())
         }
-        Mutation::Replace { .. } => Err(Failed(unsupported("CORRECT EVIDENCE statements"))),
-        Mutation::Transition { .. } => Err(Failed(unsupported("TRANSITION ACTIVITY statements"))),
+        Mutation::Replace {
+            target,
+            by,
+            expect_state,
+            ..
+        } => {
+            let (old, new) = {
+                let ctx = Ctx::new(&*w, params, max_rows);
+                (
+                    target_id(&ctx, &fx.handles, target)?,
+                    target_id(&ctx, &fx.handles, by)?,
+                )
+            };
+            let expect = expected_state(w, params, max_rows, expect_state.as_ref())?;
+            correct(w, old, new, expect.as_deref())?;
+            fx.changed.insert(old);
+            Ok(())
+        }
+        Mutation::Transition {
+            target,
+            to,
+            finalize,
+            expect_state,
+        } => {
+            let (id, to, parts) = {
+                let ctx = Ctx::new(&*w, params, max_rows);
+                let id = target_id(&ctx, &fx.handles, target)?;
+                let to = match eval::scalar(&ctx, to)? {
+                    Value::String(s) => s,
+                    other => return Err(Failed(eval::type_mismatch("TO", &other))),
+                };
+                (id, to, record_clauses(&ctx, &fx.handles, finalize)?)
+            };
+            let expect = expected_state(w, params, max_rows, expect_state.as_ref())?;
+            transition(w, id, &to, parts, expect.as_deref())?;
+            fx.changed.insert(id);
+            Ok(())
+        }
         Mutation::SetRetention { .. } => Err(Failed(unsupported("SET RETENTION statements"))),
         Mutation::Lifecycle { .. } => Err(Failed(unsupported("TOMBSTONE statements"))),
         Mutation::Purge { .. } => Err(Failed(unsupported("PURGE statements"))),
@@ -572,7 +609,7 @@ fn apply(
                     None => None,
                 }
             };
-            concepts::merge(w, pair.0, pair.1, expect.as_ref())?;
+            super::merge::merge(w, pair.0, pair.1, expect.as_ref())?;
             fx.changed.insert(pair.0);
             Ok(())
         }
@@ -649,6 +686,15 @@ pub fn not_found(id: ElementId) -> V2Error {
     )
     .with_hint("find the element first (FIND ... WHERE { ... }) and use the id it returns")
     .with_detail("id", id.id_string())
+}
+
+/// A value that names no visible element.
+pub(super) fn not_found_value(v: &Value) -> V2Error {
+    V2Error::new(
+        Code::NotFoundOrNotVisible,
+        format!("{v} names no visible element"),
+    )
+    .with_hint("find the element first (FIND ... WHERE { ... }) and use the id it returns")
 }
 
 pub(super) fn field_not_found(what: &str, f: &str) -> V2Error {

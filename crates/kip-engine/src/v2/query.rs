@@ -15,8 +15,12 @@ pub fn find(ctx: &Ctx, q: &Query) -> V2Result<Value> {
     if q.as_of.is_some() || q.for_time.is_some() {
         return Err(unsupported("AS OF and FOR TIME reads"));
     }
-    if q.epistemic.is_some() {
-        return Err(unsupported("WITH EPISTEMIC projections"));
+    if let Some(members) = &q.epistemic {
+        let mut m = serde_json::Map::new();
+        for (k, v) in members {
+            m.insert(k.clone(), eval::value(ctx, &Row::new(), v)?);
+        }
+        *ctx.policy.borrow_mut() = super::belief::Policy::read(&m)?;
     }
     if q.cursor.is_some() {
         return Err(unsupported("CURSOR pagination"));

@@ -2,6 +2,7 @@
 //! ACTIVITY with their payload written once, the ASSERT sugar's members (§55.1), and
 //! the assertion lifecycle changes RETRACT and SUPERSEDE (§57.3-57.4).
 
+use super::client_keys;
 use super::error::{Code, V2Error, V2Result};
 use super::eval::{self, Ctx, Row};
 use super::model::{self, SPACE};
@@ -102,7 +103,7 @@ fn structural_entry(
 }
 
 /// Fields the engine owns (§6.3) or governance holds (§28): never author-written.
-fn protected(fields: &Map<String, Value>) -> V2Result<()> {
+pub(super) fn protected(fields: &Map<String, Value>) -> V2Result<()> {
     for k in fields.keys() {
         if k == "_system" || k == "id" || k == "kind" || k == "state" || k == "version" {
             return Err(V2Error::new(
@@ -231,6 +232,12 @@ pub(super) fn create_assertion(
             .with_detail("field", "confidence"))
         }
     }
+    let ck = client_keys::key_of(fields.get("client_key"))?;
+    if let Some(k) = &ck {
+        if let Some(existing) = client_keys::lookup(w, ElementKind::Assertion, k)? {
+            return retried(w, existing, k, &fields);
+        }
+    }
     if !fields.contains_key("asserted_at") {
         fields.insert("asserted_at".into(), json!(crate::time::now_text()));
     }
@@ -267,6 +274,9 @@ pub(super) fn create_assertion(
     let mut state = Map::new();
     state.insert("lifecycle".into(), json!({"status": "active"}));
     w.create_element(SPACE, id, fields, state, &refs)?;
+    if let Some(k) = &ck {
+        client_keys::bind(w, ElementKind::Assertion, k, id)?;
+    }
     Ok(id)
 }
 
@@ -339,6 +349,21 @@ pub(super) fn desugar_assert(
     Ok((fields, evidence))
 }
 
+/// A retried creation: the element the client key made, when the content is the same.
+fn retried(
+    w: &dyn GraphWrite,
+    existing: ElementId,
+    key: &str,
+    given: &Map<String, Value>,
+) -> V2Result<ElementId> {
+    let mut given = given.clone();
+    given.remove("status");
+    match w.element(SPACE, existing)? {
+        Some(rec) if client_keys::same_content(&given, &rec.payload) => Ok(existing),
+        _ => Err(client_keys::conflict(key, existing)),
+    }
+}
+
 pub(super) fn create_other(
     w: &mut dyn GraphWrite,
     kind: ElementKind,
@@ -382,8 +407,17 @@ pub(super) fn create_other(
     for (f, v) in grouped {
         fields.insert(f, Value::Array(v));
     }
+    let ck = client_keys::key_of(fields.get("client_key"))?;
+    if let Some(k) = &ck {
+        if let Some(existing) = client_keys::lookup(w, kind, k)? {
+            return retried(w, existing, k, &fields);
+        }
+    }
     let n = w.alloc_element_number(kind)?;
     let id = ElementId::new(kind, n);
+    if let Some(k) = &ck {
+        client_keys::bind(w, kind, k, id)?;
+    }
     let mut state = Map::new();
     if kind == ElementKind::Activity {
         if let Some(s) = fields.remove("status") {
@@ -394,14 +428,46 @@ pub(super) fn create_other(
     Ok(id)
 }
 
-fn assertion_record(w: &dyn GraphWrite, id: ElementId) -> V2Result<ElementRecord> {
+fn assertion_record(w: &mut dyn GraphWrite, id: ElementId) -> V2Result<ElementRecord> {
     if id.kind != ElementKind::Assertion {
         return Err(V2Error::new(
             Code::TypeMismatch,
             format!("{} is not an assertion", id.id_string()),
         ));
     }
-    w.element(SPACE, id)?.ok_or_else(|| not_found(id))
+    if let Some(r) = w.element(SPACE, id)? {
+        return Ok(r);
+    }
+    // A 1.x link's founding assertion is recorded when 2.0 first changes it.
+    let Some(v) = model::founding(&*w, id.n)? else {
+        return Err(not_found(id));
+    };
+    let mut payload = Map::new();
+    for k in [
+        "proposition",
+        "asserted_by",
+        "stance",
+        "mode",
+        "confidence",
+        "asserted_at",
+        "facets",
+    ] {
+        if let Some(x) = v.get(k).filter(|x| !x.is_null()) {
+            payload.insert(k.to_string(), x.clone());
+        }
+    }
+    let mut state = Map::new();
+    state.insert("lifecycle".into(), json!({"status": "active"}));
+    let p = ElementId::new(ElementKind::Proposition, id.n);
+    let mut refs = vec![("proposition".to_string(), p)];
+    if let Some(by) = v
+        .get("asserted_by")
+        .and_then(Value::as_str)
+        .and_then(eval::parse_id)
+    {
+        refs.push(("asserted_by".to_string(), by));
+    }
+    Ok(w.create_element(SPACE, id, payload, state, &refs)?)
 }
 
 fn status_of(rec: &ElementRecord) -> String {
@@ -507,5 +573,127 @@ pub(super) fn supersede(
     let new_state = link(&n, None, "supersedes", old);
     w.set_element_state(SPACE, old, old_state)?;
     w.set_element_state(SPACE, new, new_state)?;
+    Ok(())
+}
+
+/// CORRECT EVIDENCE old BY new (§57.2): the old evidence stays, immutable and
+/// addressable; the correction links the two.
+pub(super) fn correct(
+    w: &mut dyn GraphWrite,
+    old: ElementId,
+    new: ElementId,
+    expect: Option<&str>,
+) -> V2Result<()> {
+    let mut recs = Vec::new();
+    for id in [old, new] {
+        if id.kind != ElementKind::Evidence {
+            return Err(V2Error::new(
+                Code::TypeMismatch,
+                format!("CORRECT EVIDENCE takes evidence; {} is not", id.id_string()),
+            ));
+        }
+        recs.push(w.element(SPACE, id)?.ok_or_else(|| not_found(id))?);
+    }
+    let status = recs[0]
+        .state
+        .get("correction")
+        .and_then(|c| c.get("status"))
+        .and_then(Value::as_str)
+        .unwrap_or("current")
+        .to_string();
+    check_expected(&status, expect, old)?;
+    if status == "corrected" || old == new {
+        return Err(V2Error::new(
+            Code::EvidenceCorrectionConflict,
+            format!("{} is already corrected", old.id_string()),
+        )
+        .with_hint("correct the newest evidence of the chain"));
+    }
+    let mut o = recs[0].state.clone();
+    o.insert(
+        "correction".into(),
+        json!({"status": "corrected", "corrected_by": new.id_string()}),
+    );
+    let mut n = recs[1].state.clone();
+    n.insert(
+        "correction".into(),
+        json!({"status": "current", "corrects": old.id_string()}),
+    );
+    w.set_element_state(SPACE, old, o)?;
+    w.set_element_state(SPACE, new, n)?;
+    Ok(())
+}
+
+const TERMINAL: &[&str] = &["completed", "failed", "cancelled"];
+
+/// TRANSITION ACTIVITY (§16.6): a running activity moves on; once terminal its
+/// topology and fields are fixed (`ActivityTerminal`).
+pub(super) fn transition(
+    w: &mut dyn GraphWrite,
+    id: ElementId,
+    to: &str,
+    parts: RecordParts,
+    expect: Option<&str>,
+) -> V2Result<()> {
+    if id.kind != ElementKind::Activity {
+        return Err(V2Error::new(
+            Code::TypeMismatch,
+            format!(
+                "TRANSITION ACTIVITY takes an activity; {} is not",
+                id.id_string()
+            ),
+        ));
+    }
+    let rec = w.element(SPACE, id)?.ok_or_else(|| not_found(id))?;
+    let current = rec
+        .state
+        .get("status")
+        .and_then(Value::as_str)
+        .unwrap_or("running")
+        .to_string();
+    check_expected(&current, expect, id)?;
+    if TERMINAL.contains(&current.as_str()) {
+        return Err(V2Error::new(
+            Code::ActivityTerminal,
+            format!(
+                "{} is {current}: a terminal activity does not change (§16.6)",
+                id.id_string()
+            ),
+        )
+        .with_hint("record a new activity"));
+    }
+    if to == current {
+        return Err(V2Error::new(
+            Code::InvalidLifecycleTransition,
+            format!("{} is {current} already", id.id_string()),
+        ));
+    }
+    let (fields, structural, _) = parts;
+    protected(&fields)?;
+    let mut state = rec.state.clone();
+    for (k, v) in fields {
+        if rec.payload.contains_key(&k) {
+            return Err(V2Error::new(
+                Code::ImmutableField,
+                format!("{k} was set when the activity was created"),
+            ));
+        }
+        state.insert(k, v);
+    }
+    for (field, target, role) in structural {
+        let entry = match role {
+            Some(r) => json!({"id": target.id_string(), "role": r}),
+            None => json!(target.id_string()),
+        };
+        let mut list = state
+            .get(&field)
+            .and_then(Value::as_array)
+            .cloned()
+            .unwrap_or_default();
+        list.push(entry);
+        state.insert(field, Value::Array(list));
+    }
+    state.insert("status".into(), json!(to));
+    w.set_element_state(SPACE, id, state)?;
     Ok(())
 }

@@ -39,6 +39,8 @@ pub struct Execution {
     pub on_error: Option<String>,
     /// Requested isolation.
     pub isolation: Option<String>,
+    /// The transaction's idempotency key (§34).
+    pub idempotency_key: Option<String>,
 }
 
 /// One operation.
@@ -54,14 +56,23 @@ pub struct Operation {
     /// Parameters of this operation (over the request's).
     #[serde(default)]
     pub parameters: Map<String, Value>,
+    /// This operation's idempotency key (§34).
+    pub idempotency_key: Option<String>,
+    /// A digest of what the operation asks (its object and the request's parameters):
+    /// what an operation idempotency key is bound to.
+    #[serde(skip)]
+    pub digest: String,
 }
 
-/// `options` of a request (`dry_run` needs nothing yet: no operation that runs
-/// writes).
+/// `options` of a request.
 #[derive(Debug, Clone, Default, Deserialize)]
 pub struct Options {
     /// The client's execution window.
     pub deadline_ms: Option<u64>,
+    /// Validation and preview: everything runs in one transaction that is then
+    /// aborted; nothing is committed.
+    #[serde(default)]
+    pub dry_run: bool,
 }
 
 /// A request, read from its JSON once the schema accepted it.
@@ -92,6 +103,37 @@ pub struct Request {
     /// Request options.
     #[serde(default)]
     pub options: Options,
+    /// A digest of the request without its `request_id` (an attempt id): what the
+    /// transaction's idempotency key is bound to.
+    #[serde(skip)]
+    pub digest: String,
+}
+
+/// A value with every object's keys in sorted order (this build keeps insertion order).
+fn canonical(v: &Value) -> Value {
+    match v {
+        Value::Object(m) => {
+            let mut keys: Vec<&String> = m.keys().collect();
+            keys.sort();
+            Value::Object(
+                keys.into_iter()
+                    .map(|k| (k.clone(), canonical(&m[k])))
+                    .collect(),
+            )
+        }
+        Value::Array(a) => Value::Array(a.iter().map(canonical).collect()),
+        other => other.clone(),
+    }
+}
+
+/// The SHA-256 of a value's canonical JSON (object keys sorted), in hex.
+pub fn digest(v: &Value) -> String {
+    use sha2::{Digest, Sha256};
+    let text = serde_json::to_string(&canonical(v)).unwrap_or_default();
+    Sha256::digest(text.as_bytes())
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
 }
 
 impl Request {
@@ -138,12 +180,23 @@ pub fn read(raw: &Value) -> Result<Request, V2Error> {
     if let Some(e) = envelope_error(validator()?, raw) {
         return Err(e);
     }
-    let req: Request = serde_json::from_value(raw.clone()).map_err(|e| {
+    let mut req: Request = serde_json::from_value(raw.clone()).map_err(|e| {
         V2Error::new(
             Code::InvalidRequestEnvelope,
             format!("the request envelope: {e}"),
         )
     })?;
+    let mut bare = raw.clone();
+    if let Some(o) = bare.as_object_mut() {
+        o.remove("request_id");
+    }
+    req.digest = digest(&bare);
+    for (i, op) in req.operations.iter_mut().enumerate() {
+        op.digest = digest(&serde_json::json!([
+            raw["operations"][i],
+            raw["parameters"]
+        ]));
+    }
     let mut ids = HashSet::new();
     for op in &req.operations {
         if let Some(id) = &op.op_id {

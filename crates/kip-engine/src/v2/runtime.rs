@@ -6,7 +6,7 @@ use super::describe;
 use super::error::{Code, V2Error};
 use super::eval::Ctx;
 use super::request::{self, Operation, Request, DEFAULT_SPACE};
-use super::{mutate, query};
+use super::{idempotency, mutate, packages, preview, query};
 use crate::envelope::Access;
 use crate::nexus::{Budget, Nexus};
 use crate::store::GraphWrite;
@@ -83,7 +83,7 @@ fn run(nexus: &Nexus, req: &Request, access: Access, budget: &Budget) -> Value {
     let mut failed = false;
     let mut each = |tx: Option<&mut dyn GraphWrite>, done: &mut Vec<Done>, failed: &mut bool| {
         let mut tx = tx;
-        for op in &req.operations {
+        for (index, op) in req.operations.iter().enumerate() {
             let stop = *failed && (mode == "atomic" || (mode == "sequence" && !keep_going));
             if stop {
                 done.push(Done::Skipped);
@@ -98,9 +98,10 @@ fn run(nexus: &Nexus, req: &Request, access: Access, budget: &Budget) -> Value {
                 )
                 .with_hint("send it again with a longer options.deadline_ms"))
             } else {
+                let at = (index, op);
                 match &mut tx {
-                    Some(w) => run_op(nexus, req, op, access, Some(&mut **w)),
-                    None => run_op(nexus, req, op, access, None),
+                    Some(w) => run_op(nexus, req, at, access, Some(&mut **w)),
+                    None => run_op(nexus, req, at, access, None),
                 }
             };
             let outcome = outcome.and_then(|v| {
@@ -129,9 +130,10 @@ fn run(nexus: &Nexus, req: &Request, access: Access, budget: &Budget) -> Value {
             }
         }
     };
-    if mode == "atomic" && access != Access::ReadOnly {
+    let dry_run = req.options.dry_run;
+    if (mode == "atomic" || dry_run) && access != Access::ReadOnly {
         // All or none (§76): every operation in one write transaction, aborted when
-        // one fails.
+        // one fails. A dry run runs the same way and is always aborted.
         let committed = nexus.write(
             |w| {
                 each(Some(w), &mut done, &mut failed);
@@ -143,10 +145,11 @@ fn run(nexus: &Nexus, req: &Request, access: Access, budget: &Budget) -> Value {
                     Ok(())
                 }
             },
-            false,
+            dry_run,
         );
         match committed {
-            Ok(()) => nexus.after_write(),
+            Ok(()) if !dry_run => nexus.after_write(),
+            Ok(()) => {}
             Err(e) if !failed => {
                 // The commit itself failed: nothing of the request is applied.
                 let e = V2Error::from_kip(&e);
@@ -229,7 +232,7 @@ fn run(nexus: &Nexus, req: &Request, access: Access, budget: &Budget) -> Value {
 fn run_op(
     nexus: &Nexus,
     req: &Request,
-    op: &Operation,
+    (index, op): (usize, &Operation),
     access: Access,
     tx: Option<&mut dyn GraphWrite>,
 ) -> Result<Value, V2Error> {
@@ -285,6 +288,49 @@ fn run_op(
     match &st.kind {
         StatementKind::Meta(m) => match m.as_ref() {
             Meta::Describe(Describe::Protocol) => Ok(describe::protocol()),
+            Meta::Validate { .. } | Meta::PreviewKml(_) if tx.is_some() => Err(V2Error::new(
+                Code::UnsupportedCapability,
+                "VALIDATE and PREVIEW run on their own, not inside an atomic or dry-run request",
+            )
+            .with_hint(
+                "send them in a request of their own (their writes are never committed anyway)",
+            )),
+            Meta::Validate { target, value, .. } => {
+                let v = param(value).unwrap_or(Value::Null);
+                let params = |n: &str| param(&Scalar::Param(n.to_string()));
+                preview::validate(nexus, target, &v, &params, access)
+            }
+            Meta::PreviewKml(value) => {
+                let v = param(value).unwrap_or(Value::Null);
+                let params = |n: &str| param(&Scalar::Param(n.to_string()));
+                preview::preview_kml(nexus, &v, &params, access)
+            }
+            Meta::Describe(Describe::TransactionByIdempotencyKey(k)) => {
+                let k = match param(k) {
+                    Some(Value::String(s)) => s,
+                    other => {
+                        return Err(V2Error::new(
+                            Code::TypeMismatch,
+                            format!(
+                                "an idempotency key is a string, not {}",
+                                other.unwrap_or(Value::Null)
+                            ),
+                        ))
+                    }
+                };
+                match tx {
+                    Some(w) => idempotency::describe(w, &k, access),
+                    None => read_v2(nexus, |g| idempotency::describe(g, &k, access)),
+                }
+            }
+            Meta::Describe(Describe::SchemaEnvironment(None)) => match tx {
+                Some(w) => packages::describe(w),
+                None => read_v2(nexus, packages::describe),
+            },
+            Meta::List { what, .. } if what == "SCHEMA PACKAGES" => match tx {
+                Some(w) => packages::listing(w),
+                None => read_v2(nexus, packages::listing),
+            },
             Meta::Describe(Describe::Capabilities) => Ok(describe::capabilities(access)),
             Meta::Describe(Describe::ExecutionContext) => Ok(describe::execution_context(access)),
             Meta::Describe(Describe::Primer(mode)) => {
@@ -357,16 +403,28 @@ fn run_op(
         StatementKind::Mutation(m) => {
             let max_rows = nexus.limits().max_rows;
             let params = |n: &str| param(&Scalar::Param(n.to_string()));
+            let key = idempotency::key_of(req, op, index, access);
+            let key = key.as_ref();
+            let dry = req.options.dry_run;
+            let mark = |mut v: Value| {
+                if dry {
+                    v["dry_run"] = json!(true);
+                }
+                v
+            };
             match tx {
-                Some(w) => mutate::run(w, &params, m, max_rows),
+                Some(w) => {
+                    idempotency::once(w, key, |w| mutate::run(w, &params, m, max_rows)).map(mark)
+                }
                 None => {
                     let mut failure = None;
                     let r = nexus.write(
                         |w| {
-                            mutate::run(w, &params, m, max_rows).map_err(|e| {
-                                failure = Some(e);
-                                kip_lang::KipError::internal("the mutation failed: rolled back")
-                            })
+                            idempotency::once(w, key, |w| mutate::run(w, &params, m, max_rows))
+                                .map_err(|e| {
+                                    failure = Some(e);
+                                    kip_lang::KipError::internal("the mutation failed: rolled back")
+                                })
                         },
                         false,
                     );
@@ -381,6 +439,21 @@ fn run_op(
             }
         }
     }
+}
+
+/// Runs a 2.0 read on a snapshot.
+fn read_v2(
+    nexus: &Nexus,
+    f: impl FnOnce(&dyn crate::store::GraphRead) -> Result<Value, V2Error>,
+) -> Result<Value, V2Error> {
+    let mut failure = None;
+    let r = nexus.read(|g| {
+        f(g).map_err(|e| {
+            failure = Some(e);
+            kip_lang::KipError::internal("the read failed")
+        })
+    });
+    r.map_err(|e| failure.unwrap_or_else(|| V2Error::from_kip(&e)))
 }
 
 /// A valid 2.0 statement this runtime does not execute yet: said plainly, with what

@@ -42,7 +42,7 @@ pub enum SymbolKind {
 }
 
 impl SymbolKind {
-    fn section(self) -> &'static str {
+    pub(crate) fn section(self) -> &'static str {
         match self {
             SymbolKind::ConceptType => "concept_types",
             SymbolKind::Predicate => "predicates",
@@ -81,84 +81,142 @@ pub struct Definition {
     pub body: Map<String, Value>,
 }
 
-/// The active Schema Environment (Core + the Cognitive Memory Profile).
-#[derive(Debug)]
+/// A Schema Environment: the definitions of its packages by kind and local name (a
+/// local name two packages define is ambiguous, §20.7) and by exact symbol.
+#[derive(Debug, Default)]
 pub struct Environment {
-    by_kind: BTreeMap<&'static str, BTreeMap<String, Definition>>,
+    by_kind: BTreeMap<&'static str, BTreeMap<String, Vec<Definition>>>,
+    exact: BTreeMap<String, Definition>,
+    packages: Vec<String>,
 }
 
-/// The environment of every memory (the profile is built in).
+/// The built-in environment of every memory: Core and the Cognitive Memory Profile.
 pub fn active() -> &'static Environment {
     static ENV: OnceLock<Environment> = OnceLock::new();
-    ENV.get_or_init(|| Environment::from_artifact(PROFILE))
-}
-
-impl Environment {
-    fn from_artifact(text: &str) -> Environment {
+    ENV.get_or_init(|| {
         // The artifact is part of this build; a malformed one leaves an empty
         // environment, which every write then reports as SchemaSymbolNotFound.
-        let doc: Value = serde_json::from_str(text).unwrap_or(Value::Null);
-        let mut by_kind = BTreeMap::new();
-        for kind in [
-            SymbolKind::ConceptType,
-            SymbolKind::Predicate,
-            SymbolKind::Facet,
-            SymbolKind::StructuralField,
-        ] {
-            let mut defs = BTreeMap::new();
-            if let Some(m) = doc
+        let doc: Value = serde_json::from_str(PROFILE).unwrap_or(Value::Null);
+        let mut env = Environment::default();
+        env.add(&doc, PROFILE_REF);
+        env
+    })
+}
+
+/// The symbol kinds, in the order packages list them.
+pub const KINDS: [SymbolKind; 4] = [
+    SymbolKind::ConceptType,
+    SymbolKind::Predicate,
+    SymbolKind::Facet,
+    SymbolKind::StructuralField,
+];
+
+impl Environment {
+    /// Adds a package artifact's definitions under `package_ref` (a definition without
+    /// `ref` gets `<package_ref>/<local>`).
+    pub fn add(&mut self, doc: &Value, package_ref: &str) {
+        self.packages.push(package_ref.to_string());
+        for kind in KINDS {
+            let Some(m) = doc
                 .pointer(&format!("/definitions/{}", kind.section()))
                 .and_then(Value::as_object)
-            {
-                for (local, body) in m {
-                    let body = body.as_object().cloned().unwrap_or_default();
-                    let exact = body
-                        .get("ref")
-                        .and_then(Value::as_str)
-                        .map(str::to_string)
-                        .unwrap_or_else(|| format!("{PROFILE_REF}/{local}"));
-                    defs.insert(
-                        local.clone(),
-                        Definition {
-                            exact,
-                            local: local.clone(),
-                            body,
-                        },
-                    );
-                }
+            else {
+                continue;
+            };
+            for (local, body) in m {
+                let body = body.as_object().cloned().unwrap_or_default();
+                let exact = body
+                    .get("ref")
+                    .and_then(Value::as_str)
+                    .map(str::to_string)
+                    .unwrap_or_else(|| format!("{package_ref}/{local}"));
+                let d = Definition {
+                    exact: exact.clone(),
+                    local: local.clone(),
+                    body,
+                };
+                self.exact.insert(exact, d.clone());
+                self.by_kind
+                    .entry(kind.section())
+                    .or_default()
+                    .entry(local.clone())
+                    .or_default()
+                    .push(d);
             }
-            by_kind.insert(kind.section(), defs);
         }
-        Environment { by_kind }
     }
 
-    fn defs(&self, kind: SymbolKind) -> Option<&BTreeMap<String, Definition>> {
-        self.by_kind.get(kind.section())
+    /// The package references of this environment.
+    pub fn package_refs(&self) -> &[String] {
+        &self.packages
     }
 
-    /// The profile's definition of `name` (a local name or an exact symbol).
+    /// The local names of `kind`.
+    pub fn locals(&self, kind: SymbolKind) -> Vec<&str> {
+        self.by_kind
+            .get(kind.section())
+            .map(|d| d.keys().map(String::as_str).collect())
+            .unwrap_or_default()
+    }
+
+    /// The definitions `name` (a local name or an exact symbol) may mean.
+    fn candidates(&self, kind: SymbolKind, name: &str) -> Vec<&Definition> {
+        if let Some(d) = self.exact.get(name) {
+            let same_kind = self
+                .by_kind
+                .get(kind.section())
+                .and_then(|m| m.get(&d.local))
+                .is_some_and(|v| v.iter().any(|x| x.exact == d.exact));
+            return if same_kind { vec![d] } else { Vec::new() };
+        }
+        self.by_kind
+            .get(kind.section())
+            .and_then(|m| m.get(name))
+            .map(|v| v.iter().collect())
+            .unwrap_or_default()
+    }
+
+    /// The one definition of `name` (a local name or an exact symbol), if exactly one.
     pub fn definition(&self, kind: SymbolKind, name: &str) -> Option<&Definition> {
-        let defs = self.defs(kind)?;
-        if let Some(local) = name
-            .strip_prefix(PROFILE_REF)
-            .and_then(|r| r.strip_prefix('/'))
-        {
-            return defs.get(local);
+        match self.candidates(kind, name).as_slice() {
+            [one] => Some(one),
+            _ => None,
         }
-        defs.get(name)
     }
 
     /// Resolves `name` of `kind` in the memory `g`: the exact symbol and the local name
-    /// the graph stores. `SchemaSymbolNotFound` when neither the profile nor the
-    /// memory's 1.x schema defines it.
+    /// the graph stores. The built-in profile, then the packages installed and active
+    /// in the memory, then the memory's 1.x schema; a local name two of them define is
+    /// `SchemaSymbolAmbiguous` (§20.7), an unknown one `SchemaSymbolNotFound`.
     pub fn resolve(
         &self,
         g: &dyn GraphRead,
         kind: SymbolKind,
         name: &str,
     ) -> Result<Definition, V2Error> {
-        if let Some(d) = self.definition(kind, name) {
-            return Ok(d.clone());
+        let installed = super::packages::environment(g)?;
+        let mut found: Vec<&Definition> = self.candidates(kind, name);
+        found.extend(installed.candidates(kind, name));
+        match found.as_slice() {
+            [one] => return Ok((*one).clone()),
+            [] => {}
+            many => {
+                return Err(V2Error::new(
+                    Code::SchemaSymbolAmbiguous,
+                    format!(
+                        "\"{name}\" is a {} of several active packages: {}",
+                        kind.noun(),
+                        many.iter()
+                            .map(|d| d.exact.as_str())
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    ),
+                )
+                .with_hint(
+                    "write the exact symbol (kip://...@version/Name) instead of the local name",
+                )
+                .with_detail("symbol", name))
+            }
         }
         let local = name
             .strip_prefix(LEGACY_REF)
@@ -175,10 +233,8 @@ impl Environment {
                 }
             }
         }
-        let known: Vec<&str> = self
-            .defs(kind)
-            .map(|d| d.keys().map(String::as_str).collect())
-            .unwrap_or_default();
+        let mut known = self.locals(kind);
+        known.extend(installed.locals(kind));
         Err(V2Error::new(
             Code::SchemaSymbolNotFound,
             format!(
@@ -201,11 +257,6 @@ impl Environment {
             Some(d) => d.exact.clone(),
             None => format!("{LEGACY_REF}/{local}"),
         }
-    }
-
-    /// The packages active in every space, for DESCRIBE SCHEMA ENVIRONMENT.
-    pub fn packages(&self) -> Vec<&'static str> {
-        vec![CORE_REF, PROFILE_REF, LEGACY_REF]
     }
 }
 
