@@ -285,3 +285,91 @@ fn kip2_schema_packages_install_once_resolve_exactly_and_refuse_shadowing() {
         .as_array()
         .is_some_and(|p| p.contains(&json!("kip://test/status@1.0.0"))));
 }
+
+#[test]
+fn kip2_meta_005_and_schema_016_describe_type_returns_exact_identity() {
+    let n = nexus();
+    let d = ok(&n, r#"DESCRIBE TYPE "Person""#, json!({}));
+    assert_eq!(d["symbol"], "kip://profiles/cognitive-memory@2.0.0/Person");
+    assert_eq!(d["package_ref"], "kip://profiles/cognitive-memory@2.0.0");
+    let p = ok(&n, r#"DESCRIBE PREDICATE "prefers""#, json!({}));
+    assert_eq!(p["symbol"], "kip://profiles/cognitive-memory@2.0.0/prefers");
+    let types = ok(&n, "LIST TYPES", json!({}));
+    assert!(types
+        .as_array()
+        .is_some_and(|t| t.iter().any(|x| x["local_name"] == "Experience")));
+    let unknown = run_with(&n, r#"DESCRIBE TYPE "Spaceship""#, json!({}));
+    assert_eq!(code(&unknown), "SchemaSymbolNotFound");
+}
+
+#[test]
+fn kip2_meta_006_describe_ambiguous_symbol_fails() {
+    let n = nexus();
+    n.admin()
+        .install_schema_package(
+            &json!({"format": "KIP-Schema-Package", "manifest": {"package_id": "kip://test/prefs", "version": "1.0.0"},
+                    "definitions": {"predicates": {"prefers": {}}}}),
+            true,
+        )
+        .expect("installs");
+    let r = run_with(&n, r#"DESCRIBE PREDICATE "prefers""#, json!({}));
+    assert_eq!(code(&r), "SchemaSymbolAmbiguous", "{r}");
+    let exact = ok(
+        &n,
+        r#"DESCRIBE PREDICATE "kip://test/prefs@1.0.0/prefers""#,
+        json!({}),
+    );
+    assert_eq!(exact["package_ref"], "kip://test/prefs@1.0.0");
+}
+
+#[test]
+fn kip2_kml_019_a_different_actor_cannot_supersede() {
+    let n = nexus();
+    let h = seed(&n);
+    assert_by(&n, &h, "alice", "p", "support", "stated", 0.9);
+    let r = run_with(
+        &n,
+        r#"ASSERT (:alice, "prefers", :dark) { by: :bob, mode: "stated", stance: "reject" } SUPERSEDING ?old"#,
+        json!({"alice": h["alice"], "dark": h["dark"], "bob": h["bob"]}),
+    );
+    assert_ne!(r["status"], "succeeded");
+    let r = run_with(
+        &n,
+        r#"MUTATE { ASSERT ?new (:alice, "prefers", :dark) { by: :bob, mode: "stated", stance: "reject" } }"#,
+        json!({"alice": h["alice"], "dark": h["dark"], "bob": h["bob"]}),
+    );
+    let new = r["results"][0]["result"]["handles"]["new"].clone();
+    let old = ok(
+        &n,
+        "FIND(?a.id) WHERE { ?a ASSERTION {stance: \"support\"} }",
+        json!({}),
+    )[0]
+    .clone();
+    let r = run_with(
+        &n,
+        "SUPERSEDE ASSERTION :old BY :new",
+        json!({"old": old, "new": new}),
+    );
+    assert_eq!(code(&r), "SupersessionMismatch", "{r}");
+    assert_eq!(status(&n, &h, "p")[0], "contested", "both claims stand");
+}
+
+#[test]
+fn kip2_meta_024_readonly_accepts_preview_but_rejects_commit_kml() {
+    let n = nexus();
+    let kml = r#"CREATE CONCEPT ?x { TYPE "Person" NAME "Ro" }"#;
+    let p = n
+        .execute_json(
+            &json!({"kip": "2.0", "operations": [{"command": "PREVIEW KML :t", "parameters": {"t": kml}}]}),
+            Access::ReadOnly,
+        )
+        .to_json();
+    assert_eq!(p["results"][0]["result"]["committed"], false, "{p}");
+    let w = n
+        .execute_json(
+            &json!({"kip": "2.0", "operations": [{"command": kml}]}),
+            Access::ReadOnly,
+        )
+        .to_json();
+    assert_eq!(code(&w), "ReadonlyViolation");
+}

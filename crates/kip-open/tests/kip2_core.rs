@@ -589,3 +589,55 @@ fn a_readonly_caller_runs_kql_and_not_kml() {
         .to_json();
     assert_eq!(code(&w), "ReadonlyViolation");
 }
+
+#[test]
+fn kip2_kql_023_raw_paths_follow_propositions_and_alternatives() {
+    let n = nexus();
+    n.admin()
+        .install_schema_package(
+            &json!({"format": "KIP-Schema-Package", "manifest": {"package_id": "kip://test/org", "version": "1.0.0"},
+                    "definitions": {"predicates": {"reports_to": {}, "mentors": {}}}}),
+            true,
+        )
+        .expect("installs");
+    ok(
+        &n,
+        r#"MUTATE {
+  CREATE CONCEPT ?a { TYPE "Person" NAME "A" }
+  CREATE CONCEPT ?b { TYPE "Person" NAME "B" }
+  CREATE CONCEPT ?c { TYPE "Person" NAME "C" }
+  CREATE CONCEPT ?d { TYPE "Person" NAME "D" }
+  ENSURE PROPOSITION (?a, "reports_to", ?b)
+  ENSURE PROPOSITION (?b, "reports_to", ?c)
+  ENSURE PROPOSITION (?c, "reports_to", ?d)
+  ENSURE PROPOSITION (?a, "mentors", ?d)
+}"#,
+    );
+    let up = |q: &str| {
+        ok(
+            &n,
+            &format!(
+                r#"FIND(?y.name) WHERE {{ ?x CONCEPT {{name: "A"}} ({q}) }} ORDER BY ?y.name"#
+            ),
+        )
+    };
+    assert_eq!(up(r#"?x, "reports_to"{1,2}, ?y"#), json!(["B", "C"]));
+    assert_eq!(up(r#"?x, "reports_to"{2,}, ?y"#), json!(["C", "D"]));
+    assert_eq!(up(r#"?x, "reports_to"{0,1}, ?y"#), json!(["A", "B"]));
+    assert_eq!(up(r#"?x, "reports_to" | "mentors", ?y"#), json!(["B", "D"]));
+    // Backwards from a bound object.
+    assert_eq!(
+        ok(
+            &n,
+            r#"FIND(?x.name) WHERE { ?y CONCEPT {name: "D"} (?x, "reports_to"{1,3}, ?y) } ORDER BY ?x.name"#
+        ),
+        json!(["A", "B", "C"])
+    );
+    let unbound = run(&n, r#"FIND(?x) WHERE { (?x, "reports_to"{1,3}, ?y) }"#);
+    assert_eq!(code(&unbound), "ResourceExhausted");
+    let with_var = run(
+        &n,
+        r#"FIND(?p) WHERE { ?x CONCEPT {name: "A"} ?p (?x, "reports_to"{1,2}, ?y) }"#,
+    );
+    assert_eq!(code(&with_var), "InvalidSyntax");
+}

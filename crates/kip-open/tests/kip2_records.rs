@@ -189,3 +189,112 @@ fn a_1x_fact_has_a_founding_assertion_and_is_believed() {
         json!([["retracted", 0.8]])
     );
 }
+
+/// An Experience with two ordered steps, and the handles.
+fn trajectory(n: &Nexus) -> Value {
+    ok(
+        n,
+        r#"MUTATE {
+  CREATE CONCEPT ?exp { TYPE "Experience" NAME "Deploy" SET ATTRIBUTES { goal: "ship", outcome_status: "success" }
+                        SET STRUCTURAL { ("has_step", ?s1) ("has_step", ?s2) } }
+  CREATE CONCEPT ?s1 { TYPE "ExperienceStep" NAME "build" SET ATTRIBUTES { step_kind: "action", summary: "built" } }
+  CREATE CONCEPT ?s2 { TYPE "ExperienceStep" NAME "release" SET ATTRIBUTES { step_kind: "action", summary: "released" } }
+}"#,
+        json!({}),
+    )["handles"]
+        .clone()
+}
+
+#[test]
+fn kip2_core_016_structural_reference_is_not_a_proposition() {
+    let n = nexus();
+    trajectory(&n);
+    assert_eq!(
+        ok(
+            &n,
+            r#"FIND(?s.name, ?e.index) WHERE { ?x CONCEPT {name: "Deploy"} ?e STRUCTURAL (?x, "has_step", ?s) } ORDER BY ?e.index"#,
+            json!({})
+        ),
+        json!([["build", 0], ["release", 1]])
+    );
+    assert_eq!(
+        ok(
+            &n,
+            r#"FIND(COUNT(?p)) WHERE { ?x CONCEPT {name: "Deploy"} ?p PROPOSITION (?x, ?r, ?s) }"#,
+            json!({})
+        ),
+        json!([0]),
+        "no semantic edge was made"
+    );
+}
+
+#[test]
+fn kip2_kql_007_structural_pattern_works_both_ways_and_orders_densely() {
+    let n = nexus();
+    let h = trajectory(&n);
+    // From the target back to its source.
+    assert_eq!(
+        ok(
+            &n,
+            r#"FIND(?x.name) WHERE { ?s CONCEPT {name: "release"} STRUCTURAL (?x, "has_step", ?s) }"#,
+            json!({})
+        ),
+        json!(["Deploy"])
+    );
+    // An explicit index inserts; removing re-densifies (§17.4-17.5).
+    ok(
+        &n,
+        r#"MUTATE {
+  CREATE CONCEPT ?s0 { TYPE "ExperienceStep" NAME "plan" SET ATTRIBUTES { step_kind: "decision", summary: "planned" } }
+  UPDATE :exp SET STRUCTURAL { ("has_step", ?s0) {index: 0} }
+}"#,
+        json!({"exp": h["exp"]}),
+    );
+    ok(
+        &n,
+        r#"UPDATE :exp UNSET STRUCTURAL { ("has_step", :s1) }"#,
+        json!({"exp": h["exp"], "s1": h["s1"]}),
+    );
+    assert_eq!(
+        ok(
+            &n,
+            r#"FIND(?s.name, ?e.index) WHERE { ?e STRUCTURAL (:exp, "has_step", ?s) } ORDER BY ?e.index"#,
+            json!({"exp": h["exp"]})
+        ),
+        json!([["plan", 0], ["release", 1]])
+    );
+    let bad = run_with(
+        &n,
+        r#"UPDATE :exp SET STRUCTURAL { ("has_step", :who) }"#,
+        json!({"exp": h["exp"], "who": h["exp"]}),
+    );
+    assert_eq!(code(&bad), "StructuralReferenceInvalid", "{bad}");
+    let far = run_with(
+        &n,
+        r#"UPDATE :exp SET STRUCTURAL { ("has_step", :s) {index: 9} }"#,
+        json!({"exp": h["exp"], "s": h["s1"]}),
+    );
+    assert_eq!(code(&far), "StructuralReferenceInvalid");
+}
+
+#[test]
+fn kip2_kml_006_activity_provenance_is_queryable_structurally() {
+    let n = nexus();
+    let h = ok(
+        &n,
+        r#"MUTATE {
+  CREATE EVIDENCE ?in { SET FIELDS { evidence_class: "document" } }
+  CREATE ACTIVITY ?act { SET FIELDS { activity_class: "inference", status: "completed" } SET STRUCTURAL { ("inputs", ?in) } }
+}"#,
+        json!({}),
+    )["handles"]
+        .clone();
+    assert_eq!(
+        ok(
+            &n,
+            r#"FIND(?a.id) WHERE { ?a ACTIVITY {} STRUCTURAL (?a, "inputs", :in) }"#,
+            json!({"in": h["in"]})
+        ),
+        json!([h["act"]])
+    );
+}

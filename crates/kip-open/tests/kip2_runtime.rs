@@ -153,7 +153,7 @@ fn a_valid_statement_that_does_not_run_yet_is_unsupported_capability() {
         .is_some_and(|m| m.starts_with("SNAPSHOT is valid KIP 2.0 META")));
     let b = one(
         &n,
-        r#"FIND(?e) WHERE { ?e STRUCTURAL (?x, "has_step", ?y) }"#,
+        r#"FIND(?c) WHERE { ?c CONCEPT {type: "Person"} } AS OF SEQ 1"#,
     );
     assert_eq!(error_code(&b), "UnsupportedCapability");
 }

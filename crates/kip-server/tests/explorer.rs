@@ -236,6 +236,21 @@ async fn a_concept_page_has_both_directions_higher_order_and_domains() {
     assert_eq!(v["outgoing"]["items"][0]["other"]["name"], "Apollo");
     assert_eq!(v["about"][0]["statement"]["predicate"], "stated_by");
     assert_eq!(v["about"][0]["other"]["name"], "Bob");
+    // The KIP 2.0 view of its facts: the founding assertion of the 1.x link, believed.
+    let claim = v["claims"]
+        .as_array()
+        .and_then(|c| c.iter().find(|c| c["predicate"] == "works_on"))
+        .cloned()
+        .unwrap_or(Value::Null);
+    assert_eq!(
+        (
+            claim["end"].clone(),
+            claim["stance"].clone(),
+            claim["belief"].clone()
+        ),
+        (json!("subject"), json!("support"), json!("accepted")),
+        "{v}"
+    );
     // By id, and from the other end.
     let id = v["concept"]["id"].as_str().expect("id").to_string();
     let (_, again) = get(&app, &format!("/explorer/api/concept?id={id}"), None).await;

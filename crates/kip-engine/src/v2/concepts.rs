@@ -12,6 +12,7 @@ use super::error::{Code, V2Error, V2Result};
 use super::eval::{self, Ctx, Row};
 use super::model::{self, LITERAL_TYPE, SPACE};
 use super::schema_env::{active, Definition, SymbolKind};
+use super::structural::{self, Field};
 use super::validate::{check_attributes, check_facet};
 use crate::store::{ConceptRecord, ElementId, ElementKind, ElementRecord, GraphRead, GraphWrite};
 use kip_lang::v2::ast::{Clause, Symbol};
@@ -32,13 +33,15 @@ pub struct Spec {
 }
 
 /// The mutable-state changes of a CREATE, UPSERT or UPDATE.
-#[derive(Default)]
+#[derive(Default, Clone)]
 pub struct Change {
     name: Option<String>,
     set_attributes: Map<String, Value>,
     unset_attributes: Vec<String>,
     set_facets: Vec<(Definition, Map<String, Value>)>,
     unset_facets: Vec<(Definition, Vec<String>)>,
+    set_structural: Vec<(Field, ElementId, Map<String, Value>)>,
+    unset_structural: Vec<(Field, ElementId)>,
 }
 
 fn string(field: &str, v: Value) -> V2Result<String> {
@@ -88,6 +91,29 @@ impl Change {
                 let def = active().resolve(ctx.g, SymbolKind::Facet, &symbol(ctx, sym)?)?;
                 self.unset_facets.push((def, names.clone()));
             }
+            Clause::SetStructural(entries) | Clause::UnsetStructural(entries) => {
+                let set = matches!(c, Clause::SetStructural(_));
+                for e in entries {
+                    let f = structural::field(ctx.g, &symbol(ctx, &e.field)?)?;
+                    let target = eval::write_value(ctx, row, &e.target)?;
+                    let Some(id) = target.as_str().and_then(eval::parse_id) else {
+                        return Err(V2Error::new(
+                            Code::StructuralReferenceInvalid,
+                            format!("the target of \"{}\" is an element, not {target}", f.local),
+                        )
+                        .with_hint("name the target by a handle or a parameter holding its id"));
+                    };
+                    if set {
+                        let mut opts = Map::new();
+                        for (k, v) in e.options.iter().flatten() {
+                            opts.insert(k.clone(), eval::write_value(ctx, row, v)?);
+                        }
+                        self.set_structural.push((f, id, opts));
+                    } else {
+                        self.unset_structural.push((f, id));
+                    }
+                }
+            }
             _ => return Ok(false),
         }
         Ok(true)
@@ -135,9 +161,6 @@ impl Change {
                         let v = eval::write_value(ctx, row, v)?;
                         ch.field(k, v)?;
                     }
-                }
-                Clause::SetStructural(_) | Clause::UnsetStructural(_) => {
-                    return Err(eval::unsupported("structural references on concepts"))
                 }
                 other => {
                     return Err(V2Error::new(
@@ -408,15 +431,9 @@ pub fn upsert(
                 return Err(immutable("key"));
             }
         }
-        let mut ch = Change {
-            name: s.name.clone(),
-            set_attributes: s.change.set_attributes.clone(),
-            unset_attributes: s.change.unset_attributes.clone(),
-            set_facets: s.change.set_facets.clone(),
-            unset_facets: s.change.unset_facets.clone(),
-        };
-        if ch.name.is_none() {
-            ch.name = s.change.name.clone();
+        let mut ch = s.change.clone();
+        if s.name.is_some() {
+            ch.name = s.name.clone();
         }
         apply_change(w, id, &ch)?;
         return Ok((id, false));
@@ -446,10 +463,10 @@ pub fn upsert(
         client_key: s.client_key.clone(),
         change: Change {
             name: None,
-            set_attributes: s.change.set_attributes.clone(),
             unset_attributes: Vec::new(),
-            set_facets: s.change.set_facets.clone(),
             unset_facets: Vec::new(),
+            unset_structural: Vec::new(),
+            ..s.change.clone()
         },
         ..Spec::default()
     };
@@ -546,6 +563,7 @@ pub fn create(w: &mut dyn GraphWrite, s: &Spec) -> V2Result<ElementId> {
     if !facets.is_empty() {
         state.insert("facets".into(), Value::Object(facets));
     }
+    apply_structural(w, &mut state, &ty.exact, &s.change)?;
     if let Some(ck) = &s.client_key {
         state.insert("client_key".into(), ck.clone());
     }
@@ -649,7 +667,53 @@ fn apply_change(w: &mut dyn GraphWrite, id: ElementId, ch: &Change) -> V2Result<
     } else {
         state.insert("facets".into(), Value::Object(facets));
     }
+    let schema_ref = rec
+        .payload
+        .get("schema_ref")
+        .and_then(Value::as_str)
+        .unwrap_or(&ty.exact)
+        .to_string();
+    apply_structural(w, &mut state, &schema_ref, ch)?;
     w.set_element_state(SPACE, id, state)?;
+    Ok(())
+}
+
+/// SET / UNSET STRUCTURAL of a concept whose type is `schema_ref`, field by field.
+fn apply_structural(
+    w: &dyn GraphWrite,
+    state: &mut Map<String, Value>,
+    schema_ref: &str,
+    ch: &Change,
+) -> V2Result<()> {
+    let mut fields: Vec<&Field> = Vec::new();
+    for (f, _, _) in &ch.set_structural {
+        if !fields.iter().any(|x| x.local == f.local) {
+            fields.push(f);
+        }
+    }
+    for (f, _) in &ch.unset_structural {
+        if !fields.iter().any(|x| x.local == f.local) {
+            fields.push(f);
+        }
+    }
+    for f in fields {
+        let set: Vec<(ElementId, Map<String, Value>)> = ch
+            .set_structural
+            .iter()
+            .filter(|(x, _, _)| x.local == f.local)
+            .map(|(_, id, o)| (*id, o.clone()))
+            .collect();
+        for (id, _) in &set {
+            structural::check(w, f, schema_ref, *id)?;
+        }
+        let unset: Vec<ElementId> = ch
+            .unset_structural
+            .iter()
+            .filter(|(x, _)| x.local == f.local)
+            .map(|(_, id)| *id)
+            .collect();
+        structural::apply(state, f, &set, &unset)?;
+    }
     Ok(())
 }
 
@@ -722,20 +786,4 @@ pub fn set_lifecycle(
     state.insert("state".into(), json!(to));
     w.set_element_state(SPACE, id, state)?;
     Ok(())
-}
-
-/// The concept holding a literal proposition object, created on first use.
-pub fn literal(w: &mut dyn GraphWrite, v: &Value) -> V2Result<u64> {
-    if let Some(n) = eval::literal_concept(w, v)? {
-        return Ok(n);
-    }
-    let n = w.alloc_concept_id()?;
-    let row = ConceptRecord {
-        concept_type: LITERAL_TYPE.to_string(),
-        name: serde_json::to_string(v).unwrap_or_default(),
-        attributes: Map::new(),
-        metadata: Map::new(),
-    };
-    w.put_concept(n, &row, None)?;
-    Ok(n)
 }

@@ -57,12 +57,12 @@ const CAPABILITIES: &[(&str, bool, &str)] = &[
     (
         "kql",
         true,
-        "FIND over CONCEPT, PROPOSITION, ASSERTION, EVIDENCE, ACTIVITY patterns; FILTER, NOT, OPTIONAL, UNION; aggregates with grouping; ORDER BY, LIMIT (not yet: STRUCTURAL patterns, predicate paths, CURSOR)",
+        "FIND over CONCEPT, PROPOSITION, ASSERTION, EVIDENCE, ACTIVITY and STRUCTURAL patterns, predicate alternatives and quantified paths; FILTER, NOT, OPTIONAL, UNION; aggregates with grouping; ORDER BY, LIMIT (not yet: CURSOR, AS OF, FOR TIME)",
     ),
     (
         "kml",
         true,
-        "MUTATE (one transaction, handles in any order), CREATE/UPSERT CONCEPT, ENSURE PROPOSITION, ASSERT, CREATE ASSERTION/EVIDENCE/ACTIVITY, UPDATE, RETRACT, SUPERSEDE, ARCHIVE, MERGE CONCEPT (not yet: TRANSITION, CORRECT EVIDENCE, SET RETENTION, TOMBSTONE, PURGE)",
+        "MUTATE (one transaction, handles in any order), CREATE/UPSERT CONCEPT (CLIENT KEY, SET/UNSET STRUCTURAL), ENSURE PROPOSITION, ASSERT, CREATE ASSERTION/EVIDENCE/ACTIVITY, UPDATE, RETRACT, SUPERSEDE, CORRECT EVIDENCE, TRANSITION ACTIVITY, ARCHIVE, MERGE CONCEPT (not yet: SET RETENTION, TOMBSTONE, PURGE)",
     ),
     (
         "belief",

@@ -79,7 +79,8 @@ impl<'a> Ctx<'a> {
         Ok(v)
     }
 
-    fn check_rows(&self, n: usize) -> V2Result<()> {
+    /// `ResourceExhausted` when `n` rows pass the bound.
+    pub(super) fn check_rows(&self, n: usize) -> V2Result<()> {
         if n > self.max_rows {
             return Err(V2Error::new(
                 Code::ResourceExhausted,
@@ -169,8 +170,24 @@ pub fn solve(ctx: &Ctx, clauses: &[WhereClause], seed: Vec<Row>) -> V2Result<Vec
                 next.extend(solve(ctx, block, seed.clone())?);
                 ctx.check_rows(next.len())?;
             }
-            WhereClause::Structural { .. } => {
-                return Err(unsupported("STRUCTURAL patterns"));
+            WhereClause::Structural {
+                var,
+                from,
+                field,
+                to,
+            } => {
+                for row in &rows {
+                    super::structural::pattern(
+                        ctx,
+                        row,
+                        var.as_deref(),
+                        from,
+                        field,
+                        to,
+                        &mut next,
+                    )?;
+                    ctx.check_rows(next.len())?;
+                }
             }
             WhereClause::Belief { var, target } => {
                 for row in &rows {
@@ -203,7 +220,7 @@ pub fn unsupported(what: &str) -> V2Error {
 }
 
 /// What a pattern term stands for in `row`: `None` for an unbound variable.
-fn known(ctx: &Ctx, row: &Row, p: &Pattern) -> V2Result<Option<Bound>> {
+pub(super) fn known(ctx: &Ctx, row: &Row, p: &Pattern) -> V2Result<Option<Bound>> {
     Ok(match p {
         Pattern::Var(v) => row.get(v).cloned(),
         Pattern::Param(name) => {
@@ -468,7 +485,11 @@ fn concepts(
 
 /// A predicate atom's local name (as the graph stores it), `None` for an unbound
 /// variable.
-fn predicate_local(ctx: &Ctx, row: &Row, atom: &PredicateAtom) -> V2Result<Option<String>> {
+pub(super) fn predicate_local(
+    ctx: &Ctx,
+    row: &Row,
+    atom: &PredicateAtom,
+) -> V2Result<Option<String>> {
     let name = match atom {
         PredicateAtom::Name(n) => n.clone(),
         PredicateAtom::Param(p) => match ctx.param(p)? {
@@ -489,7 +510,7 @@ fn predicate_local(ctx: &Ctx, row: &Row, atom: &PredicateAtom) -> V2Result<Optio
 }
 
 /// The graph end a known term stands for (`Ok(None)`: a literal no proposition has).
-fn end_ref(ctx: &Ctx, b: &Bound) -> V2Result<Option<ElemRef>> {
+pub(super) fn end_ref(ctx: &Ctx, b: &Bound) -> V2Result<Option<ElemRef>> {
     match b {
         Bound::Elem(id) => Ok(model::graph_ref(*id)),
         Bound::Val(v) => Ok(literal_concept(ctx.g, v)?.map(ElemRef::Concept)),
@@ -530,12 +551,36 @@ fn propositions(
         }
         PropTuple::Triple(s, path, o) => (s, path, o),
     };
-    if path.len() != 1 || path[0].quantifier.is_some() {
-        return Err(unsupported(
-            "predicate paths (alternatives and quantifiers)",
-        ));
+    if path.len() > 1 || path.iter().any(|a| a.quantifier.is_some()) {
+        if var.is_some() {
+            return Err(V2Error::new(
+                Code::InvalidSyntax,
+                "a predicate path or alternative matches chains of propositions; it binds no single proposition variable",
+            )
+            .with_hint("drop the proposition variable, or match one exact predicate"));
+        }
+        for a in path {
+            match a.quantifier {
+                None => one_hop(ctx, row, None, s, &a.atom, o, out)?,
+                Some(q) => super::paths::walk(ctx, row, s, &a.atom, q, o, out)?,
+            }
+            ctx.check_rows(out.len())?;
+        }
+        return Ok(());
     }
-    let atom = &path[0].atom;
+    one_hop(ctx, row, var, s, &path[0].atom, o, out)
+}
+
+/// One proposition `(s, atom, o)`, bound to `var` when given.
+fn one_hop(
+    ctx: &Ctx,
+    row: &Row,
+    var: Option<&str>,
+    s: &Pattern,
+    atom: &PredicateAtom,
+    o: &Pattern,
+    out: &mut Vec<Row>,
+) -> V2Result<()> {
     let pred = predicate_local(ctx, row, atom)?;
     let sk = known(ctx, row, s)?;
     let ok = known(ctx, row, o)?;
@@ -618,7 +663,7 @@ fn propositions(
     Ok(())
 }
 
-fn end_matches(ctx: &Ctx, row: &mut Row, p: &Pattern, actual: &Value) -> V2Result<bool> {
+pub(super) fn end_matches(ctx: &Ctx, row: &mut Row, p: &Pattern, actual: &Value) -> V2Result<bool> {
     match p {
         Pattern::Object(members) => {
             // An inline concept pattern at an end.

@@ -30,6 +30,7 @@ mod merge;
 mod model;
 mod mutate;
 pub mod packages;
+mod paths;
 mod preview;
 mod propositions;
 mod query;
@@ -37,6 +38,8 @@ mod records;
 mod request;
 mod runtime;
 pub mod schema_env;
+mod schema_meta;
+mod structural;
 mod validate;
 
 pub use error::{Code, V2Error};

@@ -209,8 +209,10 @@ pub fn concept_view(id: ElementId, row: &ConceptRecord, rec: Option<&ElementReco
     o.insert("name".into(), json!(concept_name(row, rec)));
     o.insert("attributes".into(), Value::Object(row.attributes.clone()));
     o.insert("facets".into(), facets);
-    if let Some(m) = rec.and_then(|r| r.state.get("merged_into")) {
-        o.insert("merged_into".into(), m.clone());
+    for part in ["merged_into", "structural"] {
+        if let Some(m) = rec.and_then(|r| r.state.get(part)) {
+            o.insert(part.into(), m.clone());
+        }
     }
     insert_envelope(&mut o, rec);
     Value::Object(o)

@@ -15,7 +15,9 @@ use super::records::{
     transition,
 };
 use crate::store::{ElementId, ElementKind, GraphWrite};
-use kip_lang::v2::ast::{Mutation, RecordKind, Scalar, Symbol, TargetRef, Value as AstValue};
+use kip_lang::v2::ast::{
+    Clause, Mutation, RecordKind, Scalar, Symbol, TargetRef, Value as AstValue,
+};
 use serde_json::{json, Map, Value};
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -374,6 +376,7 @@ fn apply(
             "a MUTATE block does not nest",
         ))),
         Mutation::CreateConcept { handle, clauses } => {
+            waits_for_handle(clauses, &fx.handles)?;
             let spec = {
                 let ctx = Ctx::new(&*w, params, max_rows);
                 concepts::Spec::read(&ctx, &fx.handles, clauses, false)?
@@ -383,6 +386,7 @@ fn apply(
             Ok(())
         }
         Mutation::UpsertConcept { handle, clauses } => {
+            waits_for_handle(clauses, &fx.handles)?;
             let (spec, found) = {
                 let ctx = Ctx::new(&*w, params, max_rows);
                 let spec = concepts::Spec::read(&ctx, &fx.handles, clauses, true)?;
@@ -614,6 +618,31 @@ fn apply(
             Ok(())
         }
     }
+}
+
+/// A concept block whose structural reference names a handle no clause has bound yet
+/// waits for the round that binds it (§53.3).
+fn waits_for_handle(clauses: &[Clause], handles: &Row) -> Result<(), Stop> {
+    for c in clauses {
+        if let Clause::SetStructural(entries) | Clause::UnsetStructural(entries) = c {
+            for e in entries {
+                if let AstValue::Field(fa) = &e.target {
+                    if fa.steps.is_empty() && !handles.contains_key(&fa.var) {
+                        return Err(Unbound(
+                            V2Error::new(
+                                Code::ReferenceError,
+                                format!("?{} is not bound by any clause of this mutation", fa.var),
+                            )
+                            .with_hint(
+                                "bind it with CREATE, UPSERT or ENSURE in the same MUTATE block",
+                            ),
+                        ));
+                    }
+                }
+            }
+        }
+    }
+    Ok(())
 }
 
 fn bind(fx: &mut Effect, handle: &str, id: ElementId, created: bool) {

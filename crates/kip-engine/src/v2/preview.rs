@@ -6,7 +6,6 @@
 use super::error::{Code, V2Error, V2Result};
 use super::eval::Ctx;
 use super::{mutate, packages, query};
-use crate::envelope::Access;
 use crate::nexus::Nexus;
 use kip_lang::v2::ast::StatementKind;
 use serde_json::{json, Value};
@@ -26,7 +25,7 @@ fn text(v: &Value, what: &str) -> V2Result<String> {
 
 /// Runs `text` (KQL or KML, as `want` says) without committing: its result, or the
 /// error the real run would give.
-fn dry(nexus: &Nexus, text: &str, want: &str, params: Params, access: Access) -> V2Result<Value> {
+fn dry(nexus: &Nexus, text: &str, want: &str, params: Params) -> V2Result<Value> {
     let st = kip_lang::v2::parse(text).map_err(|e| V2Error::from_kip(&e))?;
     let max_rows = nexus.limits().max_rows;
     let mut failure = None;
@@ -41,12 +40,8 @@ fn dry(nexus: &Nexus, text: &str, want: &str, params: Params, access: Access) ->
             r.map_err(|e| failure.unwrap_or_else(|| V2Error::from_kip(&e)))
         }
         (StatementKind::Mutation(m), "KML") => {
-            if access == Access::ReadOnly {
-                return Err(V2Error::new(
-                    Code::ReadonlyViolation,
-                    "a read-only caller cannot preview writes",
-                ));
-            }
+            // A read-only caller may preview: the transaction is always aborted
+            // (KIP2-META-024).
             let r = nexus.write(
                 |w| {
                     mutate::run(w, params, m, max_rows).map_err(|e| {
@@ -67,15 +62,9 @@ fn dry(nexus: &Nexus, text: &str, want: &str, params: Params, access: Access) ->
 
 /// `VALIDATE KQL|KML|SCHEMA PACKAGE v`: `{valid, errors}` (the operation succeeds; the
 /// verdict is the result).
-pub fn validate(
-    nexus: &Nexus,
-    target: &str,
-    v: &Value,
-    params: Params,
-    access: Access,
-) -> V2Result<Value> {
+pub fn validate(nexus: &Nexus, target: &str, v: &Value, params: Params) -> V2Result<Value> {
     let outcome = match target {
-        "KQL" | "KML" => dry(nexus, &text(v, "VALIDATE")?, target, params, access).map(|_| ()),
+        "KQL" | "KML" => dry(nexus, &text(v, "VALIDATE")?, target, params).map(|_| ()),
         "SCHEMA PACKAGE" => packages::check(v).map(|_| ()),
         other => {
             return Err(V2Error::new(
@@ -92,7 +81,7 @@ pub fn validate(
 }
 
 /// `PREVIEW KML v`: the effect the write would have (`committed: false`), or its error.
-pub fn preview_kml(nexus: &Nexus, v: &Value, params: Params, access: Access) -> V2Result<Value> {
-    let effect = dry(nexus, &text(v, "PREVIEW KML")?, "KML", params, access)?;
+pub fn preview_kml(nexus: &Nexus, v: &Value, params: Params) -> V2Result<Value> {
+    let effect = dry(nexus, &text(v, "PREVIEW KML")?, "KML", params)?;
     Ok(json!({"committed": false, "effect": effect}))
 }

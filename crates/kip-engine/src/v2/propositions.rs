@@ -1,13 +1,14 @@
 //! ENSURE PROPOSITION (Specification §55): the canonical tuple resolved or created,
 //! its ends elements or literals, its predicate an exact symbol of the environment.
 
-use super::concepts;
 use super::error::{Code, V2Error, V2Result};
 use super::eval::unsupported;
 use super::eval::{self, Bound, Ctx, Row};
+use super::model::LITERAL_TYPE;
 use super::model::{self, SPACE};
 use super::mutate::{not_found, Failed, Params, Stop, Unbound};
 use super::schema_env::{active, SymbolKind};
+use crate::store::ConceptRecord;
 use crate::store::{ElemRef, ElementId, ElementKind, GraphWrite, PropRecord};
 use kip_lang::v2::ast::{Pattern, PropTuple, Scalar};
 use serde_json::{json, Map, Value};
@@ -116,7 +117,7 @@ pub(super) fn ensure(
     check_subject(w, &pred, sid)?;
     let o_ref = match object {
         Bound::Elem(id) => existing_ref(w, id)?,
-        Bound::Val(v) => ElemRef::Concept(concepts::literal(w, &v)?),
+        Bound::Val(v) => ElemRef::Concept(literal(w, &v)?),
     };
     if let Some(n) = w.prop_by_spo(s_ref, &pred.local, o_ref)? {
         let id = ElementId::new(ElementKind::Proposition, n);
@@ -215,4 +216,20 @@ fn check_subject(
         .with_hint("choose a predicate whose subject type fits, or the right subject"));
     }
     Ok(())
+}
+
+/// The concept holding a literal proposition object, created on first use.
+pub fn literal(w: &mut dyn GraphWrite, v: &Value) -> V2Result<u64> {
+    if let Some(n) = eval::literal_concept(w, v)? {
+        return Ok(n);
+    }
+    let n = w.alloc_concept_id()?;
+    let row = ConceptRecord {
+        concept_type: LITERAL_TYPE.to_string(),
+        name: serde_json::to_string(v).unwrap_or_default(),
+        attributes: Map::new(),
+        metadata: Map::new(),
+    };
+    w.put_concept(n, &row, None)?;
+    Ok(n)
 }

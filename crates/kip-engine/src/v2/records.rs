@@ -539,6 +539,19 @@ pub(super) fn supersede(
         )
         .with_hint("a new assertion supersedes one about the same proposition"));
     }
+    if o.payload.get("asserted_by") != n.payload.get("asserted_by") {
+        return Err(V2Error::new(
+            Code::SupersessionMismatch,
+            format!(
+                "{} was asserted by {}, {} by {}: an actor revises only its own claim (§57.4)",
+                old.id_string(),
+                o.payload.get("asserted_by").cloned().unwrap_or(Value::Null),
+                new.id_string(),
+                n.payload.get("asserted_by").cloned().unwrap_or(Value::Null)
+            ),
+        )
+        .with_hint("a disagreement is a new assertion of its own (stance \"reject\"), beside the old one; BELIEF weighs both"));
+    }
     if status_of(&o) != "active" {
         return Err(V2Error::new(
             Code::InvalidLifecycleTransition,

@@ -6,7 +6,7 @@ use super::describe;
 use super::error::{Code, V2Error};
 use super::eval::Ctx;
 use super::request::{self, Operation, Request, DEFAULT_SPACE};
-use super::{idempotency, mutate, packages, preview, query};
+use super::{idempotency, mutate, packages, preview, query, schema_meta};
 use crate::envelope::Access;
 use crate::nexus::{Budget, Nexus};
 use crate::store::GraphWrite;
@@ -298,12 +298,12 @@ fn run_op(
             Meta::Validate { target, value, .. } => {
                 let v = param(value).unwrap_or(Value::Null);
                 let params = |n: &str| param(&Scalar::Param(n.to_string()));
-                preview::validate(nexus, target, &v, &params, access)
+                preview::validate(nexus, target, &v, &params)
             }
             Meta::PreviewKml(value) => {
                 let v = param(value).unwrap_or(Value::Null);
                 let params = |n: &str| param(&Scalar::Param(n.to_string()));
-                preview::preview_kml(nexus, &v, &params, access)
+                preview::preview_kml(nexus, &v, &params)
             }
             Meta::Describe(Describe::TransactionByIdempotencyKey(k)) => {
                 let k = match param(k) {
@@ -327,6 +327,26 @@ fn run_op(
                 Some(w) => packages::describe(w),
                 None => read_v2(nexus, packages::describe),
             },
+            Meta::Describe(Describe::Named { what, value }) if schema_meta::describes(what) => {
+                let v = value.as_ref().and_then(&param);
+                let run = |g: &dyn crate::store::GraphRead| {
+                    schema_meta::describe(g, what, v.as_ref())
+                        .unwrap_or_else(|| Err(not_yet(&st, text)))
+                };
+                match tx {
+                    Some(w) => run(w),
+                    None => read_v2(nexus, run),
+                }
+            }
+            Meta::List { what, .. } if schema_meta::lists(what) => {
+                let run = |g: &dyn crate::store::GraphRead| {
+                    schema_meta::list(g, what).unwrap_or_else(|| Err(not_yet(&st, text)))
+                };
+                match tx {
+                    Some(w) => run(w),
+                    None => read_v2(nexus, run),
+                }
+            }
             Meta::List { what, .. } if what == "SCHEMA PACKAGES" => match tx {
                 Some(w) => packages::listing(w),
                 None => read_v2(nexus, packages::listing),

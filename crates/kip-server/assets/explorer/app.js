@@ -489,6 +489,14 @@
       el("td", null, el("code", null, statement.predicate)),
       el("td", null, conceptLink(other)),
       el("td", { class: "muted" }, provenance(statement.metadata))));
+    const claims = (v.claims || []).map((a) => el("tr", null,
+      el("td", null, el("code", null, a.end === "subject" ? a.predicate + " → " + JSON.stringify(a.other) : JSON.stringify(a.other) + " → " + a.predicate)),
+      el("td", null, a.stance), el("td", null, a.mode),
+      el("td", { class: "num" }, a.confidence === null ? "" : String(a.confidence)),
+      el("td", null, el("code", null, a.asserted_by || "")),
+      el("td", null, a.status),
+      el("td", null, (a.evidence || []).map((e) => e.id + " (" + e.role + ")").join(", ")),
+      el("td", null, a.belief)));
     const total = (t, n) => (t === null || t === undefined ? "" : " (" + n + " of " + t + ")");
     show(
       el("h1", { id: "concept-title" }, c.name, el("span", { class: "type" }, c.type)),
@@ -508,6 +516,10 @@
       el("h2", null, "Statements about its propositions"),
       about.length
         ? el("table", { id: "about" }, el("thead", null, el("tr", null, el("th", null, "About"), el("th", null, "Predicate"), el("th", null, "Other end"), el("th", null, "Provenance"))), el("tbody", null, about))
+        : el("p", { class: "muted" }, "none"),
+      el("h2", null, "Claims (KIP 2.0 assertions)"),
+      claims.length
+        ? el("table", { id: "claims" }, el("thead", null, el("tr", null, el("th", null, "Proposition"), el("th", null, "Stance"), el("th", null, "Mode"), el("th", { class: "num" }, "Confidence"), el("th", null, "Asserted by"), el("th", null, "Status"), el("th", null, "Evidence"), el("th", null, "Belief"))), el("tbody", null, claims))
         : el("p", { class: "muted" }, "none"),
       el("h2", null, "Correct this concept"), correct);
   }

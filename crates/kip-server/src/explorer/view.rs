@@ -280,15 +280,47 @@ pub fn concept_view(
         json!({"id": id}),
     )
     .unwrap_or(json!([]));
+    let claims = claims(backend, &budget, &id, limit);
     let item = |(link, other): (Value, Value)| json!({"link": link, "other": other});
     Ok(json!({
         "concept": concept,
         "outgoing": {"total": out_total, "items": outgoing.into_iter().map(item).collect::<Vec<_>>()},
         "incoming": {"total": in_total, "items": incoming.into_iter().map(item).collect::<Vec<_>>()},
         "about": about,
+        "claims": claims,
         "domains": domains,
         "limit": limit,
     }))
+}
+
+/// The KIP 2.0 claims about the concept's propositions, either end (DECISIONS.md item
+/// 40: a 1.x fact shows its founding assertion): who asserted what, with which stance,
+/// mode, confidence and evidence, and what the memory believes of it. Empty when the
+/// 2.0 query does not answer in time.
+fn claims(backend: &Backend, budget: &Budget, id: &str, limit: usize) -> Value {
+    let mut out = Vec::new();
+    for (end, command) in [
+        (
+            "subject",
+            r#"FIND(?p.id, ?p.predicate, ?p.object, ?a.id, ?a.stance, ?a.mode, ?a.confidence, ?a.asserted_by, ?a.lifecycle.status, ?a.evidence, ?b.status) WHERE { ?s CONCEPT {id: :id} ?p PROPOSITION (?s, ?r, ?o) ?a ASSERTION {proposition: ?p} ?b BELIEF (?p) } LIMIT :limit"#,
+        ),
+        (
+            "object",
+            r#"FIND(?p.id, ?p.predicate, ?p.subject, ?a.id, ?a.stance, ?a.mode, ?a.confidence, ?a.asserted_by, ?a.lifecycle.status, ?a.evidence, ?b.status) WHERE { ?o CONCEPT {id: :id} ?p PROPOSITION (?s, ?r, ?o) ?a ASSERTION {proposition: ?p} ?b BELIEF (?p) } LIMIT :limit"#,
+        ),
+    ] {
+        let args = json!({"kip": "2.0", "operations": [{"command": command, "parameters": {"id": id, "limit": limit}}]});
+        let r = backend.execute_json(args, Access::ReadOnly, budget);
+        for row in r["results"][0]["result"].as_array().into_iter().flatten() {
+            let f = |i: usize| row.get(i).cloned().unwrap_or(Value::Null);
+            out.push(json!({
+                "end": end, "proposition": f(0), "predicate": f(1), "other": f(2),
+                "assertion": f(3), "stance": f(4), "mode": f(5), "confidence": f(6),
+                "asserted_by": f(7), "status": f(8), "evidence": f(9), "belief": f(10),
+            }));
+        }
+    }
+    Value::Array(out)
 }
 
 /// The overview: the PRIMER, and the concept and proposition types with their counts
