@@ -567,7 +567,12 @@ pub fn create(w: &mut dyn GraphWrite, s: &Spec) -> V2Result<ElementId> {
     if let Some(ck) = &s.client_key {
         state.insert("client_key".into(), ck.clone());
     }
+    let listed = state
+        .get("name")
+        .and_then(Value::as_str)
+        .map(str::to_string);
     w.create_element(SPACE, id, payload, state, &[])?;
+    super::names::change(w, n, None, listed.as_deref())?;
     if let Some(k) = &ck {
         super::client_keys::bind(w, ElementKind::Concept, k, id)?;
     }
@@ -585,9 +590,10 @@ fn step_aside(w: &mut dyn GraphWrite, n: u64) -> V2Result<()> {
     row.name = format!("{}~{}", old.name, id.id_string());
     w.put_concept(n, &row, Some(&old))?;
     let mut state = rec.state.clone();
-    state
-        .entry("name".to_string())
-        .or_insert_with(|| json!(old.name));
+    if !state.contains_key("name") {
+        state.insert("name".into(), json!(old.name));
+        super::names::change(w, n, None, Some(&old.name))?;
+    }
     w.set_element_state(SPACE, id, state)?;
     Ok(())
 }
@@ -674,6 +680,9 @@ fn apply_change(w: &mut dyn GraphWrite, id: ElementId, ch: &Change) -> V2Result<
         .unwrap_or(&ty.exact)
         .to_string();
     apply_structural(w, &mut state, &schema_ref, ch)?;
+    let was = rec.state.get("name").and_then(Value::as_str);
+    let now = state.get("name").and_then(Value::as_str);
+    super::names::change(w, id.n, was, now)?;
     w.set_element_state(SPACE, id, state)?;
     Ok(())
 }

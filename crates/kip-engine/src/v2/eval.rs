@@ -443,14 +443,7 @@ pub fn concept_candidates(ctx: &Ctx, row: &Row, pattern: &ObjectPattern) -> V2Re
     } else if let Some(name) = str_member(ctx, row, pattern, "name")? {
         g.scan_name(&name, &mut push)?;
         // Concepts whose display name differs from their row name (keyed ones).
-        g.scan_elements(SPACE, ElementKind::Concept, &mut |n| {
-            if let Some(rec) = g.element(SPACE, ElementId::new(ElementKind::Concept, n))? {
-                if rec.state.get("name").and_then(Value::as_str) == Some(name.as_str()) {
-                    out.insert(n);
-                }
-            }
-            Ok(true)
-        })?;
+        out.extend(super::names::lookup(g, &name)?);
     } else if let Some(t) = &ty {
         g.scan_type(t, &mut push)?;
     } else {

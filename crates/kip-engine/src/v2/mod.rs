@@ -29,6 +29,7 @@ mod idempotency;
 mod merge;
 mod model;
 mod mutate;
+mod names;
 pub mod packages;
 mod paths;
 mod preview;
