@@ -291,6 +291,24 @@ pub fn schema_install(data: &Path, file: &str, activate: bool, space: &str) -> R
     }
 }
 
+/// `kip migrate [--dry-run]`: the migration report (nothing to rewrite: 1.x data is
+/// read as 2.0 in place).
+pub fn migrate(data: &Path, dry_run: bool) -> Result<ExitCode> {
+    let nexus = open_existing(data, "report on")?;
+    match nexus.admin().migration_report() {
+        Ok(mut v) => {
+            v["dry_run"] = json!(dry_run);
+            v["changed"] = json!(false);
+            print_json(&json!({ "result": v }));
+            Ok(ExitCode::SUCCESS)
+        }
+        Err(e) => {
+            print_json(&json!({ "error": e.to_json() }));
+            Ok(ExitCode::FAILURE)
+        }
+    }
+}
+
 /// `kip schema list`: the memory's schema packages.
 pub fn schema_list(data: &Path) -> Result<ExitCode> {
     let nexus = open_existing(data, "list the schema packages of")?;

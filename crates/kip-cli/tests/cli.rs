@@ -1079,3 +1079,38 @@ fn schema_install_activates_a_package_for_kip_2_0_and_lists_it() {
     );
     assert_ne!(code, 0);
 }
+
+#[test]
+fn migrate_dry_run_reports_how_2_0_reads_a_1x_memory() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (code, out) = kip_in(
+        dir.path(),
+        &[
+            "exec",
+            r#"UPSERT { CONCEPT ?t { {type: "$PropositionType", name: "knows"} SET ATTRIBUTES { description: "d", subject_types: ["*"], object_types: ["*"] } } CONCEPT ?a { {type: "Person", name: "Ada"} } CONCEPT ?b { {type: "Person", name: "Bo"} } PROPOSITION ?l { (?a, "knows", ?b) } } WITH METADATA { confidence: 7, author: "Nobody" }"#,
+        ],
+        b"",
+    );
+    assert_eq!(code, 0, "{out}");
+    let (code, out) = kip_in(dir.path(), &["migrate", "--dry-run"], b"");
+    assert_eq!(code, 0, "{out}");
+    let v: Value = serde_json::from_str(out.trim()).expect("json");
+    let r = &v["result"];
+    assert_eq!(r["changed"], false);
+    assert_eq!(
+        r["concepts"]["types"]["Person"]["symbol"],
+        "kip://profiles/cognitive-memory@2.0.0/Person"
+    );
+    assert_eq!(r["assertions"]["founding_from_1x_links"], 1);
+    assert_eq!(r["assertions"]["confidence_kept_in_facet"], 1);
+    let codes: Vec<&str> = r["warnings"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|w| w["code"].as_str())
+        .collect();
+    assert!(
+        codes.contains(&"confidence_out_of_range") && codes.contains(&"author_not_a_person"),
+        "{r}"
+    );
+}

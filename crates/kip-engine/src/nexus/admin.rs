@@ -45,6 +45,19 @@ impl<'a> Admin<'a> {
         r.map_err(|e| failure.unwrap_or_else(|| crate::v2::V2Error::from_kip(&e)))
     }
 
+    /// The migration preview (`kip migrate --dry-run`): the memory's 1.x inventory and
+    /// how KIP 2.0 reads it, with the lossy mappings counted (Migration §3, item 40).
+    pub fn migration_report(&self) -> Result<Value, crate::v2::V2Error> {
+        let mut failure = None;
+        let r = self.nexus.read(|g| {
+            crate::v2::migration_report(g).map_err(|e| {
+                failure = Some(e);
+                KipError::internal("the report failed")
+            })
+        });
+        r.map_err(|e| failure.unwrap_or_else(|| crate::v2::V2Error::from_kip(&e)))
+    }
+
     /// The schema packages installed in the memory (built-in ones first).
     pub fn schema_packages(&self) -> Result<Value, crate::v2::V2Error> {
         let mut failure = None;

@@ -27,6 +27,7 @@ mod expr;
 mod functions;
 mod idempotency;
 mod merge;
+mod migration;
 mod model;
 mod mutate;
 mod names;
@@ -44,6 +45,7 @@ mod structural;
 mod validate;
 
 pub use error::{Code, V2Error};
+pub use migration::report as migration_report;
 pub use runtime::execute;
 
 /// Whether a JSON request is a KIP 2.0 request (it names a protocol version with
