@@ -273,6 +273,29 @@ pub trait ElementWrite: ElementRead + crate::GraphRead {
         Ok(rec)
     }
 
+    /// Purges element `id` (Specification §60.3): the one write that removes a payload.
+    /// What stays is a stub: no payload, `stub` as the state, one version more. The
+    /// caller has removed the element's graph row, if it had one. `None` when there is
+    /// no record of `id`.
+    fn purge_element(
+        &mut self,
+        space: SpaceId,
+        id: ElementId,
+        stub: Map<String, Value>,
+    ) -> StoreResult<Option<ElementRecord>> {
+        let version = match self.element(space, id)? {
+            Some(old) => old.version + 1,
+            None => return Ok(None),
+        };
+        let rec = ElementRecord {
+            payload: Map::new(),
+            state: stub,
+            version,
+        };
+        self.store_element(space, id, &rec, &[])?;
+        Ok(Some(rec))
+    }
+
     /// Replaces the state of element `id` (its payload untouched), one version more.
     /// Returns the new record; `None` when there is no such element.
     fn set_element_state(

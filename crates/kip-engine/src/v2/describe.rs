@@ -62,7 +62,7 @@ const CAPABILITIES: &[(&str, bool, &str)] = &[
     (
         "kml",
         true,
-        "MUTATE (one transaction, handles in any order), CREATE/UPSERT CONCEPT (CLIENT KEY, SET/UNSET STRUCTURAL), ENSURE PROPOSITION, ASSERT, CREATE ASSERTION/EVIDENCE/ACTIVITY, UPDATE, RETRACT, SUPERSEDE, CORRECT EVIDENCE, TRANSITION ACTIVITY, ARCHIVE, MERGE CONCEPT (not yet: SET RETENTION, TOMBSTONE, PURGE)",
+        "MUTATE (one transaction, handles in any order), CREATE/UPSERT CONCEPT (CLIENT KEY, SET/UNSET STRUCTURAL), ENSURE PROPOSITION, ASSERT, CREATE ASSERTION/EVIDENCE/ACTIVITY, UPDATE, RETRACT, SUPERSEDE, CORRECT EVIDENCE, TRANSITION ACTIVITY, ARCHIVE, MERGE CONCEPT (not yet: PURGE reference policies other than deny_if_referenced)",
     ),
     (
         "belief",
@@ -93,7 +93,11 @@ const CAPABILITIES: &[(&str, bool, &str)] = &[
         "AS OF, HISTORY, CHANGES, SNAPSHOT",
     ),
     ("snapshot_tokens", false, "read.snapshot_token"),
-    ("retention", false, "ARCHIVE, TOMBSTONE, PURGE, legal hold"),
+    (
+        "retention",
+        true,
+        "SET RETENTION (retention_class, expires_at), ARCHIVE, TOMBSTONE (content kept until history reads land), PURGE with deny_if_referenced and a digest stub; legal hold refused in KML (not yet: tombstone_reference, authorized_cascade)",
+    ),
     ("memory_spaces", false, "spaces other than \"default\""),
     ("capsules", false, "EXPORT CAPSULE, VERIFY, PREVIEW IMPORT"),
     (

@@ -338,13 +338,7 @@ fn match_element(
         match k.as_str() {
             "state" => {
                 state_given = true;
-                if let Some(Bound::Val(Value::String(st))) = known(ctx, row, p)? {
-                    if st == "tombstoned" || st == "purged" {
-                        return Err(unsupported(
-                            "tombstoned and purged elements (TOMBSTONE, PURGE)",
-                        ));
-                    }
-                }
+
                 if !match_value(ctx, row, p, &json!(state), false)? {
                     return Ok(false);
                 }
@@ -448,6 +442,14 @@ pub fn concept_candidates(ctx: &Ctx, row: &Row, pattern: &ObjectPattern) -> V2Re
         g.scan_type(t, &mut push)?;
     } else {
         g.scan_concepts(&mut push)?;
+    }
+    // A purged concept has no graph row, only its record: a pattern that asks for a
+    // state other than active also looks there.
+    if str_member(ctx, row, pattern, "state")?.is_some_and(|s| s != model::ACTIVE) {
+        g.scan_elements(SPACE, ElementKind::Concept, &mut |n| {
+            out.insert(n);
+            Ok(true)
+        })?;
     }
     Ok(out.into_iter().collect())
 }

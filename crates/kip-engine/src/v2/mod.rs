@@ -38,6 +38,7 @@ mod propositions;
 mod query;
 mod records;
 mod request;
+mod retention;
 mod runtime;
 pub mod schema_env;
 mod schema_meta;

@@ -90,15 +90,18 @@ pub fn hidden(row: &ConceptRecord) -> bool {
 pub fn view(g: &dyn GraphRead, id: ElementId) -> V2Result<Option<Value>> {
     match id.kind {
         ElementKind::Concept => {
-            let Some(row) = g.concept(id.n)?.filter(|r| !hidden(r)) else {
-                return Ok(None);
+            let Some(row) = g.concept(id.n)? else {
+                return stub(g, id);
             };
+            if hidden(&row) {
+                return Ok(None);
+            }
             let rec = g.element(SPACE, id)?;
             Ok(Some(concept_view(id, &row, rec.as_ref())))
         }
         ElementKind::Proposition => {
             let Some(row) = g.prop(id.n)? else {
-                return Ok(None);
+                return stub(g, id);
             };
             // A link of the 1.x control plane (a meta-type in its domain) is not one.
             for end in [row.subject, row.object] {
@@ -119,6 +122,14 @@ pub fn view(g: &dyn GraphRead, id: ElementId) -> V2Result<Option<Value>> {
         },
         _ => Ok(g.element(SPACE, id)?.map(|r| record_view(id, &r))),
     }
+}
+
+/// What a purge left of a concept or proposition whose graph row is gone: its stub
+/// (§60.3), or nothing.
+fn stub(g: &dyn GraphRead, id: ElementId) -> V2Result<Option<Value>> {
+    Ok(g.element(SPACE, id)?
+        .filter(|r| r.state.get("state").and_then(Value::as_str) == Some("purged"))
+        .map(|r| record_view(id, &r)))
 }
 
 /// Whether proposition `n` was written through KIP 1.x: its record, if any, has no

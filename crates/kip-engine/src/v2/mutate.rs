@@ -8,7 +8,7 @@
 
 use super::concepts;
 use super::error::{Code, V2Error, V2Result};
-use super::eval::{self, bound_json, solve, unsupported, Bound, Ctx, Row};
+use super::eval::{self, bound_json, solve, Bound, Ctx, Row};
 use super::propositions::ensure;
 use super::records::{
     correct, create_assertion, create_other, desugar_assert, record_clauses, retract, supersede,
@@ -593,9 +593,65 @@ fn apply(
             fx.changed.insert(id);
             Ok(())
         }
-        Mutation::SetRetention { .. } => Err(Failed(unsupported("SET RETENTION statements"))),
-        Mutation::Lifecycle { .. } => Err(Failed(unsupported("TOMBSTONE statements"))),
-        Mutation::Purge { .. } => Err(Failed(unsupported("PURGE statements"))),
+        Mutation::SetRetention {
+            target,
+            policy,
+            expect_version,
+            ..
+        } => {
+            let targets = targets(w, params, max_rows, &fx.handles, target, selected)?;
+            let (policy, expect) = {
+                let ctx = Ctx::new(&*w, params, max_rows);
+                let expect = match expect_version {
+                    Some(v) => Some(eval::scalar(&ctx, v)?),
+                    None => None,
+                };
+                (members(&ctx, &fx.handles, policy)?, expect)
+            };
+            for id in targets {
+                super::retention::set_retention(w, id, policy.clone(), expect.as_ref())?;
+                fx.changed.insert(id);
+            }
+            Ok(())
+        }
+        Mutation::Lifecycle {
+            tombstone: true,
+            target,
+            expect_state,
+            ..
+        } => {
+            let targets = targets(w, params, max_rows, &fx.handles, target, selected)?;
+            let expect = expected_state(w, params, max_rows, expect_state.as_ref())?;
+            for id in targets {
+                concepts::set_lifecycle(w, id, "tombstoned", expect.as_deref())?;
+                fx.changed.insert(id);
+            }
+            Ok(())
+        }
+        Mutation::Purge {
+            target,
+            reference_policy,
+            ..
+        } => {
+            let targets = targets(w, params, max_rows, &fx.handles, target, selected)?;
+            let policy = match reference_policy {
+                Some(p) => {
+                    let ctx = Ctx::new(&*w, params, max_rows);
+                    match eval::scalar(&ctx, p)? {
+                        Value::String(s) => s,
+                        other => {
+                            return Err(Failed(eval::type_mismatch("REFERENCE POLICY", &other)))
+                        }
+                    }
+                }
+                None => "deny_if_referenced".to_string(),
+            };
+            for id in targets {
+                super::retention::purge(w, id, &policy)?;
+                fx.changed.insert(id);
+            }
+            Ok(())
+        }
         Mutation::MergeConcept { expect_version, .. } => {
             let pair = match selected {
                 Some(p) if p.len() == 2 => (p[0], p[1]),
