@@ -16,6 +16,7 @@
 //! - `request.rs`: the request envelope and its checks.
 //! - `runtime.rs`: modes, operations, the response envelope.
 //! - `describe.rs`: the DESCRIBE answers and the capability list.
+//! - `search.rs`: META SEARCH over the 1.x search index.
 
 mod belief;
 mod client_keys;
@@ -41,6 +42,7 @@ mod request;
 mod runtime;
 pub mod schema_env;
 mod schema_meta;
+mod search;
 mod structural;
 mod validate;
 
