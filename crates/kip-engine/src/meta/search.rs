@@ -146,7 +146,7 @@ fn concept_scores(
 
 /// The spellings of a query looked up in the name index: as typed, lower case, Title
 /// Case (each word's first letter upper case, the rest lower case), upper case.
-fn name_variants(term: &str) -> Vec<String> {
+pub(crate) fn name_variants(term: &str) -> Vec<String> {
     let title = term
         .split(' ')
         .map(|w| {
@@ -468,12 +468,33 @@ fn round4(x: f64) -> f64 {
 
 /// Executes a SEARCH in `mode`, with the query's embedding asked for only once the
 /// keyword side has been read (`sem` is called when the vectors are needed, `None`: keyword search), so
-/// that the model can embed the text while the postings are read.
+/// that the model can embed the text while the postings are read. `WITH TYPE` must be a
+/// type (a predicate for propositions) of the 1.x schema.
+pub fn search_pending<'q>(
+    g: &dyn GraphRead,
+    s: &Search,
+    limits: &QueryLimits,
+    mode: SearchMode,
+    sem: &dyn Fn() -> Option<&'q Semantic<'q>>,
+) -> Result<Outcome, KipError> {
+    if let Some(t) = &s.with_type {
+        let t = lit(t)?;
+        match s.target {
+            SearchTarget::Concept => schema::require_concept_type(g, t)?,
+            SearchTarget::Proposition => schema::require_predicate(g, t)?,
+        }
+    }
+    search_resolved(g, s, limits, mode, sem)
+}
+
+/// [`search_pending`] with `WITH TYPE` taken as it is, not checked against the 1.x
+/// schema: for KIP 2.0, whose Schema Environment has resolved it (a type or predicate
+/// of the Cognitive Memory Profile need not be one of the 1.x schema's).
 ///
 /// Long (about 200 lines): keyword, semantic and hybrid ranking share the candidate
 /// filter (type, threshold, limit) and the fusion reads both sides; one sequence read
 /// top to bottom.
-pub fn search_pending<'q>(
+pub fn search_resolved<'q>(
     g: &dyn GraphRead,
     s: &Search,
     limits: &QueryLimits,
@@ -503,14 +524,7 @@ pub fn search_pending<'q>(
         None => DEFAULT_LIMIT,
     };
     let with_type = match &s.with_type {
-        Some(t) => {
-            let t = lit(t)?;
-            match s.target {
-                SearchTarget::Concept => schema::require_concept_type(g, t)?,
-                SearchTarget::Proposition => schema::require_predicate(g, t)?,
-            }
-            Some(t.to_string())
-        }
+        Some(t) => Some(lit(t)?.to_string()),
         None => None,
     };
     // Stop words and question words left out, possessives dropped (query side only).

@@ -79,9 +79,21 @@ const CAPABILITIES: &[(&str, bool, &str)] = &[
         true,
         "execution.idempotency_key and an operation's idempotency_key: the recorded outcome replayed, another request IdempotencyConflict; kept 15 minutes; DESCRIBE TRANSACTION BY IDEMPOTENCY KEY",
     ),
-    ("keyword_search", false, "META SEARCH, keyword mode"),
-    ("semantic_search", false, "META SEARCH, semantic mode"),
-    ("hybrid_search", false, "META SEARCH, hybrid mode"),
+    (
+        "keyword_search",
+        true,
+        "SEARCH CONCEPT | PROPOSITION, MODE \"keyword\" (BM25 over names and descriptive attributes; WITH TYPE, WITH PREDICATE, THRESHOLD, LIMIT; not yet: ASSERTION, EVIDENCE, ACTIVITY, COGNITION, AS OF SEQ, CURSOR)",
+    ),
+    (
+        "semantic_search",
+        true,
+        "SEARCH ... MODE \"semantic\" when an embedder is configured (SearchModeUnsupported otherwise)",
+    ),
+    (
+        "hybrid_search",
+        true,
+        "SEARCH ... MODE \"hybrid\" when an embedder is configured (then the default mode outside atomic requests)",
+    ),
     (
         "schema_packages",
         true,

@@ -6,16 +6,18 @@
 //! answered by the 1.x envelope as before (item 38).
 //!
 //! What runs today: the envelope and its rules (modes, readonly, language labels,
-//! parameters, isolation, capability requirements, critical extensions), and `DESCRIBE
-//! PROTOCOL / CAPABILITIES / EXECUTION CONTEXT / PRIMER / ERROR`. Every other valid 2.0
-//! statement is answered `UnsupportedCapability`, and `DESCRIBE CAPABILITIES` says so
-//! (no silent downgrade, KIP2-RT-020).
+//! parameters, isolation, capability requirements, critical extensions, idempotency
+//! keys, dry runs), DESCRIBE and the schema META, KQL (with BELIEF), KML, SEARCH,
+//! VALIDATE and PREVIEW. Every other valid 2.0 statement (history, capsules, ...) is
+//! answered `UnsupportedCapability`, and `DESCRIBE CAPABILITIES` says so (no silent
+//! downgrade, KIP2-RT-020). ARCHITECTURE.md lists the executor modules.
 //!
 //! - `error.rs`: the §87 registry and the 2.0 error object, converted from 1.x errors
 //!   once.
 //! - `request.rs`: the request envelope and its checks.
 //! - `runtime.rs`: modes, operations, the response envelope.
 //! - `describe.rs`: the DESCRIBE answers and the capability list.
+//! - `search.rs`: META SEARCH over the 1.x search index.
 
 mod belief;
 mod client_keys;
@@ -42,6 +44,7 @@ mod retention;
 mod runtime;
 pub mod schema_env;
 mod schema_meta;
+mod search;
 mod structural;
 mod validate;
 

@@ -6,7 +6,7 @@ use super::describe;
 use super::error::{Code, V2Error};
 use super::eval::Ctx;
 use super::request::{self, Operation, Request, DEFAULT_SPACE};
-use super::{idempotency, mutate, packages, preview, query, schema_meta};
+use super::{idempotency, mutate, packages, preview, query, schema_meta, search};
 use crate::envelope::Access;
 use crate::nexus::{Budget, Nexus};
 use crate::store::GraphWrite;
@@ -43,7 +43,8 @@ fn failed_request(request_id: Option<String>, e: &V2Error) -> Value {
 
 /// What became of one operation.
 enum Done {
-    Succeeded(Value),
+    /// The result, and what the operation adds to its `context` (a SEARCH's `search`).
+    Succeeded(Value, Map<String, Value>),
     Failed(V2Error),
     Skipped,
     RolledBack,
@@ -91,6 +92,7 @@ fn run(nexus: &Nexus, req: &Request, access: Access, budget: &Budget) -> Value {
             }
             let late = deadline.is_some_and(|d| Instant::now() >= d)
                 || budget.interrupt.as_ref().is_some_and(|i| i.is_set());
+            let mut extra = Map::new();
             let outcome = if late {
                 Err(V2Error::new(
                     Code::ExecutionTimeout,
@@ -100,8 +102,8 @@ fn run(nexus: &Nexus, req: &Request, access: Access, budget: &Budget) -> Value {
             } else {
                 let at = (index, op);
                 match &mut tx {
-                    Some(w) => run_op(nexus, req, at, access, Some(&mut **w)),
-                    None => run_op(nexus, req, at, access, None),
+                    Some(w) => run_op(nexus, req, at, access, Some(&mut **w), &mut extra),
+                    None => run_op(nexus, req, at, access, None, &mut extra),
                 }
             };
             let outcome = outcome.and_then(|v| {
@@ -122,7 +124,7 @@ fn run(nexus: &Nexus, req: &Request, access: Access, budget: &Budget) -> Value {
                 }
             });
             match outcome {
-                Ok(v) => done.push(Done::Succeeded(v)),
+                Ok(v) => done.push(Done::Succeeded(v, extra)),
                 Err(e) => {
                     *failed = true;
                     done.push(Done::Failed(e));
@@ -165,14 +167,14 @@ fn run(nexus: &Nexus, req: &Request, access: Access, budget: &Budget) -> Value {
     }
     if mode == "atomic" && failed {
         for d in &mut done {
-            if matches!(d, Done::Succeeded(_)) {
+            if matches!(d, Done::Succeeded(..)) {
                 *d = Done::RolledBack;
             }
         }
     }
     let succeeded = done
         .iter()
-        .filter(|d| matches!(d, Done::Succeeded(_)))
+        .filter(|d| matches!(d, Done::Succeeded(..)))
         .count();
     let status = if succeeded == done.len() {
         "succeeded"
@@ -188,10 +190,11 @@ fn run(nexus: &Nexus, req: &Request, access: Access, budget: &Budget) -> Value {
             r.insert("op_id".into(), json!(id));
         }
         match d {
-            Done::Succeeded(v) => {
+            Done::Succeeded(v, mut context) => {
                 r.insert("status".into(), json!("succeeded"));
                 r.insert("result".into(), v);
-                r.insert("context".into(), json!({"space_id": DEFAULT_SPACE}));
+                context.insert("space_id".into(), json!(DEFAULT_SPACE));
+                r.insert("context".into(), Value::Object(context));
             }
             Done::Failed(e) => {
                 r.insert("status".into(), json!("failed"));
@@ -228,13 +231,15 @@ fn run(nexus: &Nexus, req: &Request, access: Access, budget: &Budget) -> Value {
     Value::Object(out)
 }
 
-/// Parses, classifies and runs one operation.
+/// Parses, classifies and runs one operation; `context` takes what the operation adds
+/// to its result's `context`.
 fn run_op(
     nexus: &Nexus,
     req: &Request,
     (index, op): (usize, &Operation),
     access: Access,
     tx: Option<&mut dyn GraphWrite>,
+    context: &mut Map<String, Value>,
 ) -> Result<Value, V2Error> {
     let Some(text) = op.command.as_deref() else {
         return Err(V2Error::new(
@@ -400,6 +405,11 @@ fn run_op(
                     )
                     .with_hint("codes are names such as \"VersionConflict\" or \"SchemaSymbolNotFound\"; a 1.x KIP_xxxx code maps to one (docs/semantics.md)")
                 })
+            }
+            Meta::Search(s) => {
+                let (hits, found) = search::run(nexus, s, &param, tx, req.mode() == "atomic")?;
+                context.insert("search".into(), found);
+                Ok(hits)
             }
             _ => Err(not_yet(&st, text)),
         },
