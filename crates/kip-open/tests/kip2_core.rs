@@ -641,3 +641,29 @@ fn kip2_kql_023_raw_paths_follow_propositions_and_alternatives() {
     );
     assert_eq!(code(&with_var), "InvalidSyntax");
 }
+
+#[test]
+fn kip2_kml_010_conflicting_final_mutation_fails() {
+    let n = nexus();
+    seed(&n);
+    let r = run(
+        &n,
+        r#"MUTATE {
+  UPDATE ?a SET ATTRIBUTES { mood: "calm" } WHERE { ?a CONCEPT {key: "person:alice"} }
+  UPDATE ?b SET ATTRIBUTES { mood: "busy" } WHERE { ?b CONCEPT {key: "person:alice"} }
+}"#,
+    );
+    assert_eq!(code(&r), "DuplicateMutationTarget", "{r}");
+    // Two clauses on one element that do not disagree are one plan.
+    ok(
+        &n,
+        r#"MUTATE {
+  UPDATE ?a SET ATTRIBUTES { mood: "calm" } WHERE { ?a CONCEPT {key: "person:alice"} }
+  UPDATE ?b SET FACET "MnemonicState" { salience: 0.7 } WHERE { ?b CONCEPT {key: "person:alice"} }
+}"#,
+    );
+    assert_eq!(
+        ok(&n, r#"FIND(?a.attributes.mood) WHERE { ?a CONCEPT {key: "person:alice"} }"#),
+        json!(["calm"])
+    );
+}

@@ -68,6 +68,27 @@ fn immutable(field: &str) -> V2Error {
 }
 
 impl Change {
+    /// The field paths this change sets, with their values (for the one-final-value
+    /// rule of a MUTATE plan).
+    pub fn paths(&self) -> Vec<(String, Value)> {
+        let mut out = Vec::new();
+        if let Some(n) = &self.name {
+            out.push(("name".to_string(), json!(n)));
+        }
+        for (k, v) in &self.set_attributes {
+            out.push((format!("attributes.{k}"), v.clone()));
+        }
+        for k in &self.unset_attributes {
+            out.push((format!("attributes.{k}"), Value::Null));
+        }
+        for (d, m) in &self.set_facets {
+            for (k, v) in m {
+                out.push((format!("facets.{}.{k}", d.local), v.clone()));
+            }
+        }
+        out
+    }
+
     /// Reads the mutable-state clauses; `row` binds the handles (and UPDATE's target).
     fn clause(&mut self, ctx: &Ctx, row: &Row, c: &Clause) -> V2Result<bool> {
         match c {
@@ -314,6 +335,17 @@ impl Spec {
             s.name = s.change.name.take();
         }
         Ok(s)
+    }
+}
+
+impl Spec {
+    /// The field paths an UPSERT sets on the concept it resolves.
+    pub fn change_paths(&self) -> Vec<(String, Value)> {
+        let mut out = self.change.paths();
+        if let Some(n) = &self.name {
+            out.push(("name".to_string(), json!(n)));
+        }
+        out
     }
 }
 
@@ -749,50 +781,4 @@ fn merge_facet(
     } else {
         facets.insert(def.local.clone(), Value::Object(f));
     }
-}
-
-/// ARCHIVE (and the lifecycle states of part 2): the element leaves default recall.
-pub fn set_lifecycle(
-    w: &mut dyn GraphWrite,
-    id: ElementId,
-    to: &str,
-    expect: Option<&str>,
-) -> V2Result<()> {
-    let rec = match id.kind {
-        ElementKind::Concept => {
-            let Some(row) = w.concept(id.n)?.filter(|r| !model::hidden(r)) else {
-                return Err(super::mutate::not_found(id));
-            };
-            ensure_record(w, id, &row)?
-        }
-        ElementKind::Proposition => match w.element(SPACE, id)? {
-            Some(r) => r,
-            None => {
-                if w.prop(id.n)?.is_none() {
-                    return Err(super::mutate::not_found(id));
-                }
-                w.create_element(SPACE, id, Map::new(), Map::new(), &[])?
-            }
-        },
-        _ => w
-            .element(SPACE, id)?
-            .ok_or_else(|| super::mutate::not_found(id))?,
-    };
-    let current = model::state_of(Some(&rec));
-    if let Some(e) = expect {
-        if e != current {
-            return Err(V2Error::new(
-                Code::PreconditionFailed,
-                format!("{} is {current}, not {e}", id.id_string()),
-            )
-            .with_detail("actual", current));
-        }
-    }
-    if current == to {
-        return Ok(());
-    }
-    let mut state = rec.state.clone();
-    state.insert("state".into(), json!(to));
-    w.set_element_state(SPACE, id, state)?;
-    Ok(())
 }

@@ -27,6 +27,33 @@ struct Effect {
     handles: Row,
     created: Vec<ElementId>,
     changed: BTreeSet<ElementId>,
+    /// What this plan has set on existing elements, by element and field path: a second
+    /// clause setting one of them otherwise is `DuplicateMutationTarget` (§53.4).
+    set: BTreeMap<(ElementId, String), Value>,
+}
+
+impl Effect {
+    fn claim(&mut self, id: ElementId, paths: Vec<(String, Value)>) -> V2Result<()> {
+        for (path, v) in paths {
+            match self.set.get(&(id, path.clone())) {
+                Some(old) if *old != v => {
+                    return Err(V2Error::new(
+                        Code::DuplicateMutationTarget,
+                        format!(
+                            "two clauses of this MUTATE set {path} of {} to different values ({old} and {v})",
+                            id.id_string()
+                        ),
+                    )
+                    .with_hint("a MUTATE block is one declarative plan: give each field of an element one final value")
+                    .with_detail("id", id.id_string()));
+                }
+                _ => {
+                    self.set.insert((id, path), v);
+                }
+            }
+        }
+        Ok(())
+    }
 }
 
 /// The request's parameters, as the evaluator reads them.
@@ -189,7 +216,7 @@ fn select(ctx: &Ctx, m: &Mutation) -> V2Result<Option<Vec<ElementId>>> {
             into,
             where_clauses,
             ..
-        } => return merge_pair(ctx, source, into, where_clauses.as_deref()).map(Some),
+        } => return super::merge::pair(ctx, source, into, where_clauses.as_deref()).map(Some),
         _ => return Ok(None),
     };
     let Some(block) = &sel.where_clauses else {
@@ -240,74 +267,7 @@ fn select(ctx: &Ctx, m: &Mutation) -> V2Result<Option<Vec<ElementId>>> {
     Ok(Some(ids))
 }
 
-/// MERGE CONCEPT's source and target (§61): each named by a stable identity (an id, or
-/// a key in its WHERE pattern; never by a description such as a name, §2.6), each one
-/// concept.
-fn merge_pair(
-    ctx: &Ctx,
-    source: &TargetRef,
-    into: &TargetRef,
-    block: Option<&[kip_lang::v2::ast::WhereClause]>,
-) -> V2Result<Vec<ElementId>> {
-    let rows = match block {
-        Some(b) => solve(ctx, b, vec![Row::new()])?,
-        None => vec![Row::new()],
-    };
-    let pick = |t: &TargetRef, role: &str| -> V2Result<ElementId> {
-        if let TargetRef::Var(v) = t {
-            let by_identity = block.into_iter().flatten().any(|c| match c {
-                kip_lang::v2::ast::WhereClause::Concept { var, pattern } if var == v => {
-                    pattern.iter().any(|(k, _)| k == "id" || k == "key")
-                }
-                _ => false,
-            });
-            if !by_identity {
-                return Err(V2Error::new(
-                    Code::IdentitySelectorRequired,
-                    format!("MERGE CONCEPT names its {role} ?{v} by a description; a merge needs a stable identity"),
-                )
-                .with_hint(format!("select ?{v} by id or key: ?{v} CONCEPT {{key: \"...\"}}")));
-            }
-            let ids: BTreeSet<ElementId> = rows
-                .iter()
-                .filter_map(|r| match r.get(v) {
-                    Some(Bound::Elem(id)) => Some(*id),
-                    _ => None,
-                })
-                .collect();
-            let n = ids.len();
-            let mut it = ids.into_iter();
-            return match (it.next(), n) {
-                (Some(id), 1) => Ok(id),
-                (None, _) => Err(V2Error::new(
-                    Code::NotFoundOrNotVisible,
-                    format!("no visible concept for the merge {role} ?{v}"),
-                )),
-                _ => Err(V2Error::new(
-                    Code::IdentityConflict,
-                    format!("the merge {role} ?{v} matches {n} concepts"),
-                )
-                .with_hint("name exactly one concept by id or key")),
-            };
-        }
-        if rows.is_empty() {
-            return Err(V2Error::new(
-                Code::PreconditionFailed,
-                "the merge's WHERE guard does not hold",
-            ));
-        }
-        match direct_id(ctx, t)? {
-            Some(id) if ctx.view(id)?.is_some() => Ok(id),
-            Some(id) => Err(not_found(id)),
-            None => Err(V2Error::new(Code::ReferenceError, "no merge target")),
-        }
-    };
-    let s = pick(source, "source")?;
-    let t = pick(into, "target")?;
-    Ok(vec![s, t])
-}
-
-fn direct_id(ctx: &Ctx, t: &TargetRef) -> V2Result<Option<ElementId>> {
+pub(super) fn direct_id(ctx: &Ctx, t: &TargetRef) -> V2Result<Option<ElementId>> {
     let v = match t {
         TargetRef::Var(_) => return Ok(None),
         TargetRef::Param(p) => ctx.param(p)?,
@@ -393,6 +353,9 @@ fn apply(
                 let found = concepts::resolve(&ctx, &spec)?;
                 (spec, found)
             };
+            if let Some(id) = found {
+                fx.claim(id, spec.change_paths())?;
+            }
             let (id, created) = concepts::upsert(w, &spec, found)?;
             bind(fx, handle, id, created);
             if !created {
@@ -505,6 +468,7 @@ fn apply(
                 };
                 let change = concepts::Change::read(&ctx, &row, id, actions)?;
                 drop(ctx);
+                fx.claim(id, change.paths())?;
                 concepts::update(w, id, &change, expect.as_ref())?;
                 fx.changed.insert(id);
             }
@@ -550,7 +514,7 @@ fn apply(
             let targets = targets(w, params, max_rows, &fx.handles, target, selected)?;
             let expect = expected_state(w, params, max_rows, expect_state.as_ref())?;
             for id in targets {
-                concepts::set_lifecycle(w, id, "archived", expect.as_deref())?;
+                super::retention::set_lifecycle(w, id, "archived", expect.as_deref())?;
                 fx.changed.insert(id);
             }
             Ok(())
@@ -623,7 +587,7 @@ fn apply(
             let targets = targets(w, params, max_rows, &fx.handles, target, selected)?;
             let expect = expected_state(w, params, max_rows, expect_state.as_ref())?;
             for id in targets {
-                concepts::set_lifecycle(w, id, "tombstoned", expect.as_deref())?;
+                super::retention::set_lifecycle(w, id, "tombstoned", expect.as_deref())?;
                 fx.changed.insert(id);
             }
             Ok(())

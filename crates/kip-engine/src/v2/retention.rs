@@ -192,3 +192,49 @@ pub fn purge(w: &mut dyn GraphWrite, id: ElementId, policy: &str) -> V2Result<()
     w.purge_element(SPACE, id, stub)?;
     Ok(())
 }
+
+/// ARCHIVE (and the lifecycle states of part 2): the element leaves default recall.
+pub fn set_lifecycle(
+    w: &mut dyn GraphWrite,
+    id: ElementId,
+    to: &str,
+    expect: Option<&str>,
+) -> V2Result<()> {
+    let rec = match id.kind {
+        ElementKind::Concept => {
+            let Some(row) = w.concept(id.n)?.filter(|r| !model::hidden(r)) else {
+                return Err(super::mutate::not_found(id));
+            };
+            ensure_record(w, id, &row)?
+        }
+        ElementKind::Proposition => match w.element(SPACE, id)? {
+            Some(r) => r,
+            None => {
+                if w.prop(id.n)?.is_none() {
+                    return Err(super::mutate::not_found(id));
+                }
+                w.create_element(SPACE, id, Map::new(), Map::new(), &[])?
+            }
+        },
+        _ => w
+            .element(SPACE, id)?
+            .ok_or_else(|| super::mutate::not_found(id))?,
+    };
+    let current = model::state_of(Some(&rec));
+    if let Some(e) = expect {
+        if e != current {
+            return Err(V2Error::new(
+                Code::PreconditionFailed,
+                format!("{} is {current}, not {e}", id.id_string()),
+            )
+            .with_detail("actual", current));
+        }
+    }
+    if current == to {
+        return Ok(());
+    }
+    let mut state = rec.state.clone();
+    state.insert("state".into(), json!(to));
+    w.set_element_state(SPACE, id, state)?;
+    Ok(())
+}
