@@ -663,7 +663,10 @@ fn kip2_kml_010_conflicting_final_mutation_fails() {
 }"#,
     );
     assert_eq!(
-        ok(&n, r#"FIND(?a.attributes.mood) WHERE { ?a CONCEPT {key: "person:alice"} }"#),
+        ok(
+            &n,
+            r#"FIND(?a.attributes.mood) WHERE { ?a CONCEPT {key: "person:alice"} }"#
+        ),
         json!(["calm"])
     );
 }
