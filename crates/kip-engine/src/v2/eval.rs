@@ -338,7 +338,6 @@ fn match_element(
         match k.as_str() {
             "state" => {
                 state_given = true;
-
                 if !match_value(ctx, row, p, &json!(state), false)? {
                     return Ok(false);
                 }
