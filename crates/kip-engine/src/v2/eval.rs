@@ -562,7 +562,13 @@ fn propositions(
         }
         return Ok(());
     }
-    one_hop(ctx, row, var, s, &path[0].atom, o, out)
+    match path.first() {
+        Some(a) => one_hop(ctx, row, var, s, &a.atom, o, out),
+        None => Err(V2Error::new(
+            Code::InvalidSyntax,
+            "a proposition tuple names its predicate",
+        )),
+    }
 }
 
 /// One proposition `(s, atom, o)`, bound to `var` when given.

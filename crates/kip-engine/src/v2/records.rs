@@ -607,7 +607,10 @@ pub(super) fn correct(
         }
         recs.push(w.element(SPACE, id)?.ok_or_else(|| not_found(id))?);
     }
-    let status = recs[0]
+    let (Some(old_rec), Some(new_rec)) = (recs.first(), recs.get(1)) else {
+        return Err(not_found(old));
+    };
+    let status = old_rec
         .state
         .get("correction")
         .and_then(|c| c.get("status"))
@@ -622,12 +625,12 @@ pub(super) fn correct(
         )
         .with_hint("correct the newest evidence of the chain"));
     }
-    let mut o = recs[0].state.clone();
+    let mut o = old_rec.state.clone();
     o.insert(
         "correction".into(),
         json!({"status": "corrected", "corrected_by": new.id_string()}),
     );
-    let mut n = recs[1].state.clone();
+    let mut n = new_rec.state.clone();
     n.insert(
         "correction".into(),
         json!({"status": "current", "corrects": old.id_string()}),
