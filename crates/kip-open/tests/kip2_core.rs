@@ -670,3 +670,17 @@ fn kip2_kml_010_conflicting_final_mutation_fails() {
         json!(["calm"])
     );
 }
+
+#[test]
+fn kip2_kql_010_optional_missing_is_null_not_an_error() {
+    let n = nexus();
+    seed(&n);
+    ok(&n, r#"CREATE CONCEPT ?b { TYPE "Person" NAME "Bob" }"#);
+    assert_eq!(
+        ok(
+            &n,
+            r#"FIND(?p.name, ?o.name) WHERE { ?p CONCEPT {type: "Person"} OPTIONAL { (?p, "prefers", ?o) } } ORDER BY ?p.name"#
+        ),
+        json!([["Alice", "Dark"], ["Bob", null]])
+    );
+}

@@ -197,7 +197,7 @@ impl Change {
     fn field(&mut self, k: &str, v: Value) -> V2Result<()> {
         let mut m = Map::new();
         m.insert(k.to_string(), Value::Null);
-        protected_fields(&m)?;
+        super::records::protected(&m)?;
         match k {
             "name" => self.name = Some(string("name", v)?),
             "key" | "schema_ref" | "type" => return Err(immutable(k)),
@@ -223,29 +223,6 @@ fn immutable_tuple(id: ElementId) -> V2Error {
         ),
     )
     .with_hint("ENSURE the other proposition and assert about it")
-}
-
-/// Engine and governance fields in a SET FIELDS object.
-fn protected_fields(fields: &Map<String, Value>) -> V2Result<()> {
-    for k in fields.keys() {
-        if matches!(k.as_str(), "_system" | "id" | "kind" | "state" | "version") {
-            return Err(V2Error::new(
-                Code::ProtectedSystemField,
-                format!("\"{k}\" is engine-maintained (§6.3)"),
-            )
-            .with_hint("leave it out; the engine sets it")
-            .with_detail("field", k.as_str()));
-        }
-        if k == "governance" {
-            return Err(V2Error::new(
-                Code::ProtectedGovernanceField,
-                "an element's governance is not an author-writable field (§28)",
-            )
-            .with_hint("governance changes go through the owner's protected operations")
-            .with_detail("field", "governance"));
-        }
-    }
-    Ok(())
 }
 
 impl Spec {
@@ -307,7 +284,7 @@ impl Spec {
                     for (k, v) in ms {
                         m.insert(k.clone(), eval::write_value(ctx, handles, v)?);
                     }
-                    protected_fields(&m)?;
+                    super::records::protected(&m)?;
                     for (k, v) in m {
                         match k.as_str() {
                             "key" => s.key = Some(string("key", v)?),

@@ -158,7 +158,14 @@ pub fn solve(ctx: &Ctx, clauses: &[WhereClause], seed: Vec<Row>) -> V2Result<Vec
                 for row in rows.drain(..) {
                     let ext = solve(ctx, block, vec![row.clone()])?;
                     if ext.is_empty() {
-                        next.push(row);
+                        // §44.4: padded, not dropped: what the block would bind is null.
+                        let mut padded = row;
+                        let mut vars = Vec::new();
+                        block_vars(block, &mut vars);
+                        for v in vars {
+                            padded.entry(v).or_insert(Bound::Val(Value::Null));
+                        }
+                        next.push(padded);
                     } else {
                         next.extend(ext);
                     }
@@ -208,6 +215,51 @@ pub fn solve(ctx: &Ctx, clauses: &[WhereClause], seed: Vec<Row>) -> V2Result<Vec
         rows = next;
     }
     Ok(rows)
+}
+
+/// The variables a WHERE block binds (what an unmatched OPTIONAL pads with null).
+fn block_vars(block: &[WhereClause], out: &mut Vec<String>) {
+    fn pat(p: &Pattern, out: &mut Vec<String>) {
+        match p {
+            Pattern::Var(v) => out.push(v.clone()),
+            Pattern::Array(items) => items.iter().for_each(|i| pat(i, out)),
+            Pattern::Object(members) => members.iter().for_each(|(_, m)| pat(m, out)),
+            Pattern::Tuple(t) => {
+                if let PropTuple::Triple(s, path, o) = t.as_ref() {
+                    pat(s, out);
+                    pat(o, out);
+                    for a in path {
+                        if let PredicateAtom::Var(v) = &a.atom {
+                            out.push(v.clone());
+                        }
+                    }
+                }
+            }
+            Pattern::Param(_) | Pattern::Literal(_) => {}
+        }
+    }
+    for c in block {
+        match c {
+            WhereClause::Concept { var, pattern } | WhereClause::Record { var, pattern, .. } => {
+                out.push(var.clone());
+                pattern.iter().for_each(|(_, p)| pat(p, out));
+            }
+            WhereClause::Proposition { var, tuple } => {
+                out.extend(var.clone());
+                pat(&Pattern::Tuple(Box::new(tuple.clone())), out);
+            }
+            WhereClause::Structural { var, from, to, .. } => {
+                out.extend(var.clone());
+                pat(from, out);
+                pat(to, out);
+            }
+            WhereClause::Belief { var, .. } | WhereClause::BeliefSlot { var, .. } => {
+                out.push(var.clone())
+            }
+            WhereClause::Optional(b) | WhereClause::Union(b) => block_vars(b, out),
+            WhereClause::Filter(_) | WhereClause::Not(_) => {}
+        }
+    }
 }
 
 /// A part of KIP 2.0 this runtime does not run yet.
