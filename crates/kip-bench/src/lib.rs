@@ -12,10 +12,13 @@ use std::sync::mpsc::SyncSender;
 use std::time::{Duration, Instant};
 
 mod generate;
+mod kip2;
+mod load2;
 mod measure;
 mod plot;
 
 use generate::*;
+pub use kip2::{ComparisonReport, LoadPair, ReadPair, ScaleComparison, Side, WritePair};
 use measure::*;
 pub use measure::{Machine, Report, ScaleResult, Stat};
 use plot::plot;
@@ -66,6 +69,13 @@ pub struct BenchArgs {
     /// Blocks per UPSERT capsule (one transaction each) when loading the graph.
     #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
     capsule_blocks: u64,
+    /// Measure KIP 2.0 beside KIP 1.x with this workload (e.g.
+    /// `bench/workload-kip2.json`) instead of `--workload`: each scale's graph is
+    /// loaded through 1.x and written through 2.0 (directories `scale-N` and
+    /// `scale-N-kip2`), each entry's two texts run in alternating rounds, and the figures
+    /// go to `results-kip2.json`.
+    #[arg(long, value_name = "FILE")]
+    kip2_workload: Option<PathBuf>,
 }
 
 /// The smallest graph the bench generates: every concept type needs members for the
@@ -79,12 +89,17 @@ fn check_args(args: &BenchArgs, workload: &Value) -> Result<()> {
             "--scales: {n} concepts is too small a graph; each scale must be at least {MIN_SCALE}"
         );
     }
-    let mut known: Vec<&str> = ["queries", "writes"]
+    let mut known: Vec<&str> = ["queries", "writes", "reads"]
         .iter()
         .flat_map(|part| workload[part].as_array().into_iter().flatten())
         .filter_map(|e| e["name"].as_str())
         .collect();
-    known.extend(["concurrent_writers", "none"]);
+    if args.kip2_workload.is_none() {
+        known.push("concurrent_writers");
+    } else if args.postgres.is_some() {
+        anyhow::bail!("--kip2-workload measures the embedded store only; leave out --postgres");
+    }
+    known.push("none");
     if let Some(bad) = args.only.iter().find(|o| !known.contains(&o.as_str())) {
         anyhow::bail!(
             "--only: no workload entry named '{bad}'; known: {} ('none' runs no query, only the load)",
@@ -105,24 +120,22 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
             .with_ansi(false)
             .init();
     }
+    let file = args.kip2_workload.as_ref().unwrap_or(&args.workload);
     let workload: Value = serde_json::from_slice(
-        &std::fs::read(&args.workload)
-            .with_context(|| format!("reading {}", args.workload.display()))?,
-    )?;
+        &std::fs::read(file).with_context(|| format!("reading {}", file.display()))?,
+    )
+    .with_context(|| format!("parsing {}", file.display()))?;
     check_args(&args, &workload)?;
     std::fs::create_dir_all(&args.out)?;
+    if args.kip2_workload.is_some() {
+        return run_kip2(&args, &workload, file);
+    }
     let mut results = Vec::new();
     for &n in &args.scales {
         results.push(scale_run(&args, &workload, n)?);
     }
     let report = Report {
-        machine: Machine {
-            cpus: std::thread::available_parallelism()
-                .map(|n| n.get())
-                .unwrap_or(1),
-            os: std::env::consts::OS,
-            arch: std::env::consts::ARCH,
-        },
+        machine: machine(),
         seed: args.seed,
         results,
     };
@@ -145,4 +158,32 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
     std::fs::write(&svg_path, svg?)?;
     eprintln!("wrote {} and {}", json_path.display(), svg_path.display());
     Ok(ExitCode::SUCCESS)
+}
+
+/// `kip bench --kip2-workload FILE`: every scale, then `results-kip2.json` in `--out`.
+fn run_kip2(args: &BenchArgs, workload: &Value, file: &Path) -> Result<ExitCode> {
+    let mut results = Vec::new();
+    for &n in &args.scales {
+        results.push(kip2::compare_run(args, workload, n)?);
+    }
+    let report = ComparisonReport {
+        machine: machine(),
+        seed: args.seed,
+        workload: file.display().to_string(),
+        results,
+    };
+    let json_path = args.out.join("results-kip2.json");
+    std::fs::write(&json_path, serde_json::to_string_pretty(&report)?)?;
+    eprintln!("wrote {}", json_path.display());
+    Ok(ExitCode::SUCCESS)
+}
+
+fn machine() -> Machine {
+    Machine {
+        cpus: std::thread::available_parallelism()
+            .map(|n| n.get())
+            .unwrap_or(1),
+        os: std::env::consts::OS,
+        arch: std::env::consts::ARCH,
+    }
 }

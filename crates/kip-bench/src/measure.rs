@@ -219,11 +219,18 @@ pub(crate) fn reset_peak_rss() {
 }
 
 pub(crate) fn fsync_baseline(dir: &Path) -> Result<Duration> {
+    let mut samples = fsync_samples(dir, 200)?;
+    samples.sort();
+    Ok(samples[samples.len() / 2])
+}
+
+/// `count` times a 4 KiB append plus `fdatasync` to a probe file in `dir`.
+pub(crate) fn fsync_samples(dir: &Path, count: u32) -> Result<Vec<Duration>> {
     use std::io::Write;
     let path = dir.join("fsync-probe");
     let mut f = std::fs::File::create(&path)?;
     let mut samples = Vec::new();
-    for i in 0..200u32 {
+    for i in 0..count {
         let t = Instant::now();
         f.write_all(&i.to_le_bytes().repeat(1024))?;
         f.sync_data()?;
@@ -231,8 +238,7 @@ pub(crate) fn fsync_baseline(dir: &Path) -> Result<Duration> {
     }
     drop(f);
     let _ = std::fs::remove_file(&path);
-    samples.sort();
-    Ok(samples[samples.len() / 2])
+    Ok(samples)
 }
 
 /// A per-run number (from the clock) for runs on a reused data directory.
@@ -257,7 +263,7 @@ pub(crate) struct Loaded {
 /// Where the graph of one scale lives (`name`: `scale-{n}` or `scale-{n}-load-{run}`):
 /// a directory in `--work-dir`, or a schema of the `--postgres` database (emptied when
 /// `fresh`).
-fn location(args: &BenchArgs, name: &str, fresh: bool) -> Result<std::path::PathBuf> {
+pub(crate) fn location(args: &BenchArgs, name: &str, fresh: bool) -> Result<std::path::PathBuf> {
     match &args.postgres {
         Some(url) => {
             let schema = format!("kip_bench_{}", name.replace('-', "_"));
