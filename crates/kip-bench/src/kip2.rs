@@ -6,9 +6,11 @@
 //! alternate the two (the same parameters on both sides of a round), so that the
 //! machine's drift falls on both. For reference, the 2.0 text also runs on the
 //! 1.x-written graph (1.x facts read through their founding assertions) and the 1.x
-//! text on the 2.0-written one. Writes run on their own graph only, each round after
-//! fsync samples in both directories (the baseline is measured in the same seconds as
-//! the writes: the disk of this shared machine has spells ten times slower).
+//! text on the 2.0-written one. Writes run on their own graph only, paired: each
+//! iteration takes fsync samples in both directories, then one 1.x and one 2.0 write,
+//! so that each write is set against an fsync of the same seconds (on this shared
+//! machine an `fdatasync` flips between ~0.1 ms and ~4 ms from one second to the next
+//! while other work writes to the disk).
 
 use super::*;
 use crate::load2::{concept_id, failure, load_kip2, request};
@@ -78,9 +80,16 @@ pub struct WritePair {
     pub kip1_fsync_ratio: Option<f64>,
     /// `kip2` median / the 2.0 directory's fsync baseline.
     pub kip2_fsync_ratio: Option<f64>,
-    /// The most `kip2_fsync_ratio` may be.
+    /// The median over iterations of each 1.x write / the fsync median of its own
+    /// iteration (5 samples just before it, same directory).
+    pub paired_kip1_fsync_ratio: Option<f64>,
+    /// The same for the 2.0 writes.
+    pub paired_kip2_fsync_ratio: Option<f64>,
+    /// The median over iterations of each 2.0 write / the 1.x write of its iteration.
+    pub paired_ratio: Option<f64>,
+    /// The most `paired_kip2_fsync_ratio` may be.
     pub target_fsync: Option<f64>,
-    /// Whether `kip2_fsync_ratio` is within `target_fsync`.
+    /// Whether `paired_kip2_fsync_ratio` is within `target_fsync`.
     pub met: Option<bool>,
 }
 
@@ -294,23 +303,25 @@ impl<'a> Run<'a> {
     }
 }
 
-/// Runs one entry on its runs in alternating rounds (reads after one warm-up run
-/// each, which also counts their rows); the 1.x side on its own graph
-/// (the first run) must succeed, as every 1.x figure of the harness must.
+/// Runs one entry on its runs in alternating rounds: reads in [`ROUNDS`] rounds after
+/// one warm-up run each (which also counts their rows); writes `paired`, one round per
+/// iteration and no warm-up (a write's first run is a sample, as in the 1.x harness).
+/// The 1.x side on its own graph (the first run) must succeed, as every 1.x figure of
+/// the harness must.
 fn measure_entry(
     args: &BenchArgs,
     params: &mut Params,
     entry: &Value,
     runs: &mut [Run],
-    warm_up: bool,
+    paired: bool,
     between_rounds: &mut dyn FnMut() -> Result<()>,
 ) -> Result<()> {
     let iters = ((entry["iterations"].as_u64().unwrap_or(10) as f64) * args.iterations_factor)
         .ceil()
         .max(1.0) as usize;
-    let rounds = iters.min(ROUNDS);
+    let rounds = if paired { iters } else { iters.min(ROUNDS) };
     let per_round = iters.div_ceil(rounds);
-    if warm_up {
+    if !paired {
         let first = params.bind(&entry["parameters"]);
         for r in runs.iter_mut() {
             r.warm_up(&first, entry)?;
@@ -333,6 +344,16 @@ fn measure_entry(
         );
     }
     Ok(())
+}
+
+/// The median of `a[i] / b[i]` (none unless both ran every iteration).
+fn paired(a: &[f64], b: &[f64]) -> Option<f64> {
+    if a.is_empty() || a.len() != b.len() {
+        return None;
+    }
+    let mut r: Vec<f64> = a.iter().zip(b).map(|(x, y)| x / y.max(1e-3)).collect();
+    r.sort_by(f64::total_cmp);
+    Some(r[r.len() / 2])
 }
 
 fn ratio(a: &Side, b: &Side) -> Option<f64> {
@@ -480,7 +501,7 @@ pub(crate) fn compare_run(args: &BenchArgs, workload: &Value, n: usize) -> Resul
             Run::new(Dialect::Kip2, &g1, entry),
             Run::new(Dialect::Kip1, &g2, entry),
         ];
-        measure_entry(args, &mut params, entry, &mut runs, true, &mut || Ok(()))?;
+        measure_entry(args, &mut params, entry, &mut runs, false, &mut || Ok(()))?;
         let [a, b, c, d] = runs.map(Run::side);
         let ratio = ratio(&b, &a);
         let target = entry["target"].as_f64();
@@ -506,27 +527,41 @@ pub(crate) fn compare_run(args: &BenchArgs, workload: &Value, n: usize) -> Resul
             Run::new(Dialect::Kip1, &g1, entry),
             Run::new(Dialect::Kip2, &g2, entry),
         ];
-        // No warm-up: a write's first run is a sample, as in the 1.x harness.
+        // Each iteration: 5 fsync samples per directory, then the two writes.
         let (mut f1, mut f2) = (Vec::new(), Vec::new());
+        let (mut r1, mut r2) = (Vec::new(), Vec::new());
         let mut probe = || -> Result<()> {
-            f1.extend(fsync_samples(&d1, 40)?);
-            f2.extend(fsync_samples(&d2, 40)?);
+            let (s1, s2) = (fsync_samples(&d1, 5)?, fsync_samples(&d2, 5)?);
+            r1.push(stat("", s1.clone()).median_us);
+            r2.push(stat("", s2.clone()).median_us);
+            f1.extend(s1);
+            f2.extend(s2);
             Ok(())
         };
-        measure_entry(args, &mut params, entry, &mut runs, false, &mut probe)?;
+        measure_entry(args, &mut params, entry, &mut runs, true, &mut probe)?;
+        let us =
+            |r: &Run| -> Vec<f64> { r.samples.iter().map(|d| d.as_secs_f64() * 1e6).collect() };
+        let (w1, w2) = (us(&runs[0]), us(&runs[1]));
+        let paired_kip1_fsync_ratio = paired(&w1, &r1);
+        let paired_kip2_fsync_ratio = paired(&w2, &r2);
+        let paired_ratio = paired(&w2, &w1);
         let [a, b] = runs.map(Run::side);
         let (fsync1, fsync2) = (stat("", f1).median_us, stat("", f2).median_us);
         let over = |s: &Side, f: f64| s.median_us.map(|m| m / f);
         let target_fsync = entry["target_fsync"].as_f64();
-        let kip2_fsync_ratio = over(&b, fsync2);
         writes.push(WritePair {
             name,
             ratio: ratio(&b, &a),
             fsync_kip1_dir_us: fsync1,
             fsync_kip2_dir_us: fsync2,
             kip1_fsync_ratio: over(&a, fsync1),
-            kip2_fsync_ratio,
-            met: target_fsync.zip(kip2_fsync_ratio).map(|(t, r)| r <= t),
+            kip2_fsync_ratio: over(&b, fsync2),
+            paired_kip1_fsync_ratio,
+            paired_kip2_fsync_ratio,
+            paired_ratio,
+            met: target_fsync
+                .zip(paired_kip2_fsync_ratio)
+                .map(|(t, r)| r <= t),
             target_fsync,
             kip1: a,
             kip2: b,
@@ -614,17 +649,18 @@ fn table(r: &ScaleComparison) -> String {
     for w in &r.writes {
         let _ = writeln!(
             t,
-            "{:<24} 1.x {} ({} fsync of {}), 2.0 {} ({} fsync of {}; target <= {}: {}), 2.0/1.x {}",
+            "{:<24} 1.x {} (fsync {}; paired {} fsync), 2.0 {} (fsync {}; paired {} fsync, target <= {}: {}), 2.0/1.x {} (paired {})",
             w.name,
             cell(&w.kip1),
-            fmt_x(w.kip1_fsync_ratio),
             fmt_us(Some(w.fsync_kip1_dir_us)),
+            fmt_x(w.paired_kip1_fsync_ratio),
             cell(&w.kip2),
-            fmt_x(w.kip2_fsync_ratio),
             fmt_us(Some(w.fsync_kip2_dir_us)),
+            fmt_x(w.paired_kip2_fsync_ratio),
             w.target_fsync.map_or("-".into(), |x| format!("{x}x")),
             fmt_met(w.met),
             fmt_x(w.ratio),
+            fmt_x(w.paired_ratio),
         );
     }
     match &r.load {
