@@ -6,18 +6,21 @@
 //! alternate the two (the same parameters on both sides of a round), so that the
 //! machine's drift falls on both. For reference, the 2.0 text also runs on the
 //! 1.x-written graph (1.x facts read through their founding assertions) and the 1.x
-//! text on the 2.0-written one. Writes run on their own graph only, paired: each
-//! iteration takes fsync samples in both directories, then one 1.x and one 2.0 write,
-//! so that each write is set against an fsync of the same seconds (on this shared
-//! machine an `fdatasync` flips between ~0.1 ms and ~4 ms from one second to the next
-//! while other work writes to the disk).
+//! text on the 2.0-written one. Writes run on their own graph only, paired: each of
+//! [`WRITE_ROUNDS`] rounds takes 40 fsync samples in both directories, then a block of
+//! 1.x writes and a block of 2.0 writes, so that each block is set against an fsync of
+//! the same seconds (on this shared machine an `fdatasync` flips between ~0.1 ms and
+//! ~4 ms from one second to the next while other work writes to the disk).
 
 use super::*;
 use crate::load2::{concept_id, failure, load_kip2, request};
 use kip_open::Open;
 
-/// Rounds an entry's iterations are split into (fewer when it has fewer iterations).
+/// Rounds a read's iterations are split into (fewer when it has fewer iterations).
 const ROUNDS: usize = 5;
+
+/// Rounds a write's iterations are split into, each after its own fsync samples.
+const WRITE_ROUNDS: usize = 10;
 
 /// The most one text on one graph may spend on its samples (at least one per round):
 /// some 2.0 reads scan what 1.x finds by index, and their full iteration counts would
@@ -80,12 +83,12 @@ pub struct WritePair {
     pub kip1_fsync_ratio: Option<f64>,
     /// `kip2` median / the 2.0 directory's fsync baseline.
     pub kip2_fsync_ratio: Option<f64>,
-    /// The median over iterations of each 1.x write / the fsync median of its own
-    /// iteration (5 samples just before it, same directory).
+    /// The median over rounds of the round's 1.x write median / its fsync median (40
+    /// samples just before the round's writes, same directory).
     pub paired_kip1_fsync_ratio: Option<f64>,
     /// The same for the 2.0 writes.
     pub paired_kip2_fsync_ratio: Option<f64>,
-    /// The median over iterations of each 2.0 write / the 1.x write of its iteration.
+    /// The median over rounds of the round's 2.0 write median / its 1.x write median.
     pub paired_ratio: Option<f64>,
     /// The most `paired_kip2_fsync_ratio` may be.
     pub target_fsync: Option<f64>,
@@ -181,6 +184,8 @@ struct Run<'a> {
     nexus: &'a Nexus,
     text: &'a str,
     samples: Vec<Duration>,
+    /// Where each round's samples end in `samples`.
+    round_ends: Vec<usize>,
     rows: Option<usize>,
     error: Option<String>,
 }
@@ -196,6 +201,7 @@ impl<'a> Run<'a> {
             nexus,
             text: entry[key].as_str().unwrap_or_default(),
             samples: Vec::new(),
+            round_ends: Vec::new(),
             rows: None,
             error: None,
         }
@@ -304,8 +310,9 @@ impl<'a> Run<'a> {
 }
 
 /// Runs one entry on its runs in alternating rounds: reads in [`ROUNDS`] rounds after
-/// one warm-up run each (which also counts their rows); writes `paired`, one round per
-/// iteration and no warm-up (a write's first run is a sample, as in the 1.x harness).
+/// one warm-up run each (which also counts their rows); writes (`paired`) in
+/// [`WRITE_ROUNDS`] and no warm-up (a write's first run is a sample, as in the 1.x
+/// harness).
 /// The 1.x side on its own graph (the first run) must succeed, as every 1.x figure of
 /// the harness must.
 fn measure_entry(
@@ -319,7 +326,7 @@ fn measure_entry(
     let iters = ((entry["iterations"].as_u64().unwrap_or(10) as f64) * args.iterations_factor)
         .ceil()
         .max(1.0) as usize;
-    let rounds = if paired { iters } else { iters.min(ROUNDS) };
+    let rounds = iters.min(if paired { WRITE_ROUNDS } else { ROUNDS });
     let per_round = iters.div_ceil(rounds);
     if !paired {
         let first = params.bind(&entry["parameters"]);
@@ -334,6 +341,7 @@ fn measure_entry(
             .collect();
         for r in runs.iter_mut() {
             r.sample(&all, entry, SIDE_BUDGET / rounds as u32)?;
+            r.round_ends.push(r.samples.len());
         }
     }
     if let Some(e) = &runs[0].error {
@@ -346,7 +354,23 @@ fn measure_entry(
     Ok(())
 }
 
-/// The median of `a[i] / b[i]` (none unless both ran every iteration).
+/// The median of each round's samples, microseconds (none for a run that failed).
+fn round_medians(r: &Run) -> Vec<f64> {
+    if r.error.is_some() {
+        return Vec::new();
+    }
+    let mut start = 0;
+    r.round_ends
+        .iter()
+        .map(|&end| {
+            let m = stat("", r.samples[start..end].to_vec()).median_us;
+            start = end;
+            m
+        })
+        .collect()
+}
+
+/// The median of `a[i] / b[i]` (none unless both have every round).
 fn paired(a: &[f64], b: &[f64]) -> Option<f64> {
     if a.is_empty() || a.len() != b.len() {
         return None;
@@ -527,11 +551,11 @@ pub(crate) fn compare_run(args: &BenchArgs, workload: &Value, n: usize) -> Resul
             Run::new(Dialect::Kip1, &g1, entry),
             Run::new(Dialect::Kip2, &g2, entry),
         ];
-        // Each iteration: 5 fsync samples per directory, then the two writes.
+        // Each round: 40 fsync samples per directory, then the two blocks of writes.
         let (mut f1, mut f2) = (Vec::new(), Vec::new());
         let (mut r1, mut r2) = (Vec::new(), Vec::new());
         let mut probe = || -> Result<()> {
-            let (s1, s2) = (fsync_samples(&d1, 5)?, fsync_samples(&d2, 5)?);
+            let (s1, s2) = (fsync_samples(&d1, 40)?, fsync_samples(&d2, 40)?);
             r1.push(stat("", s1.clone()).median_us);
             r2.push(stat("", s2.clone()).median_us);
             f1.extend(s1);
@@ -539,9 +563,7 @@ pub(crate) fn compare_run(args: &BenchArgs, workload: &Value, n: usize) -> Resul
             Ok(())
         };
         measure_entry(args, &mut params, entry, &mut runs, true, &mut probe)?;
-        let us =
-            |r: &Run| -> Vec<f64> { r.samples.iter().map(|d| d.as_secs_f64() * 1e6).collect() };
-        let (w1, w2) = (us(&runs[0]), us(&runs[1]));
+        let (w1, w2) = (round_medians(&runs[0]), round_medians(&runs[1]));
         let paired_kip1_fsync_ratio = paired(&w1, &r1);
         let paired_kip2_fsync_ratio = paired(&w2, &r2);
         let paired_ratio = paired(&w2, &w1);
