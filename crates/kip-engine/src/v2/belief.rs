@@ -23,7 +23,7 @@
 use super::error::{Code, V2Error, V2Result};
 use super::eval::{bound_json, parse_id, Bound, Ctx, Row};
 use super::model::{self, SPACE};
-use super::schema_env::{active, SymbolKind};
+use super::schema_env::SymbolKind;
 use crate::store::{ElemRef, ElementId, ElementKind};
 use kip_lang::v2::ast::{BeliefTarget, Pattern, PredicateAtom, PropTuple};
 use serde_json::{json, Map, Value};
@@ -309,7 +309,7 @@ fn predicate(
             }
         },
     };
-    active().resolve(ctx.g, SymbolKind::Predicate, &name)
+    ctx.resolve(SymbolKind::Predicate, &name)
 }
 
 fn unbounded(what: &str) -> V2Error {

@@ -100,7 +100,7 @@ impl Change {
             }
             Clause::UnsetAttributes(names) => self.unset_attributes.extend(names.iter().cloned()),
             Clause::SetFacet(sym, ms) => {
-                let def = active().resolve(ctx.g, SymbolKind::Facet, &symbol(ctx, sym)?)?;
+                let def = ctx.resolve(SymbolKind::Facet, &symbol(ctx, sym)?)?;
                 let mut m = Map::new();
                 for (k, v) in ms {
                     m.insert(k.clone(), eval::write_value(ctx, row, v)?);
@@ -109,7 +109,7 @@ impl Change {
                 self.set_facets.push((def, m));
             }
             Clause::UnsetFacet(sym, names) => {
-                let def = active().resolve(ctx.g, SymbolKind::Facet, &symbol(ctx, sym)?)?;
+                let def = ctx.resolve(SymbolKind::Facet, &symbol(ctx, sym)?)?;
                 self.unset_facets.push((def, names.clone()));
             }
             Clause::SetStructural(entries) | Clause::UnsetStructural(entries) => {
@@ -269,8 +269,7 @@ impl Spec {
                         match k.as_str() {
                             "type" => {
                                 let t = string("type", v)?;
-                                s.ty =
-                                    Some(active().resolve(ctx.g, SymbolKind::ConceptType, &t)?);
+                                s.ty = Some(ctx.resolve(SymbolKind::ConceptType, &t)?);
                             }
                             "key" => s.match_key = Some(string("key", v)?),
                             "id" => s.match_id = Some(v),

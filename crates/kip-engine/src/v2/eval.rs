@@ -9,14 +9,14 @@
 
 use super::error::{Code, V2Error, V2Result};
 use super::model::{self, view, LITERAL_TYPE, SPACE};
-use super::schema_env::{active, SymbolKind};
+use super::schema_env::{active, Definition, SymbolKind};
 use crate::store::{ElemRef, ElementId, ElementKind, GraphRead};
-use kip_lang::v2::ast::{
-    ObjectPattern, Pattern, PredicateAtom, PropTuple, RecordKind, WhereClause,
-};
+use kip_lang::v2::ast::{ObjectPattern, Pattern, PredicateAtom, PropTuple, RecordKind};
 use serde_json::{json, Value};
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::rc::Rc;
+use std::time::Instant;
 
 /// What a variable is bound to: an element, or a value.
 #[derive(Debug, Clone, PartialEq)]
@@ -35,11 +35,17 @@ pub struct Ctx<'a> {
     /// The snapshot read.
     pub g: &'a dyn GraphRead,
     params: &'a dyn Fn(&str) -> Option<Value>,
-    views: RefCell<HashMap<ElementId, Option<Value>>>,
+    views: RefCell<HashMap<ElementId, Option<Rc<Value>>>>,
+    symbols: RefCell<HashMap<(SymbolKind, String), Definition>>,
+    /// Clause orders the planner chose, by block and bound variables (`plan.rs`).
+    pub(super) plans: RefCell<super::plan::Cache>,
     /// At most this many rows at any step (`ResourceExhausted` past it).
     pub max_rows: usize,
     /// The projection context BELIEF uses (`WITH EPISTEMIC`).
     pub policy: RefCell<super::belief::Policy>,
+    /// When the statement must end (`ExecutionTimeout` past it).
+    deadline: Option<Instant>,
+    steps: Cell<u32>,
 }
 
 impl<'a> Ctx<'a> {
@@ -53,9 +59,35 @@ impl<'a> Ctx<'a> {
             g,
             params,
             views: RefCell::new(HashMap::new()),
+            symbols: RefCell::new(HashMap::new()),
+            plans: RefCell::new(super::plan::Cache::default()),
             max_rows,
             policy: RefCell::new(super::belief::Policy::baseline()),
+            deadline: None,
+            steps: Cell::new(0),
         }
+    }
+
+    /// The same context, ending at `deadline` (the query limits' timeout, the
+    /// request's `deadline_ms`).
+    pub fn with_deadline(mut self, deadline: Option<Instant>) -> Ctx<'a> {
+        self.deadline = deadline;
+        self
+    }
+
+    /// `ExecutionTimeout` once the deadline has passed (looked at every 256 steps of
+    /// the search: the clock is not free).
+    pub(super) fn tick(&self) -> V2Result<()> {
+        let n = self.steps.get().wrapping_add(1);
+        self.steps.set(n);
+        if n % 256 == 1 && self.deadline.is_some_and(|d| Instant::now() >= d) {
+            return Err(V2Error::new(
+                Code::ExecutionTimeout,
+                "the query ran past its time budget; nothing was returned",
+            )
+            .with_hint("narrow the WHERE block (a key, a name, a type) or add a LIMIT"));
+        }
+        Ok(())
     }
 
     /// A parameter's value (checked present before the statement runs).
@@ -69,14 +101,27 @@ impl<'a> Ctx<'a> {
         })
     }
 
-    /// The element object of `id` (cached for the statement).
-    pub fn view(&self, id: ElementId) -> V2Result<Option<Value>> {
+    /// The element object of `id` (cached for the statement, shared: a view is built
+    /// once however many patterns and expressions read it).
+    pub fn view(&self, id: ElementId) -> V2Result<Option<Rc<Value>>> {
         if let Some(v) = self.views.borrow().get(&id) {
             return Ok(v.clone());
         }
-        let v = view(self.g, id)?;
+        let v = view(self.g, id)?.map(Rc::new);
         self.views.borrow_mut().insert(id, v.clone());
         Ok(v)
+    }
+
+    /// A schema symbol of the active environment, resolved once per statement (the
+    /// installed packages are read from the store on each uncached resolution).
+    pub fn resolve(&self, kind: SymbolKind, name: &str) -> V2Result<Definition> {
+        let key = (kind, name.to_string());
+        if let Some(d) = self.symbols.borrow().get(&key) {
+            return Ok(d.clone());
+        }
+        let d = active().resolve(self.g, kind, name)?;
+        self.symbols.borrow_mut().insert(key, d.clone());
+        Ok(d)
     }
 
     /// `ResourceExhausted` when `n` rows pass the bound.
@@ -116,151 +161,11 @@ pub fn same(a: &Value, b: &Value) -> bool {
     }
 }
 
-/// Runs a WHERE block from `seed` rows.
-pub fn solve(ctx: &Ctx, clauses: &[WhereClause], seed: Vec<Row>) -> V2Result<Vec<Row>> {
-    let mut rows = seed.clone();
-    for clause in clauses {
-        let mut next = Vec::new();
-        match clause {
-            WhereClause::Concept { var, pattern } => {
-                for row in &rows {
-                    concepts(ctx, row, var, pattern, &mut next)?;
-                    ctx.check_rows(next.len())?;
-                }
-            }
-            WhereClause::Proposition { var, tuple } => {
-                for row in &rows {
-                    propositions(ctx, row, var.as_deref(), tuple, &mut next)?;
-                    ctx.check_rows(next.len())?;
-                }
-            }
-            WhereClause::Record { var, kind, pattern } => {
-                for row in &rows {
-                    records(ctx, row, var, *kind, pattern, &mut next)?;
-                    ctx.check_rows(next.len())?;
-                }
-            }
-            WhereClause::Filter(e) => {
-                for row in rows.drain(..) {
-                    if eval(ctx, &row, e)? == Value::Bool(true) {
-                        next.push(row);
-                    }
-                }
-            }
-            WhereClause::Not(block) => {
-                for row in rows.drain(..) {
-                    if solve(ctx, block, vec![row.clone()])?.is_empty() {
-                        next.push(row);
-                    }
-                }
-            }
-            WhereClause::Optional(block) => {
-                for row in rows.drain(..) {
-                    let ext = solve(ctx, block, vec![row.clone()])?;
-                    if ext.is_empty() {
-                        // §44.4: padded, not dropped: what the block would bind is null.
-                        let mut padded = row;
-                        let mut vars = Vec::new();
-                        block_vars(block, &mut vars);
-                        for v in vars {
-                            padded.entry(v).or_insert(Bound::Val(Value::Null));
-                        }
-                        next.push(padded);
-                    } else {
-                        next.extend(ext);
-                    }
-                    ctx.check_rows(next.len())?;
-                }
-            }
-            WhereClause::Union(block) => {
-                next = std::mem::take(&mut rows);
-                next.extend(solve(ctx, block, seed.clone())?);
-                ctx.check_rows(next.len())?;
-            }
-            WhereClause::Structural {
-                var,
-                from,
-                field,
-                to,
-            } => {
-                for row in &rows {
-                    super::structural::pattern(
-                        ctx,
-                        row,
-                        var.as_deref(),
-                        from,
-                        field,
-                        to,
-                        &mut next,
-                    )?;
-                    ctx.check_rows(next.len())?;
-                }
-            }
-            WhereClause::Belief { var, target } => {
-                for row in &rows {
-                    super::belief::belief(ctx, row, var, target, &mut next)?;
-                    ctx.check_rows(next.len())?;
-                }
-            }
-            WhereClause::BeliefSlot {
-                var,
-                subject,
-                predicate,
-            } => {
-                for row in &rows {
-                    super::belief::slot(ctx, row, var, subject, predicate, &mut next)?;
-                }
-            }
-        }
-        rows = next;
-    }
-    Ok(rows)
-}
+/// Where a pattern sends each row it matches; `Ok(false)` asks it to stop (a LIMIT
+/// is reached).
+pub type Emit<'e> = dyn FnMut(Row) -> V2Result<bool> + 'e;
 
-/// The variables a WHERE block binds (what an unmatched OPTIONAL pads with null).
-fn block_vars(block: &[WhereClause], out: &mut Vec<String>) {
-    fn pat(p: &Pattern, out: &mut Vec<String>) {
-        match p {
-            Pattern::Var(v) => out.push(v.clone()),
-            Pattern::Array(items) => items.iter().for_each(|i| pat(i, out)),
-            Pattern::Object(members) => members.iter().for_each(|(_, m)| pat(m, out)),
-            Pattern::Tuple(t) => {
-                if let PropTuple::Triple(s, path, o) = t.as_ref() {
-                    pat(s, out);
-                    pat(o, out);
-                    for a in path {
-                        if let PredicateAtom::Var(v) = &a.atom {
-                            out.push(v.clone());
-                        }
-                    }
-                }
-            }
-            Pattern::Param(_) | Pattern::Literal(_) => {}
-        }
-    }
-    for c in block {
-        match c {
-            WhereClause::Concept { var, pattern } | WhereClause::Record { var, pattern, .. } => {
-                out.push(var.clone());
-                pattern.iter().for_each(|(_, p)| pat(p, out));
-            }
-            WhereClause::Proposition { var, tuple } => {
-                out.extend(var.clone());
-                pat(&Pattern::Tuple(Box::new(tuple.clone())), out);
-            }
-            WhereClause::Structural { var, from, to, .. } => {
-                out.extend(var.clone());
-                pat(from, out);
-                pat(to, out);
-            }
-            WhereClause::Belief { var, .. } | WhereClause::BeliefSlot { var, .. } => {
-                out.push(var.clone())
-            }
-            WhereClause::Optional(b) | WhereClause::Union(b) => block_vars(b, out),
-            WhereClause::Filter(_) | WhereClause::Not(_) => {}
-        }
-    }
-}
+pub use super::solve::{each, solve};
 
 /// A part of KIP 2.0 this runtime does not run yet.
 pub fn unsupported(what: &str) -> V2Error {
@@ -401,7 +306,7 @@ fn match_element(
                         let Value::String(t) = bound_json(&b) else {
                             return Err(type_mismatch("type", &bound_json(&b)));
                         };
-                        let exact = active().resolve(ctx.g, SymbolKind::ConceptType, &t)?.exact;
+                        let exact = ctx.resolve(SymbolKind::ConceptType, &t)?.exact;
                         if json!(exact) != actual {
                             return Ok(false);
                         }
@@ -462,7 +367,7 @@ pub fn concept_candidates(ctx: &Ctx, row: &Row, pattern: &ObjectPattern) -> V2Re
     let g = ctx.g;
     let mut out = BTreeSet::new();
     let ty = match str_member(ctx, row, pattern, "type")? {
-        Some(t) => Some(active().resolve(g, SymbolKind::ConceptType, &t)?.local),
+        Some(t) => Some(ctx.resolve(SymbolKind::ConceptType, &t)?.local),
         None => None,
     };
     let mut push = |n: u64| {
@@ -505,28 +410,32 @@ pub fn concept_candidates(ctx: &Ctx, row: &Row, pattern: &ObjectPattern) -> V2Re
     Ok(out.into_iter().collect())
 }
 
-fn concepts(
+/// The rows `?var {pattern}` extends `row` to, one at a time.
+pub(super) fn concepts(
     ctx: &Ctx,
     row: &Row,
     var: &str,
     pattern: &ObjectPattern,
-    out: &mut Vec<Row>,
-) -> V2Result<()> {
+    emit: &mut Emit,
+) -> V2Result<bool> {
     let candidates = match row.get(var) {
         Some(Bound::Elem(id)) if id.kind == ElementKind::Concept => vec![id.n],
-        Some(_) => return Ok(()),
+        Some(_) => return Ok(true),
         None => concept_candidates(ctx, row, pattern)?,
     };
     for n in candidates {
+        ctx.tick()?;
         let id = ElementId::new(ElementKind::Concept, n);
         let Some(obj) = ctx.view(id)? else { continue };
         let mut r = row.clone();
         if match_element(ctx, &mut r, pattern, &obj, ElementKind::Concept)? {
             r.insert(var.to_string(), Bound::Elem(id));
-            out.push(r);
+            if !emit(r)? {
+                return Ok(false);
+            }
         }
     }
-    Ok(())
+    Ok(true)
 }
 
 /// A predicate atom's local name (as the graph stores it), `None` for an unbound
@@ -550,9 +459,7 @@ pub(super) fn predicate_local(
             None => return Ok(None),
         },
     };
-    Ok(Some(
-        active().resolve(ctx.g, SymbolKind::Predicate, &name)?.local,
-    ))
+    Ok(Some(ctx.resolve(SymbolKind::Predicate, &name)?.local))
 }
 
 /// The graph end a known term stands for (`Ok(None)`: a literal no proposition has).
@@ -569,13 +476,14 @@ pub fn literal_concept(g: &dyn GraphRead, v: &Value) -> V2Result<Option<u64>> {
     Ok(g.concept_by_key(LITERAL_TYPE, &text)?)
 }
 
-fn propositions(
+/// The rows a proposition pattern extends `row` to, one at a time.
+pub(super) fn propositions(
     ctx: &Ctx,
     row: &Row,
     var: Option<&str>,
     tuple: &PropTuple,
-    out: &mut Vec<Row>,
-) -> V2Result<()> {
+    emit: &mut Emit,
+) -> V2Result<bool> {
     let (s, path, o) = match tuple {
         PropTuple::Id(v) => {
             let b = id_bound(ctx, &scalar(ctx, v)?);
@@ -584,16 +492,16 @@ fn propositions(
                     let mut r = row.clone();
                     if let Some(var) = var {
                         match r.get(var) {
-                            Some(x) if *x != Bound::Elem(id) => return Ok(()),
+                            Some(x) if *x != Bound::Elem(id) => return Ok(true),
                             _ => {
                                 r.insert(var.to_string(), Bound::Elem(id));
                             }
                         }
                     }
-                    out.push(r);
+                    return emit(r);
                 }
             }
-            return Ok(());
+            return Ok(true);
         }
         PropTuple::Triple(s, path, o) => (s, path, o),
     };
@@ -606,21 +514,37 @@ fn propositions(
             .with_hint("drop the proposition variable, or match one exact predicate"));
         }
         for a in path {
-            match a.quantifier {
-                None => one_hop(ctx, row, None, s, &a.atom, o, out)?,
-                Some(q) => super::paths::walk(ctx, row, s, &a.atom, q, o, out)?,
+            let go = match a.quantifier {
+                None => one_hop(ctx, row, None, s, &a.atom, o, emit)?,
+                Some(q) => {
+                    let mut out = Vec::new();
+                    super::paths::walk(ctx, row, s, &a.atom, q, o, &mut out)?;
+                    emit_all(out, emit)?
+                }
+            };
+            if !go {
+                return Ok(false);
             }
-            ctx.check_rows(out.len())?;
         }
-        return Ok(());
+        return Ok(true);
     }
     match path.first() {
-        Some(a) => one_hop(ctx, row, var, s, &a.atom, o, out),
+        Some(a) => one_hop(ctx, row, var, s, &a.atom, o, emit),
         None => Err(V2Error::new(
             Code::InvalidSyntax,
             "a proposition tuple names its predicate",
         )),
     }
+}
+
+/// Sends each of `rows` to `emit`; `Ok(false)` when it asked to stop.
+pub(super) fn emit_all(rows: Vec<Row>, emit: &mut Emit) -> V2Result<bool> {
+    for r in rows {
+        if !emit(r)? {
+            return Ok(false);
+        }
+    }
+    Ok(true)
 }
 
 /// One proposition `(s, atom, o)`, bound to `var` when given.
@@ -631,22 +555,22 @@ fn one_hop(
     s: &Pattern,
     atom: &PredicateAtom,
     o: &Pattern,
-    out: &mut Vec<Row>,
-) -> V2Result<()> {
+    emit: &mut Emit,
+) -> V2Result<bool> {
     let pred = predicate_local(ctx, row, atom)?;
     let sk = known(ctx, row, s)?;
     let ok = known(ctx, row, o)?;
     let s_ref = match &sk {
         Some(b) => match end_ref(ctx, b)? {
             Some(r) => Some(r),
-            None => return Ok(()),
+            None => return Ok(true),
         },
         None => None,
     };
     let o_ref = match &ok {
         Some(b) => match end_ref(ctx, b)? {
             Some(r) => Some(r),
-            None => return Ok(()),
+            None => return Ok(true),
         },
         None => None,
     };
@@ -676,6 +600,7 @@ fn one_hop(
         })?,
     }
     for n in ids {
+        ctx.tick()?;
         let id = ElementId::new(ElementKind::Proposition, n);
         let Some(obj) = ctx.view(id)? else { continue };
         if obj.pointer("/_system/state").and_then(Value::as_str) != Some(model::ACTIVE) {
@@ -710,9 +635,11 @@ fn one_hop(
                 }
             }
         }
-        out.push(r);
+        if !emit(r)? {
+            return Ok(false);
+        }
     }
-    Ok(())
+    Ok(true)
 }
 
 pub(super) fn end_matches(ctx: &Ctx, row: &mut Row, p: &Pattern, actual: &Value) -> V2Result<bool> {
@@ -749,25 +676,26 @@ pub fn founding_of(g: &dyn GraphRead, n: u64, ids: &mut Vec<ElementId>) -> V2Res
     Ok(())
 }
 
-fn records(
+/// The rows a record pattern (ASSERTION, EVIDENCE, ACTIVITY) extends `row` to.
+pub(super) fn records(
     ctx: &Ctx,
     row: &Row,
     var: &str,
     kind: RecordKind,
     pattern: &ObjectPattern,
-    out: &mut Vec<Row>,
-) -> V2Result<()> {
+    emit: &mut Emit,
+) -> V2Result<bool> {
     let kind = record_kind(kind);
     let g = ctx.g;
     let mut ids = Vec::new();
     match row.get(var) {
         Some(Bound::Elem(id)) if id.kind == kind => ids.push(*id),
-        Some(_) => return Ok(()),
+        Some(_) => return Ok(true),
         None => {
             let target = match pattern.iter().find(|(k, _)| k == "proposition") {
                 Some((_, p)) => match known(ctx, row, p)? {
                     Some(Bound::Elem(id)) => Some(id),
-                    Some(_) => return Ok(()),
+                    Some(_) => return Ok(true),
                     None => None,
                 },
                 None => None,
@@ -807,14 +735,17 @@ fn records(
         }
     }
     for id in ids {
+        ctx.tick()?;
         let Some(obj) = ctx.view(id)? else { continue };
         let mut r = row.clone();
         if match_element(ctx, &mut r, pattern, &obj, kind)? {
             r.insert(var.to_string(), Bound::Elem(id));
-            out.push(r);
+            if !emit(r)? {
+                return Ok(false);
+            }
         }
     }
-    Ok(())
+    Ok(true)
 }
 
 pub use super::expr::{compare, eval, value, write_value};

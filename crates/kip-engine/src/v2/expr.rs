@@ -18,7 +18,7 @@ pub fn field(ctx: &Ctx, row: &Row, var: &str, steps: &[String]) -> V2Result<Valu
             )
             .with_hint(format!("bind ?{var} in a pattern before using it")))
         }
-        Some(Bound::Val(v)) => v.clone(),
+        Some(Bound::Val(v)) => std::rc::Rc::new(v.clone()),
         Some(Bound::Elem(id)) => match ctx.view(*id)? {
             Some(v) => v,
             None => return Ok(Value::Null),
@@ -29,7 +29,7 @@ pub fn field(ctx: &Ctx, row: &Row, var: &str, steps: &[String]) -> V2Result<Valu
     {
         return Err(unsupported("derived governance fields (authority_lineage)"));
     }
-    let mut cur = &base;
+    let mut cur: &Value = &base;
     for s in steps {
         cur = match cur {
             Value::Object(m) => match m.get(s) {

@@ -35,6 +35,7 @@ mod mutate;
 mod names;
 pub mod packages;
 mod paths;
+mod plan;
 mod preview;
 mod propositions;
 mod query;
@@ -45,6 +46,7 @@ mod runtime;
 pub mod schema_env;
 mod schema_meta;
 mod search;
+mod solve;
 mod structural;
 mod validate;
 

@@ -7,7 +7,7 @@ use super::eval::{self, Bound, Ctx, Row};
 use super::model::LITERAL_TYPE;
 use super::model::{self, SPACE};
 use super::mutate::{not_found, Failed, Params, Stop, Unbound};
-use super::schema_env::{active, SymbolKind};
+use super::schema_env::SymbolKind;
 use crate::store::ConceptRecord;
 use crate::store::{ElemRef, ElementId, ElementKind, GraphWrite, PropRecord};
 use kip_lang::v2::ast::{Pattern, PropTuple, Scalar};
@@ -97,7 +97,7 @@ pub(super) fn ensure(
                 )))
             }
         };
-        let pred = active().resolve(ctx.g, SymbolKind::Predicate, &name)?;
+        let pred = ctx.resolve(SymbolKind::Predicate, &name)?;
         let expect = match expect_version {
             Some(v) => Some(eval::scalar(&ctx, v)?),
             None => None,

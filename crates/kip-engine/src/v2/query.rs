@@ -5,10 +5,11 @@
 //! One projected expression answers a list of values, several a list of rows.
 
 use super::error::{Code, V2Error, V2Result};
-use super::eval::{self, compare, eval, solve, unsupported, Ctx, Row};
+use super::eval::{self, compare, each, eval, solve, unsupported, Ctx, Row};
 use kip_lang::v2::ast::{Projection, Query};
 use serde_json::{json, Value};
 use std::cmp::Ordering;
+use std::collections::HashMap;
 
 /// Runs a query; the operation's result.
 pub fn find(ctx: &Ctx, q: &Query) -> V2Result<Value> {
@@ -37,34 +38,59 @@ pub fn find(ctx: &Ctx, q: &Query) -> V2Result<Value> {
             }
         },
     };
-    let rows = solve(ctx, &q.where_clauses, vec![Row::new()])?;
     let aggregated = q
         .projection
         .iter()
         .any(|p| matches!(p, Projection::Aggregate { .. }));
+    let desc: Vec<bool> = q.order_by.iter().map(|o| o.descending).collect();
     let mut out: Vec<(Vec<Value>, Vec<Value>)> = if aggregated {
-        aggregate(ctx, q, &rows)?
+        let rows = solve(ctx, &q.where_clauses, vec![Row::new()])?;
+        let mut out = aggregate(ctx, q, &rows)?;
+        if !q.order_by.is_empty() {
+            out.sort_by(|a, b| order(&a.1, &b.1, &desc));
+        }
+        out
+    } else if q.order_by.is_empty() {
+        // Solutions stream: the search stops at the LIMIT.
+        let mut out = Vec::new();
+        if limit != Some(0) {
+            each(ctx, &q.where_clauses, Row::new(), &mut |row| {
+                out.push((columns(ctx, q, &row)?, Vec::new()));
+                ctx.check_rows(out.len())?;
+                Ok(limit.is_none_or(|n| out.len() < n))
+            })?;
+        }
+        out
     } else {
-        let mut out = Vec::with_capacity(rows.len());
-        for row in &rows {
-            let cols = q
-                .projection
-                .iter()
-                .map(|p| project(ctx, row, p))
-                .collect::<V2Result<Vec<_>>>()?;
+        // Sorted: with a LIMIT only the best `n` so far are kept (a stable sort of
+        // the kept ones followed by the newer ones keeps ties in solution order).
+        let mut kept: Vec<(Vec<Value>, Row)> = Vec::new();
+        let mut seen = 0usize;
+        each(ctx, &q.where_clauses, Row::new(), &mut |row| {
             let keys = q
                 .order_by
                 .iter()
-                .map(|o| project(ctx, row, &o.key))
+                .map(|o| project(ctx, &row, &o.key))
                 .collect::<V2Result<Vec<_>>>()?;
-            out.push((cols, keys));
+            kept.push((keys, row));
+            seen += 1;
+            ctx.check_rows(seen)?;
+            if let Some(n) = limit {
+                if kept.len() >= 2 * n.max(16) {
+                    kept.sort_by(|a, b| order(&a.0, &b.0, &desc));
+                    kept.truncate(n);
+                }
+            }
+            Ok(true)
+        })?;
+        kept.sort_by(|a, b| order(&a.0, &b.0, &desc));
+        if let Some(n) = limit {
+            kept.truncate(n);
         }
-        out
+        kept.into_iter()
+            .map(|(keys, row)| Ok((columns(ctx, q, &row)?, keys)))
+            .collect::<V2Result<Vec<_>>>()?
     };
-    if !q.order_by.is_empty() {
-        let desc: Vec<bool> = q.order_by.iter().map(|o| o.descending).collect();
-        out.sort_by(|a, b| order(&a.1, &b.1, &desc));
-    }
     if let Some(n) = limit {
         out.truncate(n);
     }
@@ -113,6 +139,11 @@ fn type_rank(v: &Value) -> u8 {
     }
 }
 
+/// The projected columns of one solution.
+fn columns(ctx: &Ctx, q: &Query, row: &Row) -> V2Result<Vec<Value>> {
+    q.projection.iter().map(|p| project(ctx, row, p)).collect()
+}
+
 fn project(ctx: &Ctx, row: &Row, p: &Projection) -> V2Result<Value> {
     match p {
         Projection::Expr(e) => eval(ctx, row, e),
@@ -127,6 +158,7 @@ fn project(ctx: &Ctx, row: &Row, p: &Projection) -> V2Result<Value> {
 /// Groups the rows by the non-aggregate projections and computes the aggregates.
 fn aggregate(ctx: &Ctx, q: &Query, rows: &[Row]) -> V2Result<Vec<(Vec<Value>, Vec<Value>)>> {
     let mut groups: Vec<(Vec<Value>, Vec<&Row>)> = Vec::new();
+    let mut index: HashMap<String, usize> = HashMap::new();
     for row in rows {
         let mut key = Vec::new();
         for p in &q.projection {
@@ -134,9 +166,14 @@ fn aggregate(ctx: &Ctx, q: &Query, rows: &[Row]) -> V2Result<Vec<(Vec<Value>, Ve
                 key.push(eval(ctx, row, e)?);
             }
         }
-        match groups.iter_mut().find(|(k, _)| k == &key) {
-            Some((_, members)) => members.push(row),
-            None => groups.push((key, vec![row])),
+        // Groups in order of first appearance, found by the key's JSON text.
+        let text = serde_json::to_string(&key).unwrap_or_default();
+        match index.get(&text) {
+            Some(&i) => groups[i].1.push(row),
+            None => {
+                index.insert(text, groups.len());
+                groups.push((key, vec![row]));
+            }
         }
     }
     let grouped = q

@@ -416,12 +416,22 @@ fn run_op(
         StatementKind::Query(q) => {
             let max_rows = nexus.limits().max_rows;
             let params = |n: &str| param(&Scalar::Param(n.to_string()));
+            // The query limits' timeout, or the request's deadline when it is sooner.
+            let deadline = [
+                Some(nexus.limits().timeout),
+                req.options.deadline_ms.map(Duration::from_millis),
+            ]
+            .into_iter()
+            .flatten()
+            .min()
+            .and_then(|t| Instant::now().checked_add(t));
             match tx {
-                Some(w) => query::find(&Ctx::new(w, &params, max_rows), q),
+                Some(w) => query::find(&Ctx::new(w, &params, max_rows).with_deadline(deadline), q),
                 None => {
                     let mut failure = None;
                     let r = nexus.read(|g| {
-                        query::find(&Ctx::new(g, &params, max_rows), q).map_err(|e| {
+                        let ctx = Ctx::new(g, &params, max_rows).with_deadline(deadline);
+                        query::find(&ctx, q).map_err(|e| {
                             failure = Some(e);
                             kip_lang::KipError::internal("the query failed")
                         })

@@ -29,7 +29,7 @@ pub const LEGACY_REF: &str = "kip://legacy/default@1.0.0";
 pub const CORE_REF: &str = "kip://core@2.0.0";
 
 /// A symbol kind of a package (§20.5).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum SymbolKind {
     /// A Concept Type.
     ConceptType,

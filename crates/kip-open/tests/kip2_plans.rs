@@ -1,0 +1,206 @@
+//! How KIP 2.0 reads are planned and run (KQL §291: clause order is for readability;
+//! docs/semantics.md "KIP 2.0 query planning"): the answer never depends on the order
+//! patterns and FILTERs are written in, a LIMIT stops the search instead of running
+//! into the row bound, ORDER BY with a LIMIT keeps the best rows in a stable order,
+//! and a read that runs past its time budget says so. On whichever backend the test
+//! matrix selects.
+
+mod common;
+use common::*;
+use kip_engine::{Access, Nexus, QueryLimits};
+use serde_json::{json, Value};
+use std::time::Duration;
+
+fn send(n: &Nexus, command: &str) -> Value {
+    let request = json!({"kip": "2.0", "operations": [{"command": command}]});
+    n.execute_json(&request, Access::ReadWrite).to_json()
+}
+
+/// The result of a command that must succeed.
+fn ok(n: &Nexus, command: &str) -> Value {
+    let r = send(n, command);
+    assert_eq!(r["status"], "succeeded", "{command}\n{r:#}");
+    r["results"][0]["result"].clone()
+}
+
+fn code(r: &Value) -> String {
+    r["results"][0]["error"]["code"]
+        .as_str()
+        .unwrap_or("")
+        .to_string()
+}
+
+/// `count` people P00, P01, ... with `rank` i % 5; the even ones prefer Dark, every
+/// third one prefers Light.
+fn people(n: &Nexus, count: usize) {
+    let mut m = String::from(
+        "MUTATE {\n  CREATE CONCEPT ?dark { TYPE \"Preference\" NAME \"Dark\" }\n  CREATE CONCEPT ?light { TYPE \"Preference\" NAME \"Light\" }\n",
+    );
+    for i in 0..count {
+        m.push_str(&format!(
+            "  CREATE CONCEPT ?p{i} {{ TYPE \"Person\" NAME \"P{i:02}\" SET ATTRIBUTES {{ rank: {} }} }}\n",
+            i % 5
+        ));
+        if i % 2 == 0 {
+            m.push_str(&format!(
+                "  ENSURE PROPOSITION (?p{i}, \"prefers\", ?dark)\n"
+            ));
+        }
+        if i % 3 == 0 {
+            m.push_str(&format!(
+                "  ENSURE PROPOSITION (?p{i}, \"prefers\", ?light)\n"
+            ));
+        }
+    }
+    m.push('}');
+    ok(n, &m);
+}
+
+fn sorted(v: Value) -> Vec<Value> {
+    let mut items = v.as_array().cloned().unwrap_or_default();
+    items.sort_by_key(|x| x.to_string());
+    items
+}
+
+#[test]
+fn kql_291_patterns_written_in_either_order_give_the_same_solutions() {
+    let n = nexus();
+    people(&n, 12);
+    let forward = ok(
+        &n,
+        r#"FIND(?p.name) WHERE { ?d {type: "Preference", name: "Dark"} (?p, "prefers", ?d) }"#,
+    );
+    let reversed = ok(
+        &n,
+        r#"FIND(?p.name) WHERE { (?p, "prefers", ?d) ?d {type: "Preference", name: "Dark"} }"#,
+    );
+    assert_eq!(sorted(forward.clone()), sorted(reversed));
+    assert_eq!(
+        sorted(forward),
+        sorted(json!(["P00", "P02", "P04", "P06", "P08", "P10"]))
+    );
+    // Three patterns, the selective one last.
+    let both = ok(
+        &n,
+        r#"FIND(?p.name) WHERE { (?p, "prefers", ?l) (?p, "prefers", ?d) ?l {type: "Preference", name: "Light"} ?d {type: "Preference", name: "Dark"} }"#,
+    );
+    assert_eq!(sorted(both), sorted(json!(["P00", "P06"])));
+}
+
+#[test]
+fn kql_291_a_filter_written_before_its_pattern_applies_to_the_solutions() {
+    let n = nexus();
+    people(&n, 10);
+    let before = ok(
+        &n,
+        r#"FIND(?p.name) WHERE { FILTER(?p.attributes.rank >= 3) ?p {type: "Person"} }"#,
+    );
+    let after = ok(
+        &n,
+        r#"FIND(?p.name) WHERE { ?p {type: "Person"} FILTER(?p.attributes.rank >= 3) }"#,
+    );
+    assert_eq!(sorted(before.clone()), sorted(after));
+    assert_eq!(sorted(before), sorted(json!(["P03", "P04", "P08", "P09"])));
+    // A NOT written before the pattern binding the variable it shares.
+    let not = ok(
+        &n,
+        r#"FIND(?p.name) WHERE { NOT { (?p, "prefers", ?x) } ?p {type: "Person"} }"#,
+    );
+    assert_eq!(sorted(not), sorted(json!(["P01", "P05", "P07"])));
+}
+
+#[test]
+fn a_limit_stops_the_search_before_the_row_bound() {
+    let mut n = nexus();
+    people(&n, 30);
+    n.set_limits(QueryLimits {
+        max_rows: 10,
+        ..QueryLimits::default()
+    });
+    let all = send(&n, r#"FIND(?p.name) WHERE { ?p {type: "Person"} }"#);
+    assert_eq!(code(&all), "ResourceExhausted", "{all:#}");
+    let some = ok(&n, r#"FIND(?p.name) WHERE { ?p {type: "Person"} } LIMIT 5"#);
+    assert_eq!(some.as_array().map(Vec::len), Some(5));
+    // Through a NOT and an OPTIONAL too.
+    let not = ok(
+        &n,
+        r#"FIND(?p.name) WHERE { ?p {type: "Person"} NOT { (?p, "prefers", ?x) } } LIMIT 3"#,
+    );
+    assert_eq!(not, json!(["P01", "P05", "P07"]));
+    let optional = ok(
+        &n,
+        r#"FIND(?p.name, ?x.name) WHERE { ?p {type: "Person"} OPTIONAL { (?p, "prefers", ?x) } } LIMIT 4"#,
+    );
+    assert_eq!(optional.as_array().map(Vec::len), Some(4));
+    assert_eq!(
+        ok(&n, r#"FIND(?p) WHERE { ?p {type: "Person"} } LIMIT 0"#),
+        json!([])
+    );
+}
+
+#[test]
+fn order_by_with_a_limit_keeps_the_best_rows_and_ties_in_solution_order() {
+    let n = nexus();
+    people(&n, 60);
+    let all = ok(
+        &n,
+        r#"FIND(?p.name, ?p.attributes.rank) WHERE { ?p {type: "Person"} } ORDER BY ?p.attributes.rank DESC"#,
+    );
+    let all = all.as_array().cloned().unwrap_or_default();
+    assert_eq!(all.len(), 60);
+    for k in [1, 7, 12, 13, 40] {
+        let top = ok(
+            &n,
+            &format!(
+                r#"FIND(?p.name, ?p.attributes.rank) WHERE {{ ?p {{type: "Person"}} }} ORDER BY ?p.attributes.rank DESC LIMIT {k}"#
+            ),
+        );
+        assert_eq!(top, json!(all[..k]), "LIMIT {k}");
+    }
+    // Rank 4 first (twelve of them), ties in the order the solutions came.
+    assert!(all[..12].iter().all(|r| r[1] == json!(4)));
+    assert_eq!(all[0][0], json!("P04"));
+}
+
+#[test]
+fn grouped_counts_over_many_groups_keep_first_appearance_order() {
+    let n = nexus();
+    people(&n, 20);
+    assert_eq!(
+        ok(
+            &n,
+            r#"FIND(?p.attributes.rank, COUNT(?p)) WHERE { ?p {type: "Person"} }"#
+        ),
+        json!([[0, 4], [1, 4], [2, 4], [3, 4], [4, 4]])
+    );
+    assert_eq!(
+        ok(
+            &n,
+            r#"FIND(?x.name, COUNT(?p)) WHERE { ?x {type: "Preference"} (?p, "prefers", ?x) } ORDER BY COUNT(?p) DESC"#
+        ),
+        json!([["Dark", 10], ["Light", 7]])
+    );
+}
+
+#[test]
+fn union_branches_both_answer_and_a_limit_cuts_across_them() {
+    let n = nexus();
+    people(&n, 7);
+    let text = r#"FIND(?p.name) WHERE { ?x {type: "Preference", name: "Dark"} (?p, "prefers", ?x) FILTER(?p.attributes.rank > 2) UNION { ?y {type: "Preference", name: "Light"} (?p, "prefers", ?y) FILTER(?p.attributes.rank > 2) } }"#;
+    // Dark: P04 (rank 4); Light: P03 (rank 3).
+    assert_eq!(sorted(ok(&n, text)), sorted(json!(["P04", "P03"])));
+    let limited = ok(&n, &format!("{text} LIMIT 1"));
+    assert_eq!(limited.as_array().map(Vec::len), Some(1));
+}
+
+#[test]
+fn a_read_past_its_time_budget_is_execution_timeout() {
+    let mut n = nexus();
+    people(&n, 5);
+    n.set_limits(QueryLimits {
+        timeout: Duration::ZERO,
+        ..QueryLimits::default()
+    });
+    let r = send(&n, r#"FIND(?p.name) WHERE { ?p {type: "Person"} }"#);
+    assert_eq!(code(&r), "ExecutionTimeout", "{r:#}");
+}
