@@ -8,10 +8,10 @@
 //! blocks of KML run through it.
 
 use super::error::{Code, V2Error, V2Result};
-use super::model::{self, view, LITERAL_TYPE, SPACE};
+use super::model::{self, view, SPACE};
 use super::schema_env::{active, Definition, SymbolKind};
-use crate::store::{ElemRef, ElementId, ElementKind, GraphRead};
-use kip_lang::v2::ast::{ObjectPattern, Pattern, PredicateAtom, PropTuple, RecordKind};
+use crate::store::{ElementId, ElementKind, GraphRead};
+use kip_lang::v2::ast::{ObjectPattern, Pattern, PropTuple, RecordKind};
 use serde_json::{json, Value};
 use std::cell::{Cell, RefCell};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -37,6 +37,8 @@ pub struct Ctx<'a> {
     params: &'a dyn Fn(&str) -> Option<Value>,
     views: RefCell<HashMap<ElementId, Option<Rc<Value>>>>,
     symbols: RefCell<HashMap<(SymbolKind, String), Definition>>,
+    /// What each proposition end reads as (`tuples::end_bound`).
+    pub(super) ends: RefCell<HashMap<crate::store::ElemRef, Option<Bound>>>,
     /// Clause orders the planner chose, by block and bound variables (`plan.rs`).
     pub(super) plans: RefCell<super::plan::Cache>,
     /// At most this many rows at any step (`ResourceExhausted` past it).
@@ -60,6 +62,7 @@ impl<'a> Ctx<'a> {
             params,
             views: RefCell::new(HashMap::new()),
             symbols: RefCell::new(HashMap::new()),
+            ends: RefCell::new(HashMap::new()),
             plans: RefCell::new(super::plan::Cache::default()),
             max_rows,
             policy: RefCell::new(super::belief::Policy::baseline()),
@@ -196,7 +199,7 @@ pub(super) fn known(ctx: &Ctx, row: &Row, p: &Pattern) -> V2Result<Option<Bound>
     })
 }
 
-fn id_bound(_ctx: &Ctx, v: &Value) -> Bound {
+pub(super) fn id_bound(_ctx: &Ctx, v: &Value) -> Bound {
     match v.as_str().and_then(parse_id) {
         Some(id) => Bound::Elem(id),
         None => Bound::Val(v.clone()),
@@ -235,7 +238,7 @@ fn pattern_json(ctx: &Ctx, row: &Row, p: &Pattern) -> V2Result<Value> {
 
 /// Matches `p` against `actual` (a field of an element whose kind is `kind`), binding
 /// unbound variables in `row`.
-fn match_value(
+pub(super) fn match_value(
     ctx: &Ctx,
     row: &mut Row,
     p: &Pattern,
@@ -279,7 +282,7 @@ fn match_value(
 /// Matches an object pattern against an element object. `state` selects the lifecycle
 /// state (`active` unless the pattern names one, §19: archived elements are out of
 /// recall by default); `type` is resolved to its exact symbol.
-fn match_element(
+pub(super) fn match_element(
     ctx: &Ctx,
     row: &mut Row,
     pattern: &ObjectPattern,
@@ -438,225 +441,9 @@ pub(super) fn concepts(
     Ok(true)
 }
 
-/// A predicate atom's local name (as the graph stores it), `None` for an unbound
-/// variable.
-pub(super) fn predicate_local(
-    ctx: &Ctx,
-    row: &Row,
-    atom: &PredicateAtom,
-) -> V2Result<Option<String>> {
-    let name = match atom {
-        PredicateAtom::Name(n) => n.clone(),
-        PredicateAtom::Param(p) => match ctx.param(p)? {
-            Value::String(s) => s,
-            other => return Err(type_mismatch("predicate", &other)),
-        },
-        PredicateAtom::Var(v) => match row.get(v) {
-            Some(b) => match bound_json(b) {
-                Value::String(s) => s,
-                _ => return Ok(Some(String::new())),
-            },
-            None => return Ok(None),
-        },
-    };
-    Ok(Some(ctx.resolve(SymbolKind::Predicate, &name)?.local))
-}
-
-/// The graph end a known term stands for (`Ok(None)`: a literal no proposition has).
-pub(super) fn end_ref(ctx: &Ctx, b: &Bound) -> V2Result<Option<ElemRef>> {
-    match b {
-        Bound::Elem(id) => Ok(model::graph_ref(*id)),
-        Bound::Val(v) => Ok(literal_concept(ctx.g, v)?.map(ElemRef::Concept)),
-    }
-}
-
-/// The concept holding literal `v` as a proposition object, if any.
-pub fn literal_concept(g: &dyn GraphRead, v: &Value) -> V2Result<Option<u64>> {
-    let text = serde_json::to_string(v).unwrap_or_default();
-    Ok(g.concept_by_key(LITERAL_TYPE, &text)?)
-}
-
-/// The rows a proposition pattern extends `row` to, one at a time.
-pub(super) fn propositions(
-    ctx: &Ctx,
-    row: &Row,
-    var: Option<&str>,
-    tuple: &PropTuple,
-    emit: &mut Emit,
-) -> V2Result<bool> {
-    let (s, path, o) = match tuple {
-        PropTuple::Id(v) => {
-            let b = id_bound(ctx, &scalar(ctx, v)?);
-            if let Bound::Elem(id) = b {
-                if id.kind == ElementKind::Proposition && ctx.view(id)?.is_some() {
-                    let mut r = row.clone();
-                    if let Some(var) = var {
-                        match r.get(var) {
-                            Some(x) if *x != Bound::Elem(id) => return Ok(true),
-                            _ => {
-                                r.insert(var.to_string(), Bound::Elem(id));
-                            }
-                        }
-                    }
-                    return emit(r);
-                }
-            }
-            return Ok(true);
-        }
-        PropTuple::Triple(s, path, o) => (s, path, o),
-    };
-    if path.len() > 1 || path.iter().any(|a| a.quantifier.is_some()) {
-        if var.is_some() {
-            return Err(V2Error::new(
-                Code::InvalidSyntax,
-                "a predicate path or alternative matches chains of propositions; it binds no single proposition variable",
-            )
-            .with_hint("drop the proposition variable, or match one exact predicate"));
-        }
-        for a in path {
-            let go = match a.quantifier {
-                None => one_hop(ctx, row, None, s, &a.atom, o, emit)?,
-                Some(q) => {
-                    let mut out = Vec::new();
-                    super::paths::walk(ctx, row, s, &a.atom, q, o, &mut out)?;
-                    emit_all(out, emit)?
-                }
-            };
-            if !go {
-                return Ok(false);
-            }
-        }
-        return Ok(true);
-    }
-    match path.first() {
-        Some(a) => one_hop(ctx, row, var, s, &a.atom, o, emit),
-        None => Err(V2Error::new(
-            Code::InvalidSyntax,
-            "a proposition tuple names its predicate",
-        )),
-    }
-}
-
-/// Sends each of `rows` to `emit`; `Ok(false)` when it asked to stop.
-pub(super) fn emit_all(rows: Vec<Row>, emit: &mut Emit) -> V2Result<bool> {
-    for r in rows {
-        if !emit(r)? {
-            return Ok(false);
-        }
-    }
-    Ok(true)
-}
-
-/// One proposition `(s, atom, o)`, bound to `var` when given.
-fn one_hop(
-    ctx: &Ctx,
-    row: &Row,
-    var: Option<&str>,
-    s: &Pattern,
-    atom: &PredicateAtom,
-    o: &Pattern,
-    emit: &mut Emit,
-) -> V2Result<bool> {
-    let pred = predicate_local(ctx, row, atom)?;
-    let sk = known(ctx, row, s)?;
-    let ok = known(ctx, row, o)?;
-    let s_ref = match &sk {
-        Some(b) => match end_ref(ctx, b)? {
-            Some(r) => Some(r),
-            None => return Ok(true),
-        },
-        None => None,
-    };
-    let o_ref = match &ok {
-        Some(b) => match end_ref(ctx, b)? {
-            Some(r) => Some(r),
-            None => return Ok(true),
-        },
-        None => None,
-    };
-    let g = ctx.g;
-    let mut ids = Vec::new();
-    match (s_ref, &pred, o_ref) {
-        (Some(s), Some(p), Some(o)) => {
-            if let Some(id) = g.prop_by_spo(s, p, o)? {
-                ids.push(id);
-            }
-        }
-        (Some(s), p, _) => g.scan_out(s, p.as_deref(), &mut |_, _, id| {
-            ids.push(id);
-            Ok(true)
-        })?,
-        (None, p, Some(o)) => g.scan_in(o, p.as_deref(), &mut |_, _, id| {
-            ids.push(id);
-            Ok(true)
-        })?,
-        (None, Some(p), None) => g.scan_predicate(p, &mut |_, _, id| {
-            ids.push(id);
-            Ok(true)
-        })?,
-        (None, None, None) => g.scan_props(&mut |id| {
-            ids.push(id);
-            Ok(true)
-        })?,
-    }
-    for n in ids {
-        ctx.tick()?;
-        let id = ElementId::new(ElementKind::Proposition, n);
-        let Some(obj) = ctx.view(id)? else { continue };
-        if obj.pointer("/_system/state").and_then(Value::as_str) != Some(model::ACTIVE) {
-            continue;
-        }
-        let Some(prow) = g.prop(n)? else { continue };
-        if let Some(p) = &pred {
-            if &prow.predicate != p {
-                continue;
-            }
-        }
-        let mut r = row.clone();
-        let subject = obj.get("subject").cloned().unwrap_or(Value::Null);
-        let object = obj.get("object").cloned().unwrap_or(Value::Null);
-        if !end_matches(ctx, &mut r, s, &subject)? || !end_matches(ctx, &mut r, o, &object)? {
-            continue;
-        }
-        if let PredicateAtom::Var(v) = atom {
-            let exact = obj.get("predicate_ref").cloned().unwrap_or(Value::Null);
-            match r.get(v) {
-                Some(_) => {}
-                None => {
-                    r.insert(v.clone(), Bound::Val(exact));
-                }
-            }
-        }
-        if let Some(var) = var {
-            match r.get(var) {
-                Some(x) if *x != Bound::Elem(id) => continue,
-                _ => {
-                    r.insert(var.to_string(), Bound::Elem(id));
-                }
-            }
-        }
-        if !emit(r)? {
-            return Ok(false);
-        }
-    }
-    Ok(true)
-}
-
-pub(super) fn end_matches(ctx: &Ctx, row: &mut Row, p: &Pattern, actual: &Value) -> V2Result<bool> {
-    match p {
-        Pattern::Object(members) => {
-            // An inline concept pattern at an end.
-            let Some(id) = actual.as_str().and_then(parse_id) else {
-                return Ok(false);
-            };
-            let Some(obj) = ctx.view(id)? else {
-                return Ok(false);
-            };
-            match_element(ctx, row, members, &obj, id.kind)
-        }
-        _ => match_value(ctx, row, p, actual, true),
-    }
-}
+pub(super) use super::tuples::{
+    emit_all, end_matches, end_ref, literal_concept, predicate_local, propositions,
+};
 
 fn record_kind(kind: RecordKind) -> ElementKind {
     match kind {

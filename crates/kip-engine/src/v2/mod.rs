@@ -48,6 +48,7 @@ mod schema_meta;
 mod search;
 mod solve;
 mod structural;
+mod tuples;
 mod validate;
 
 pub use error::{Code, V2Error};
