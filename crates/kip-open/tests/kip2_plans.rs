@@ -204,3 +204,105 @@ fn a_read_past_its_time_budget_is_execution_timeout() {
     let r = send(&n, r#"FIND(?p.name) WHERE { ?p {type: "Person"} }"#);
     assert_eq!(code(&r), "ExecutionTimeout", "{r:#}");
 }
+
+/// Preferences with a `rank` of every kind the attribute index orders: numbers (with
+/// ties), strings and booleans; `long` adds one string too long to be indexed.
+fn ranked(n: &Nexus, long: bool) {
+    let ranks = [
+        "3", "1", "\"b\"", "3", "true", "2.5", "\"a\"", "-4", "false", "3", "10", "1",
+    ];
+    let mut m = String::from("MUTATE {\n");
+    for (i, r) in ranks.iter().enumerate() {
+        m.push_str(&format!(
+            "  CREATE CONCEPT ?c{i} {{ TYPE \"Preference\" NAME \"R{i:02}\" SET ATTRIBUTES {{ rank: {r} }} }}\n"
+        ));
+    }
+    if long {
+        m.push_str(&format!(
+            "  CREATE CONCEPT ?long {{ TYPE \"Preference\" NAME \"Long\" SET ATTRIBUTES {{ rank: \"{}\" }} }}\n",
+            "z".repeat(80)
+        ));
+    }
+    m.push('}');
+    ok(n, &m);
+}
+
+#[test]
+fn order_by_over_the_attribute_index_agrees_with_the_full_sort_for_every_kind() {
+    for long in [false, true] {
+        let n = nexus();
+        ranked(&n, long);
+        for dir in ["ASC", "DESC"] {
+            let text = format!(
+                r#"FIND(?c.name, ?c.attributes.rank) WHERE {{ ?c {{type: "Preference"}} }} ORDER BY ?c.attributes.rank {dir}"#
+            );
+            let all = ok(&n, &text);
+            let all = all.as_array().cloned().unwrap_or_default();
+            assert_eq!(all.len(), 12 + usize::from(long));
+            for k in [1, 2, 3, 5, 9, 12] {
+                let top = ok(&n, &format!("{text} LIMIT {k}"));
+                assert_eq!(top, json!(all[..k]), "{dir} LIMIT {k}, long {long}");
+            }
+        }
+        // Numbers first, then strings, then booleans; DESC reverses it all.
+        let asc = ok(
+            &n,
+            r#"FIND(?c.attributes.rank) WHERE { ?c {type: "Preference"} } ORDER BY ?c.attributes.rank LIMIT 12"#,
+        );
+        let mut expected = vec![json!(-4), json!(1), json!(1), json!(2.5), json!(3)];
+        expected.extend([json!(3), json!(3), json!(10), json!("a"), json!("b")]);
+        expected.extend([json!(false), json!(true)]);
+        if long {
+            expected.pop();
+            expected.insert(10, json!("z".repeat(80)));
+        }
+        assert_eq!(asc, json!(expected), "long {long}");
+        // Ties keep solution (creation) order in both directions.
+        let ties = ok(
+            &n,
+            r#"FIND(?c.name) WHERE { ?c {type: "Preference"} FILTER(?c.attributes.rank == 3) } ORDER BY ?c.attributes.rank DESC LIMIT 2"#,
+        );
+        assert_eq!(ties, json!(["R00", "R03"]));
+    }
+}
+
+#[test]
+fn a_range_filter_over_the_attribute_index_finds_what_the_scan_finds() {
+    let n = nexus();
+    ranked(&n, true);
+    for (indexed, scanned) in [
+        ("?c.attributes.rank > 2", "ADD(?c.attributes.rank, 0) > 2"),
+        (
+            "?c.attributes.rank >= 3 && ?c.attributes.rank < 10",
+            "ADD(?c.attributes.rank, 0) >= 3 && ADD(?c.attributes.rank, 0) < 10",
+        ),
+        ("1 == ?c.attributes.rank", "1 == ADD(?c.attributes.rank, 0)"),
+        (
+            "?c.attributes.rank <= -4",
+            "ADD(?c.attributes.rank, 0) <= -4",
+        ),
+        (
+            "?c.attributes.rank > 100",
+            "ADD(?c.attributes.rank, 0) > 100",
+        ),
+        (
+            "?c.attributes.rank > 5 && ?c.attributes.rank < 2",
+            "ADD(?c.attributes.rank, 0) > 5 && ADD(?c.attributes.rank, 0) < 2",
+        ),
+    ] {
+        let q = |f: &str| {
+            sorted(ok(
+                &n,
+                &format!(r#"FIND(?c.name) WHERE {{ ?c {{type: "Preference"}} FILTER({f}) }}"#),
+            ))
+        };
+        assert_eq!(q(indexed), q(scanned), "{indexed}");
+    }
+    assert_eq!(
+        sorted(ok(
+            &n,
+            r#"FIND(?c.name) WHERE { ?c {type: "Preference"} FILTER(?c.attributes.rank > 2) }"#
+        )),
+        sorted(json!(["R00", "R03", "R05", "R09", "R10"]))
+    );
+}

@@ -11,7 +11,7 @@ use super::error::{Code, V2Error, V2Result};
 use super::model::{self, view, SPACE};
 use super::schema_env::{active, Definition, SymbolKind};
 use crate::store::{ElementId, ElementKind, GraphRead};
-use kip_lang::v2::ast::{ObjectPattern, Pattern, PropTuple, RecordKind};
+use kip_lang::v2::ast::{Expr, ObjectPattern, Pattern, PropTuple, RecordKind};
 use serde_json::{json, Value};
 use std::cell::{Cell, RefCell};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -366,7 +366,15 @@ fn str_member(
 }
 
 /// The concepts a pattern can match, by the best index its known members allow.
-pub fn concept_candidates(ctx: &Ctx, row: &Row, pattern: &ObjectPattern) -> V2Result<Vec<u64>> {
+/// `filters` are the FILTERs of the pattern's block: a type scan narrows to the
+/// attribute index's range when they allow (`access.rs`).
+pub fn concept_candidates(
+    ctx: &Ctx,
+    row: &Row,
+    var: &str,
+    pattern: &ObjectPattern,
+    filters: &[&Expr],
+) -> V2Result<Vec<u64>> {
     let g = ctx.g;
     let mut out = BTreeSet::new();
     let ty = match str_member(ctx, row, pattern, "type")? {
@@ -398,7 +406,10 @@ pub fn concept_candidates(ctx: &Ctx, row: &Row, pattern: &ObjectPattern) -> V2Re
         // Concepts whose display name differs from their row name (keyed ones).
         out.extend(super::names::lookup(g, &name)?);
     } else if let Some(t) = &ty {
-        g.scan_type(t, &mut push)?;
+        match super::access::range(ctx, var, t, filters)? {
+            Some(ids) => out.extend(ids),
+            None => g.scan_type(t, &mut push)?,
+        }
     } else {
         g.scan_concepts(&mut push)?;
     }
@@ -419,12 +430,13 @@ pub(super) fn concepts(
     row: &Row,
     var: &str,
     pattern: &ObjectPattern,
+    filters: &[&Expr],
     emit: &mut Emit,
 ) -> V2Result<bool> {
     let candidates = match row.get(var) {
         Some(Bound::Elem(id)) if id.kind == ElementKind::Concept => vec![id.n],
         Some(_) => return Ok(true),
-        None => concept_candidates(ctx, row, pattern)?,
+        None => concept_candidates(ctx, row, var, pattern, filters)?,
     };
     for n in candidates {
         ctx.tick()?;

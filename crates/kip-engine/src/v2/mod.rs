@@ -19,6 +19,7 @@
 //! - `describe.rs`: the DESCRIBE answers and the capability list.
 //! - `search.rs`: META SEARCH over the 1.x search index.
 
+mod access;
 mod belief;
 mod client_keys;
 mod concepts;

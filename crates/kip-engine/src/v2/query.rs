@@ -63,26 +63,36 @@ pub fn find(ctx: &Ctx, q: &Query) -> V2Result<Value> {
         out
     } else {
         // Sorted: with a LIMIT only the best `n` so far are kept (a stable sort of
-        // the kept ones followed by the newer ones keeps ties in solution order).
+        // the kept ones followed by the newer ones keeps ties in solution order), or
+        // the attribute index is walked in order when it holds the whole order.
         let mut kept: Vec<(Vec<Value>, Row)> = Vec::new();
-        let mut seen = 0usize;
-        each(ctx, &q.where_clauses, Row::new(), &mut |row| {
-            let keys = q
-                .order_by
-                .iter()
-                .map(|o| project(ctx, &row, &o.key))
-                .collect::<V2Result<Vec<_>>>()?;
-            kept.push((keys, row));
-            seen += 1;
-            ctx.check_rows(seen)?;
-            if let Some(n) = limit {
-                if kept.len() >= 2 * n.max(16) {
-                    kept.sort_by(|a, b| order(&a.0, &b.0, &desc));
-                    kept.truncate(n);
-                }
+        let walk = limit.and_then(|n| super::access::walk(ctx, q).map(|w| (w, n)));
+        if let Some((w, n)) = walk {
+            let mut found = Vec::new();
+            w.run(ctx, q, n, &mut found)?;
+            // Solution order is concept order, as a type scan gives it.
+            found.sort_by_key(|(id, _)| *id);
+            for (_, row) in found {
+                kept.push((keys(ctx, q, &row)?, row));
             }
-            Ok(true)
-        })?;
+        } else {
+            let mut seen = 0usize;
+            each(ctx, &q.where_clauses, Row::new(), &mut |row| {
+                kept.push((keys(ctx, q, &row)?, row));
+                seen += 1;
+                if limit.is_none() {
+                    // With a LIMIT what is kept stays small; the time budget bounds it.
+                    ctx.check_rows(seen)?;
+                }
+                if let Some(n) = limit {
+                    if kept.len() >= 2 * n.max(16) {
+                        kept.sort_by(|a, b| order(&a.0, &b.0, &desc));
+                        kept.truncate(n);
+                    }
+                }
+                Ok(true)
+            })?;
+        }
         kept.sort_by(|a, b| order(&a.0, &b.0, &desc));
         if let Some(n) = limit {
             kept.truncate(n);
@@ -108,18 +118,21 @@ pub fn find(ctx: &Ctx, q: &Query) -> V2Result<Value> {
     ))
 }
 
-/// Compares two sort keys: left to right, nulls (and unlike types) last.
+/// Compares two sort keys: left to right, nulls last, unlike kinds by [`type_rank`].
 fn order(a: &[Value], b: &[Value], desc: &[bool]) -> Ordering {
     for ((x, y), d) in a.iter().zip(b).zip(desc) {
         let o = match (x.is_null(), y.is_null()) {
             (true, true) => Ordering::Equal,
             (true, false) => Ordering::Greater,
             (false, true) => Ordering::Less,
-            _ => match compare(x, y) {
-                Some(o) if *d => o.reverse(),
-                Some(o) => o,
-                None => type_rank(x).cmp(&type_rank(y)),
-            },
+            _ => {
+                let o = compare(x, y).unwrap_or_else(|| type_rank(x).cmp(&type_rank(y)));
+                if *d {
+                    o.reverse()
+                } else {
+                    o
+                }
+            }
         };
         if o != Ordering::Equal {
             return o;
@@ -128,15 +141,25 @@ fn order(a: &[Value], b: &[Value], desc: &[bool]) -> Ordering {
     Ordering::Equal
 }
 
+/// Values of unlike kinds sort numbers, strings, booleans (as 1.x and the attribute
+/// index do), then arrays and objects; DESC reverses the whole order, nulls stay last.
 fn type_rank(v: &Value) -> u8 {
     match v {
-        Value::Bool(_) => 0,
-        Value::Number(_) => 1,
-        Value::String(_) => 2,
+        Value::Number(_) => 0,
+        Value::String(_) => 1,
+        Value::Bool(_) => 2,
         Value::Array(_) => 3,
         Value::Object(_) => 4,
         Value::Null => 5,
     }
+}
+
+/// The ORDER BY keys of one solution.
+fn keys(ctx: &Ctx, q: &Query, row: &Row) -> V2Result<Vec<Value>> {
+    q.order_by
+        .iter()
+        .map(|o| project(ctx, row, &o.key))
+        .collect()
 }
 
 /// The projected columns of one solution.

@@ -13,7 +13,7 @@
 use super::error::V2Result;
 use super::eval::{self, Bound, Ctx, Emit, Row};
 use super::plan;
-use kip_lang::v2::ast::WhereClause;
+use kip_lang::v2::ast::{Expr, WhereClause};
 use serde_json::Value;
 
 /// Every solution of `clauses` from the `seed` rows (`ResourceExhausted` past the
@@ -69,7 +69,16 @@ fn step(
     };
     let mut next = |r: Row| step(ctx, clauses, order, i + 1, r, emit);
     match clause {
-        WhereClause::Concept { var, pattern } => eval::concepts(ctx, &row, var, pattern, &mut next),
+        WhereClause::Concept { var, pattern } => {
+            let filters: Vec<&Expr> = clauses
+                .iter()
+                .filter_map(|c| match c {
+                    WhereClause::Filter(e) => Some(e),
+                    _ => None,
+                })
+                .collect();
+            eval::concepts(ctx, &row, var, pattern, &filters, &mut next)
+        }
         WhereClause::Proposition { var, tuple } => {
             eval::propositions(ctx, &row, var.as_deref(), tuple, &mut next)
         }
