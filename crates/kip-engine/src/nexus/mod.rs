@@ -71,6 +71,8 @@ pub struct Nexus {
     audit: Arc<crate::audit::Audit>,
     /// When the request log was last pruned.
     requests: requests::Pruner,
+    /// The open KIP 2.0 KQL cursors (`v2/cursors.rs`).
+    cursors: crate::v2::cursors::Cursors,
 }
 
 impl Drop for Nexus {
@@ -202,6 +204,7 @@ impl Nexus {
             wrote: Default::default(),
             sleeping: Mutex::new(()),
             requests: requests::Pruner::default(),
+            cursors: Default::default(),
         })
     }
 
@@ -264,6 +267,11 @@ impl Nexus {
     /// The query limits in force.
     pub fn limits(&self) -> &QueryLimits {
         &self.limits
+    }
+
+    /// The open KIP 2.0 KQL cursors of this memory.
+    pub(crate) fn cursors(&self) -> &crate::v2::cursors::Cursors {
+        &self.cursors
     }
 
     /// Replaces the query limits.

@@ -57,7 +57,7 @@ const CAPABILITIES: &[(&str, bool, &str)] = &[
     (
         "kql",
         true,
-        "FIND over CONCEPT, PROPOSITION, ASSERTION, EVIDENCE, ACTIVITY and STRUCTURAL patterns, predicate alternatives and quantified paths; FILTER, NOT, OPTIONAL, UNION; aggregates with grouping; ORDER BY, LIMIT (not yet: CURSOR, AS OF, FOR TIME)",
+        "FIND over CONCEPT, PROPOSITION, ASSERTION, EVIDENCE, ACTIVITY and STRUCTURAL patterns, predicate alternatives and quantified paths; FILTER, NOT, OPTIONAL, UNION; aggregates with grouping; ORDER BY, LIMIT, CURSOR (server-mapped, snapshot-pinned pages: start with CURSOR null) (not yet: AS OF, FOR TIME)",
     ),
     (
         "kml",

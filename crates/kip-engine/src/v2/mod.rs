@@ -23,6 +23,7 @@ mod access;
 mod belief;
 mod client_keys;
 mod concepts;
+pub(crate) mod cursors;
 mod describe;
 pub mod error;
 mod eval;

@@ -11,8 +11,31 @@ use serde_json::{json, Value};
 use std::cmp::Ordering;
 use std::collections::HashMap;
 
-/// Runs a query; the operation's result.
+/// Runs a query; the operation's result. A CURSOR traversal is run by `cursors.rs`.
 pub fn find(ctx: &Ctx, q: &Query) -> V2Result<Value> {
+    if q.cursor.is_some() {
+        return Err(unsupported("CURSOR pagination outside a request's FIND"));
+    }
+    let limit = limit_of(ctx, q)?;
+    Ok(Value::Array(rows(ctx, q, limit)?))
+}
+
+/// The query's LIMIT.
+pub fn limit_of(ctx: &Ctx, q: &Query) -> V2Result<Option<usize>> {
+    match &q.limit {
+        None => Ok(None),
+        Some(s) => match eval::scalar(ctx, s)?.as_u64() {
+            Some(n) => Ok(Some(usize::try_from(n).unwrap_or(usize::MAX))),
+            None => Err(
+                V2Error::new(Code::TypeMismatch, "LIMIT takes a whole number")
+                    .with_hint("LIMIT 10"),
+            ),
+        },
+    }
+}
+
+/// The query's result rows, at most `limit` of them.
+pub fn rows(ctx: &Ctx, q: &Query, limit: Option<usize>) -> V2Result<Vec<Value>> {
     if q.as_of.is_some() || q.for_time.is_some() {
         return Err(unsupported("AS OF and FOR TIME reads"));
     }
@@ -23,21 +46,6 @@ pub fn find(ctx: &Ctx, q: &Query) -> V2Result<Value> {
         }
         *ctx.policy.borrow_mut() = super::belief::Policy::read(&m)?;
     }
-    if q.cursor.is_some() {
-        return Err(unsupported("CURSOR pagination"));
-    }
-    let limit = match &q.limit {
-        None => None,
-        Some(s) => match eval::scalar(ctx, s)?.as_u64() {
-            Some(n) => Some(n as usize),
-            None => {
-                return Err(
-                    V2Error::new(Code::TypeMismatch, "LIMIT takes a whole number")
-                        .with_hint("LIMIT 10"),
-                )
-            }
-        },
-    };
     let aggregated = q
         .projection
         .iter()
@@ -105,17 +113,16 @@ pub fn find(ctx: &Ctx, q: &Query) -> V2Result<Value> {
         out.truncate(n);
     }
     let single = q.projection.len() == 1;
-    Ok(Value::Array(
-        out.into_iter()
-            .map(|(mut cols, _)| {
-                if single {
-                    cols.pop().unwrap_or(Value::Null)
-                } else {
-                    Value::Array(cols)
-                }
-            })
-            .collect(),
-    ))
+    Ok(out
+        .into_iter()
+        .map(|(mut cols, _)| {
+            if single {
+                cols.pop().unwrap_or(Value::Null)
+            } else {
+                Value::Array(cols)
+            }
+        })
+        .collect())
 }
 
 /// Compares two sort keys: left to right, nulls last, unlike kinds by [`type_rank`].

@@ -2,11 +2,12 @@
 //! mode, each parsed, classified and checked before it runs, and the response
 //! envelope with per-operation and top-level status.
 
+use super::cursors;
 use super::describe;
 use super::error::{Code, V2Error};
 use super::eval::Ctx;
 use super::request::{self, Operation, Request, DEFAULT_SPACE};
-use super::{idempotency, mutate, packages, preview, query, schema_meta, search};
+use super::{idempotency, mutate, packages, preview, schema_meta, search};
 use crate::envelope::Access;
 use crate::nexus::{Budget, Nexus};
 use crate::store::GraphWrite;
@@ -193,6 +194,10 @@ fn run(nexus: &Nexus, req: &Request, access: Access, budget: &Budget) -> Value {
             Done::Succeeded(v, mut context) => {
                 r.insert("status".into(), json!("succeeded"));
                 r.insert("result".into(), v);
+                // A FIND's continuation is the operation's, not its context's (§50).
+                if let Some(c) = context.remove("next_cursor") {
+                    r.insert("next_cursor".into(), c);
+                }
                 context.insert("space_id".into(), json!(DEFAULT_SPACE));
                 r.insert("context".into(), Value::Object(context));
             }
@@ -425,13 +430,21 @@ fn run_op(
             .flatten()
             .min()
             .and_then(|t| Instant::now().checked_add(t));
+            let mut all = req.parameters.clone();
+            all.extend(op.parameters.clone());
+            let digest = cursors::digest(q, &all);
+            let page = nexus.limits().default_page;
+            let cursors = nexus.cursors();
             match tx {
-                Some(w) => query::find(&Ctx::new(w, &params, max_rows).with_deadline(deadline), q),
+                Some(w) => {
+                    let ctx = Ctx::new(w, &params, max_rows).with_deadline(deadline);
+                    cursors::page(cursors, &ctx, q, &digest, page, context)
+                }
                 None => {
                     let mut failure = None;
                     let r = nexus.read(|g| {
                         let ctx = Ctx::new(g, &params, max_rows).with_deadline(deadline);
-                        query::find(&ctx, q).map_err(|e| {
+                        cursors::page(cursors, &ctx, q, &digest, page, context).map_err(|e| {
                             failure = Some(e);
                             kip_lang::KipError::internal("the query failed")
                         })

@@ -138,7 +138,19 @@ fn plan(
         )
         .with_hint("leave AS OF SEQ out to search the present state"));
     }
-    if s.cursor.is_some() {
+    if let Some(c) = &s.cursor {
+        // KIP2-KQL-018: a cursor of another family is not read as a search position.
+        if param(c)
+            .as_ref()
+            .and_then(Value::as_str)
+            .is_some_and(|t| t.starts_with(super::cursors::PREFIX))
+        {
+            return Err(V2Error::new(
+                Code::CursorTypeMismatch,
+                "this cursor was given by a KQL FIND; SEARCH does not continue it",
+            )
+            .with_hint("pass a KQL cursor only to the FIND that gave it"));
+        }
         return Err(unsupported(
             "SEARCH ... CURSOR (paged search results)".into(),
             "leave CURSOR out and ask for more at once with LIMIT (at most 1000)",
