@@ -308,9 +308,14 @@ const PROTECTED: [(&str, &str); 10] = [
 
 /// True for a protected concept.
 pub fn is_protected(c: &ConceptRecord) -> bool {
+    is_protected_name(&c.concept_type, &c.name)
+}
+
+/// [`is_protected`] from a concept's type and name.
+pub fn is_protected_name(concept_type: &str, name: &str) -> bool {
     PROTECTED
         .iter()
-        .any(|(t, n)| *t == c.concept_type && *n == c.name)
+        .any(|(t, n)| *t == concept_type && *n == name)
 }
 
 /// True for the system structures an untyped SEARCH leaves out (docs/semantics.md,

@@ -27,6 +27,9 @@ pub enum Bound {
     Val(Value),
 }
 
+/// The most element objects a statement keeps built at once.
+const VIEW_CACHE: usize = 20_000;
+
 /// One solution: variable name (without `?`) to binding.
 pub type Row = BTreeMap<String, Bound>;
 
@@ -111,7 +114,12 @@ impl<'a> Ctx<'a> {
             return Ok(v.clone());
         }
         let v = view(self.g, id)?.map(Rc::new);
-        self.views.borrow_mut().insert(id, v.clone());
+        let mut views = self.views.borrow_mut();
+        if views.len() >= VIEW_CACHE {
+            // A scan over a large type must not keep every element it passed.
+            views.clear();
+        }
+        views.insert(id, v.clone());
         Ok(v)
     }
 
@@ -366,15 +374,27 @@ fn str_member(
 }
 
 /// The concepts a pattern can match, by the best index its known members allow.
+/// Where a concept pattern's candidates come from: a few ids an index gave, or a scan
+/// streamed as the solutions are asked for (a LIMIT stops it).
+pub(super) enum Source {
+    /// These concepts, in id order.
+    Ids(Vec<u64>),
+    /// Every concept of this type (local name), in id order.
+    Type(String),
+    /// Every concept.
+    All,
+}
+
+/// The concepts a pattern can match, by the best index its known members allow.
 /// `filters` are the FILTERs of the pattern's block: a type scan narrows to the
 /// attribute index's range when they allow (`access.rs`).
-pub fn concept_candidates(
+pub(super) fn concept_source(
     ctx: &Ctx,
     row: &Row,
     var: &str,
     pattern: &ObjectPattern,
     filters: &[&Expr],
-) -> V2Result<Vec<u64>> {
+) -> V2Result<Source> {
     let g = ctx.g;
     let mut out = BTreeSet::new();
     let ty = match str_member(ctx, row, pattern, "type")? {
@@ -385,6 +405,9 @@ pub fn concept_candidates(
         out.insert(n);
         Ok(true)
     };
+    // A purged concept has no graph row, only its record: a pattern that asks for a
+    // state other than active also looks there.
+    let beyond_active = str_member(ctx, row, pattern, "state")?.is_some_and(|s| s != model::ACTIVE);
     if let Some(id) = member(ctx, row, pattern, "id")? {
         match id.as_str().and_then(parse_id) {
             Some(e) if e.kind == ElementKind::Concept => {
@@ -405,23 +428,51 @@ pub fn concept_candidates(
         g.scan_name(&name, &mut push)?;
         // Concepts whose display name differs from their row name (keyed ones).
         out.extend(super::names::lookup(g, &name)?);
-    } else if let Some(t) = &ty {
-        match super::access::range(ctx, var, t, filters)? {
+    } else if let Some(t) = ty {
+        match super::access::range(ctx, var, &t, filters)? {
             Some(ids) => out.extend(ids),
-            None => g.scan_type(t, &mut push)?,
+            None if !beyond_active => return Ok(Source::Type(t)),
+            None => g.scan_type(&t, &mut push)?,
         }
+    } else if !beyond_active {
+        return Ok(Source::All);
     } else {
         g.scan_concepts(&mut push)?;
     }
-    // A purged concept has no graph row, only its record: a pattern that asks for a
-    // state other than active also looks there.
-    if str_member(ctx, row, pattern, "state")?.is_some_and(|s| s != model::ACTIVE) {
+    if beyond_active {
         g.scan_elements(SPACE, ElementKind::Concept, &mut |n| {
             out.insert(n);
             Ok(true)
         })?;
     }
-    Ok(out.into_iter().collect())
+    Ok(Source::Ids(out.into_iter().collect()))
+}
+
+/// Runs `f` on each id a store scan gives, stopping when it asks to; `Ok(false)` when
+/// it did.
+pub(super) fn stream(
+    scan: impl FnOnce(
+        &mut dyn FnMut(u64) -> crate::store::StoreResult<bool>,
+    ) -> crate::store::StoreResult<()>,
+    f: &mut dyn FnMut(u64) -> V2Result<bool>,
+) -> V2Result<bool> {
+    let mut failure = None;
+    let mut go = true;
+    scan(&mut |n| match f(n) {
+        Ok(more) => {
+            go = more;
+            Ok(more)
+        }
+        Err(e) => {
+            failure = Some(e);
+            go = false;
+            Ok(false)
+        }
+    })?;
+    match failure {
+        Some(e) => Err(e),
+        None => Ok(go),
+    }
 }
 
 /// The rows `?var {pattern}` extends `row` to, one at a time.
@@ -433,24 +484,36 @@ pub(super) fn concepts(
     filters: &[&Expr],
     emit: &mut Emit,
 ) -> V2Result<bool> {
-    let candidates = match row.get(var) {
-        Some(Bound::Elem(id)) if id.kind == ElementKind::Concept => vec![id.n],
+    let source = match row.get(var) {
+        Some(Bound::Elem(id)) if id.kind == ElementKind::Concept => Source::Ids(vec![id.n]),
         Some(_) => return Ok(true),
-        None => concept_candidates(ctx, row, var, pattern, filters)?,
+        None => concept_source(ctx, row, var, pattern, filters)?,
     };
-    for n in candidates {
+    let mut candidate = |n: u64| -> V2Result<bool> {
         ctx.tick()?;
         let id = ElementId::new(ElementKind::Concept, n);
-        let Some(obj) = ctx.view(id)? else { continue };
+        let Some(obj) = ctx.view(id)? else {
+            return Ok(true);
+        };
         let mut r = row.clone();
         if match_element(ctx, &mut r, pattern, &obj, ElementKind::Concept)? {
             r.insert(var.to_string(), Bound::Elem(id));
-            if !emit(r)? {
-                return Ok(false);
-            }
+            return emit(r);
         }
+        Ok(true)
+    };
+    match source {
+        Source::Ids(ids) => {
+            for n in ids {
+                if !candidate(n)? {
+                    return Ok(false);
+                }
+            }
+            Ok(true)
+        }
+        Source::Type(t) => stream(|f| ctx.g.scan_type(&t, f), &mut candidate),
+        Source::All => stream(|f| ctx.g.scan_concepts(f), &mut candidate),
     }
-    Ok(true)
 }
 
 pub(super) use super::tuples::{

@@ -80,10 +80,15 @@ fn system(version: u64, state: &str) -> Value {
 /// its schema in packages (§20) and its control plane apart from memory content
 /// (§28.1), so its patterns, reads and writes do not see them.
 pub fn hidden(row: &ConceptRecord) -> bool {
-    row.concept_type == LITERAL_TYPE
-        || row.concept_type == "$ConceptType"
-        || row.concept_type == kip_storage::PROPOSITION_TYPE
-        || crate::schema::is_protected(row)
+    hidden_head(&row.concept_type, &row.name)
+}
+
+/// [`hidden`] from a concept's type and name alone (`GraphRead::concept_head`).
+pub fn hidden_head(concept_type: &str, name: &str) -> bool {
+    concept_type == LITERAL_TYPE
+        || concept_type == "$ConceptType"
+        || concept_type == kip_storage::PROPOSITION_TYPE
+        || crate::schema::is_protected_name(concept_type, name)
 }
 
 /// The element object of `id`, as queries see it; `None` when there is none.

@@ -153,49 +153,24 @@ fn one_hop(
         None => None,
     };
     let g = ctx.g;
-    let mut ids = Vec::new();
-    match (s_ref, &pred, o_ref) {
-        (Some(s), Some(p), Some(o)) => {
-            if let Some(id) = g.prop_by_spo(s, p, o)? {
-                ids.push(id);
-            }
-        }
-        (Some(s), p, _) => g.scan_out(s, p.as_deref(), &mut |_, _, id| {
-            ids.push(id);
-            Ok(true)
-        })?,
-        (None, p, Some(o)) => g.scan_in(o, p.as_deref(), &mut |_, _, id| {
-            ids.push(id);
-            Ok(true)
-        })?,
-        (None, Some(p), None) => g.scan_predicate(p, &mut |_, _, id| {
-            ids.push(id);
-            Ok(true)
-        })?,
-        (None, None, None) => g.scan_props(&mut |id| {
-            ids.push(id);
-            Ok(true)
-        })?,
-    }
-    for n in ids {
+    // Each link (id, subject, predicate, object) the index that answers the pattern
+    // gives, handed on as it is read (a LIMIT stops the scan).
+    let mut link = |n: u64, s_end: ElemRef, predicate: &str, o_end: ElemRef| -> V2Result<bool> {
         ctx.tick()?;
         let id = ElementId::new(ElementKind::Proposition, n);
-        let Some(prow) = g.prop(n)? else { continue };
-        if pred.as_ref().is_some_and(|p| &prow.predicate != p) {
-            continue;
+        if pred.as_deref().is_some_and(|p| predicate != p) {
+            return Ok(true);
         }
-        let (Some(subject), Some(object)) =
-            (end_bound(ctx, prow.subject)?, end_bound(ctx, prow.object)?)
-        else {
-            continue; // a link of the 1.x control plane
+        let (Some(subject), Some(object)) = (end_bound(ctx, s_end)?, end_bound(ctx, o_end)?) else {
+            return Ok(true); // a link of the 1.x control plane
         };
         let rec = g.element(SPACE, id)?;
         if model::state_of(rec.as_ref()) != model::ACTIVE {
-            continue;
+            return Ok(true);
         }
         let mut r = row.clone();
         if !bound_matches(ctx, &mut r, s, &subject)? || !bound_matches(ctx, &mut r, o, &object)? {
-            continue;
+            return Ok(true);
         }
         if let PredicateAtom::Var(v) = atom {
             if !r.contains_key(v) {
@@ -204,23 +179,66 @@ fn one_hop(
                     .and_then(|r| r.payload.get("predicate_ref"))
                     .and_then(Value::as_str)
                     .map(str::to_string)
-                    .unwrap_or_else(|| active().exact_of(SymbolKind::Predicate, &prow.predicate));
+                    .unwrap_or_else(|| active().exact_of(SymbolKind::Predicate, predicate));
                 r.insert(v.clone(), Bound::Val(Value::String(exact)));
             }
         }
         if let Some(var) = var {
             match r.get(var) {
-                Some(x) if *x != Bound::Elem(id) => continue,
+                Some(x) if *x != Bound::Elem(id) => return Ok(true),
                 _ => {
                     r.insert(var.to_string(), Bound::Elem(id));
                 }
             }
         }
-        if !emit(r)? {
-            return Ok(false);
+        emit(r)
+    };
+    let mut failure = None;
+    let mut go = true;
+    let mut guard = |more: V2Result<bool>| -> crate::store::StoreResult<bool> {
+        match more {
+            Ok(m) => {
+                go = m;
+                Ok(m)
+            }
+            Err(e) => {
+                failure = Some(e);
+                go = false;
+                Ok(false)
+            }
         }
+    };
+    match (s_ref, &pred, o_ref) {
+        (Some(s), Some(p), Some(o)) => {
+            if let Some(id) = g.prop_by_spo(s, p, o)? {
+                let more = link(id, s, p, o);
+                guard(more)?;
+            }
+        }
+        (Some(s), p, _) => g.scan_out(s, p.as_deref(), &mut |pr, o, id| {
+            let more = link(id, s, pr, o);
+            guard(more)
+        })?,
+        (None, p, Some(o)) => g.scan_in(o, p.as_deref(), &mut |pr, s, id| {
+            let more = link(id, s, pr, o);
+            guard(more)
+        })?,
+        (None, Some(p), None) => g.scan_predicate(p, &mut |s, o, id| {
+            let more = link(id, s, p, o);
+            guard(more)
+        })?,
+        (None, None, None) => g.scan_props(&mut |id| match g.prop(id)? {
+            Some(r) => {
+                let more = link(id, r.subject, &r.predicate, r.object);
+                guard(more)
+            }
+            None => Ok(true),
+        })?,
     }
-    Ok(true)
+    match failure {
+        Some(e) => Err(e),
+        None => Ok(go),
+    }
 }
 
 /// What a proposition end reads as (cached for the statement): a literal object's
@@ -231,16 +249,20 @@ fn end_bound(ctx: &Ctx, end: ElemRef) -> V2Result<Option<Bound>> {
         return Ok(b.clone());
     }
     let b = match end {
-        ElemRef::Concept(n) => match ctx.g.concept(n)? {
-            Some(c) if c.concept_type == LITERAL_TYPE => Some(Bound::Val(
-                serde_json::from_str(&c.name).unwrap_or(Value::String(c.name)),
+        ElemRef::Concept(n) => match ctx.g.concept_head(n)? {
+            Some((t, name)) if t == LITERAL_TYPE => Some(Bound::Val(
+                serde_json::from_str(&name).unwrap_or(Value::String(name)),
             )),
-            Some(c) if model::hidden(&c) => None,
+            Some((t, name)) if model::hidden_head(&t, &name) => None,
             _ => Some(Bound::Elem(ElementId::new(ElementKind::Concept, n))),
         },
         ElemRef::Prop(n) => Some(Bound::Elem(ElementId::new(ElementKind::Proposition, n))),
     };
-    ctx.ends.borrow_mut().insert(end, b.clone());
+    let mut ends = ctx.ends.borrow_mut();
+    if ends.len() >= 100_000 {
+        ends.clear();
+    }
+    ends.insert(end, b.clone());
     Ok(b)
 }
 
