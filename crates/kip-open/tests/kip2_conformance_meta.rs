@@ -1,0 +1,363 @@
+//! KIP 2.0 conformance cases of the META suite
+//! (`spec/kip2/conformance/KIP-2.0-Conformance-Tests.md` §21) that had no test of their
+//! own, through the wire (`Nexus::execute_json` with `"kip": "2.0"`), on whichever
+//! backend the test matrix selects. Each test is named after its case and asserts the
+//! case's normative outcome as docs/semantics.md ("KIP 2.0 on the one memory") maps it
+//! onto this store. A case for a feature that is not built yet (HISTORY, AS OF,
+//! CHANGES, capsules, VERIFY) asserts the honest `UnsupportedCapability`
+//! (`..._unsupported_for_now`).
+
+mod common;
+use common::*;
+use kip_engine::{Access, Nexus};
+use serde_json::{json, Value};
+
+fn send(n: &Nexus, request: Value) -> Value {
+    n.execute_json(&request, Access::ReadWrite).to_json()
+}
+
+fn run_with(n: &Nexus, command: &str, params: Value) -> Value {
+    send(
+        n,
+        json!({"kip": "2.0", "operations": [{"command": command, "parameters": params}]}),
+    )
+}
+
+fn run(n: &Nexus, command: &str) -> Value {
+    run_with(n, command, json!({}))
+}
+
+/// The result of a command that must succeed.
+fn ok_with(n: &Nexus, command: &str, params: Value) -> Value {
+    let r = run_with(n, command, params);
+    assert_eq!(r["status"], "succeeded", "{command}\n{r:#}");
+    r["results"][0]["result"].clone()
+}
+
+fn ok(n: &Nexus, command: &str) -> Value {
+    ok_with(n, command, json!({}))
+}
+
+/// The error code of a failed request or of its first operation.
+fn code(r: &Value) -> String {
+    r["results"][0]["error"]["code"]
+        .as_str()
+        .or_else(|| r["error"]["code"].as_str())
+        .unwrap_or("")
+        .to_string()
+}
+
+fn send_ro(n: &Nexus, request: Value) -> Value {
+    n.execute_json(&request, Access::ReadOnly).to_json()
+}
+
+fn count(n: &Nexus, query: &str) -> Value {
+    ok(n, query)[0].clone()
+}
+
+fn unsupported(r: &Value) {
+    assert_eq!(r["status"], "failed", "{r}");
+    assert_eq!(code(r), "UnsupportedCapability", "{r}");
+}
+
+/// Alice (key `alice`) prefers Dark, asserted by Alice with a user statement as
+/// evidence; the handles.
+fn seed(n: &Nexus) -> Value {
+    ok(
+        n,
+        r#"MUTATE {
+  CREATE CONCEPT ?alice { TYPE "Person" NAME "Alice" SET FIELDS {key: "alice"} }
+  CREATE CONCEPT ?dark { TYPE "Preference" NAME "Dark" }
+  ENSURE PROPOSITION ?p (?alice, "prefers", ?dark)
+  CREATE EVIDENCE ?msg { SET FIELDS { evidence_class: "user_statement", payload: "I like dark mode" } }
+  CREATE ASSERTION ?a1 { SET FIELDS { proposition: ?p, asserted_by: ?alice, stance: "support", mode: "stated", confidence: 0.6 }
+                         SET STRUCTURAL { ("evidence", ?msg) {role: "support"} } }
+}"#,
+    )["handles"]
+        .clone()
+}
+
+/// What the memory holds, element by element with its version: what a request that
+/// must not change state is compared against (there is no space sequence to record).
+fn state(n: &Nexus) -> Value {
+    json!([
+        ok(
+            n,
+            "FIND(?c.id, ?c._system.version) WHERE { ?c CONCEPT {} } ORDER BY ?c.id"
+        ),
+        ok(
+            n,
+            "FIND(?p.id, ?p._system.version) WHERE { ?p PROPOSITION (?s, ?r, ?o) } ORDER BY ?p.id"
+        ),
+        ok(
+            n,
+            "FIND(?a.id, ?a._system.version) WHERE { ?a ASSERTION {} } ORDER BY ?a.id"
+        ),
+        ok(
+            n,
+            "FIND(?e.id, ?e._system.version) WHERE { ?e EVIDENCE {} } ORDER BY ?e.id"
+        ),
+        ok(
+            n,
+            "FIND(?x.id, ?x._system.version) WHERE { ?x ACTIVITY {} } ORDER BY ?x.id"
+        ),
+        ok(n, "LIST SCHEMA PACKAGES"),
+    ])
+}
+
+#[test]
+fn kip2_meta_002_primer_distinguishes_principal_and_self() {
+    let n = nexus();
+    let p = send_ro(
+        &n,
+        json!({"kip": "2.0", "operations": [{"command": "DESCRIBE PRIMER"}]}),
+    )["results"][0]["result"]
+        .clone();
+    let principal = &p["execution_context"]["principal"];
+    let me = &p["execution_context"]["self"];
+    assert_eq!(principal["class"], "interface_caller", "{p}");
+    assert_eq!(principal["access"], "read_only");
+    assert_eq!(me["concept"]["name"], "$self");
+    assert_ne!(principal.get("name"), Some(&json!("$self")));
+    assert_ne!(principal, me, "the caller is not the semantic self");
+}
+
+#[test]
+fn kip2_meta_009_search_miss_is_not_absence() {
+    let n = nexus();
+    // A keyed concept's display name is not in the text index (docs/semantics.md,
+    // SEARCH): a word of it alone misses, while the exact read finds it.
+    let id = ok(
+        &n,
+        r#"CREATE CONCEPT ?z { TYPE "Person" NAME "Zebra Crossing" SET FIELDS {key: "person:zc"} }"#,
+    )["handles"]["z"]
+        .clone();
+    let miss = run(&n, r#"SEARCH CONCEPT "Crossing""#);
+    assert_eq!(miss["status"], "succeeded", "{miss}");
+    assert_eq!(miss["results"][0]["result"], json!([]));
+    assert_eq!(
+        miss["results"][0]["context"]["search"]["score_semantics"],
+        "retrieval_score_not_confidence"
+    );
+    assert_eq!(
+        ok(
+            &n,
+            r#"FIND(?c.id) WHERE { ?c CONCEPT {name: "Zebra Crossing"} }"#
+        ),
+        json!([id])
+    );
+    // A kind the index does not hold is said to be unsupported, never an empty list.
+    unsupported(&run(&n, r#"SEARCH EVIDENCE "Crossing""#));
+}
+
+#[test]
+fn kip2_meta_010_search_freshness_disclosed() {
+    let n = nexus();
+    seed(&n);
+    let r = run(&n, r#"SEARCH CONCEPT "Alice""#);
+    let search = &r["results"][0]["context"]["search"];
+    assert_eq!(search["mode"], "keyword", "{r}");
+    assert_eq!(search["consistency"], "snapshot", "{r}");
+}
+
+#[test]
+fn kip2_meta_012_capability_enumeration_does_not_leak_hidden_space() {
+    let n = nexus();
+    let ro = |command: &str| {
+        send_ro(
+            &n,
+            json!({"kip": "2.0", "operations": [{"command": command}]}),
+        )
+    };
+    let caps = ro("DESCRIBE CAPABILITIES")["results"][0]["result"].clone();
+    assert_eq!(caps["spaces"], json!(["default"]), "{caps}");
+    assert_eq!(
+        ro("DESCRIBE EXECUTION CONTEXT")["results"][0]["result"]["space"]["id"],
+        "default"
+    );
+    // Another space is not visible, and the answer does not tell whether it exists.
+    let other = |space: &str| {
+        send_ro(
+            &n,
+            json!({"kip": "2.0", "space": {"id": space}, "operations": [{"command": "DESCRIBE CAPABILITIES"}]}),
+        )
+    };
+    let a = other("secret");
+    let b = other("no-such-space-at-all");
+    assert_eq!(code(&a), "NotFoundOrNotVisible", "{a}");
+    assert_eq!(code(&b), "NotFoundOrNotVisible", "{b}");
+    assert_eq!(a["results"], json!([]));
+}
+
+#[test]
+fn kip2_meta_013_verify_signature_is_not_trust_unsupported_for_now() {
+    let n = nexus();
+    let artifact = json!({"format": "KIP-Schema-Package",
+        "manifest": {"package_id": "kip://test/signed", "version": "1.0.0"},
+        "definitions": {}, "integrity": {"signatures": [{"key_id": "unknown-signer", "sig": "AAAA"}]}});
+    for cmd in ["VERIFY SCHEMA PACKAGE :a", "VERIFY CAPSULE :a"] {
+        unsupported(&run_with(&n, cmd, json!({"a": artifact})));
+    }
+}
+
+#[test]
+fn kip2_meta_014_validate_kml_has_no_state_change() {
+    let n = nexus();
+    let h = seed(&n);
+    let before = state(&n);
+    let r = ok_with(
+        &n,
+        "VALIDATE KML :t",
+        json!({"t": r#"MUTATE {
+  CREATE CONCEPT ?b { TYPE "Person" NAME "Bob" }
+  UPDATE :alice SET ATTRIBUTES {mood: "calm"}
+  RETRACT ASSERTION :a1
+}"#, "alice": h["alice"], "a1": h["a1"]}),
+    );
+    assert_eq!(r, json!({"valid": true, "errors": []}));
+    assert_eq!(state(&n), before);
+    assert_eq!(
+        count(&n, r#"FIND(COUNT(?c)) WHERE { ?c CONCEPT {name: "Bob"} }"#),
+        json!(0)
+    );
+}
+
+#[test]
+fn kip2_meta_015_preview_kml_has_no_state_or_reservation() {
+    let n = nexus();
+    seed(&n);
+    let before = state(&n);
+    let p = ok_with(
+        &n,
+        "PREVIEW KML :t",
+        json!({"t": r#"CREATE CONCEPT ?x { TYPE "Person" CLIENT KEY "turn:1" NAME "Previewed" }"#}),
+    );
+    assert_eq!(p["committed"], false, "{p}");
+    assert_eq!(state(&n), before, "nothing committed");
+    // The client key was not reserved: another content may claim it.
+    let real = ok(
+        &n,
+        r#"CREATE CONCEPT ?y { TYPE "Person" CLIENT KEY "turn:1" NAME "Committed" }"#,
+    );
+    assert_eq!(
+        ok(
+            &n,
+            r#"FIND(?c.name, ?c.client_key) WHERE { ?c CONCEPT {type: "Person", name: "Committed"} }"#
+        ),
+        json!([["Committed", "turn:1"]]),
+        "{real}"
+    );
+}
+
+#[test]
+fn kip2_meta_016_preview_is_not_future_commit_guarantee() {
+    let n = nexus();
+    let h = seed(&n);
+    let guarded = r#"UPDATE :a EXPECT VERSION 1 SET ATTRIBUTES {mood: "previewed"}"#;
+    let p = ok_with(&n, "PREVIEW KML :t", json!({"t": guarded, "a": h["alice"]}));
+    assert_eq!(p["committed"], false);
+    assert_eq!(p["effect"]["changed"], json!([h["alice"]]));
+    ok_with(
+        &n,
+        r#"UPDATE :a SET ATTRIBUTES {mood: "changed meanwhile"}"#,
+        json!({"a": h["alice"]}),
+    );
+    let r = run_with(&n, guarded, json!({"a": h["alice"]}));
+    assert_eq!(code(&r), "VersionConflict", "{r}");
+    assert_eq!(
+        ok(
+            &n,
+            r#"FIND(?c.attributes.mood) WHERE { ?c CONCEPT {key: "alice"} }"#
+        ),
+        json!(["changed meanwhile"])
+    );
+}
+
+#[test]
+fn kip2_meta_017_transaction_lookup_by_idempotency_returns_original() {
+    let n = nexus();
+    let request = json!({"kip": "2.0", "request_id": "attempt-1",
+        "execution": {"mode": "atomic", "idempotency_key": "meta-017"}, "operations": [
+        {"command": r#"CREATE CONCEPT ?x { TYPE "Person" NAME "Iris" }"#}]});
+    let first = send(&n, request);
+    assert_eq!(first["status"], "succeeded", "{first}");
+    let tx = ok(&n, r#"DESCRIBE TRANSACTION BY IDEMPOTENCY KEY "meta-017""#);
+    assert_eq!(tx["status"], "committed", "{tx}");
+    assert_eq!(tx["idempotency_key"], "meta-017");
+    assert_eq!(tx["result"], first["results"][0]["result"]);
+}
+
+#[test]
+fn kip2_meta_018_unknown_transaction_is_not_aborted() {
+    let n = nexus();
+    let r = run(
+        &n,
+        r#"DESCRIBE TRANSACTION BY IDEMPOTENCY KEY "never-sent-4711""#,
+    );
+    assert_eq!(code(&r), "TransactionUnknown", "{r}");
+    assert!(!r.to_string().contains("aborted"), "{r}");
+    // By transaction id the lookup does not run yet: it says so, it does not guess.
+    unsupported(&run(&n, r#"DESCRIBE TRANSACTION "tx-0000-unknown""#));
+}
+
+#[test]
+fn kip2_meta_019_history_reports_chronology_unsupported_for_now() {
+    let n = nexus();
+    let h = seed(&n);
+    for mood in ["calm", "busy"] {
+        ok_with(
+            &n,
+            &format!(r#"UPDATE :a SET ATTRIBUTES {{mood: "{mood}"}}"#),
+            json!({"a": h["alice"]}),
+        );
+    }
+    unsupported(&run_with(
+        &n,
+        "HISTORY ELEMENT :a",
+        json!({"a": h["alice"]}),
+    ));
+    unsupported(&run(&n, "HISTORY SPACE LIMIT 10"));
+}
+
+#[test]
+fn kip2_meta_020_kql_as_of_reconstructs_content_unsupported_for_now() {
+    let n = nexus();
+    let h = seed(&n);
+    ok_with(
+        &n,
+        r#"UPDATE :a SET ATTRIBUTES {mood: "calm"}"#,
+        json!({"a": h["alice"]}),
+    );
+    unsupported(&run_with(
+        &n,
+        "FIND(?c.attributes) WHERE { ?c CONCEPT {id: :a} } AS OF SEQ 1",
+        json!({"a": h["alice"]}),
+    ));
+}
+
+#[test]
+fn kip2_meta_021_changes_preserves_transaction_envelope_unsupported_for_now() {
+    let n = nexus();
+    seed(&n);
+    unsupported(&run(&n, "CHANGES AFTER SEQ 0 LIMIT 10"));
+}
+
+#[test]
+fn kip2_meta_022_expired_change_cursor_is_explicit_unsupported_for_now() {
+    let n = nexus();
+    let r = run(&n, r#"CHANGES SINCE "expired-change-cursor""#);
+    unsupported(&r);
+    assert_ne!(r["status"], "succeeded", "never a silent restart from now");
+}
+
+#[test]
+fn kip2_meta_023_export_capsule_is_cognitively_read_only_unsupported_for_now() {
+    let n = nexus();
+    seed(&n);
+    let before = state(&n);
+    unsupported(&run(
+        &n,
+        r#"EXPORT CAPSULE ?c WHERE { ?c CONCEPT {type: "Person"} }"#,
+    ));
+    assert_eq!(state(&n), before);
+}
