@@ -62,7 +62,10 @@ fn core_domain(version: &str) -> Value {
             "predicates": {
                 "timezone": {"kind": "PredicateType", "subject": {"concept_types": [PERSON]},
                              "object": {"literal_types": ["string"]}, "functional": true},
-                "status": {"kind": "PredicateType"}
+                "status": {"kind": "PredicateType"},
+                "works_for": {"kind": "PredicateType", "subject": {"concept_types": [PERSON]},
+                              "object": {"concept_types": [format!("kip://test/core-domain@{version}/Organization")],
+                                         "literal_types": []}}
             }
         }
     })
@@ -713,4 +716,79 @@ fn kip2_schema_016_describe_type_returns_exact_identity() {
     let d = ok(&n, r#"DESCRIBE TYPE "Project""#);
     assert_eq!(d["symbol"], "kip://test/core-domain@1.0.0/Project");
     assert_eq!(d["package_ref"], "kip://test/core-domain@1.0.0");
+}
+
+#[test]
+fn kip2_schema_006_literal_datatype_constraint_enforced() {
+    let n = nexus();
+    install(&n, &core_domain("1.0.0"));
+    let h = people(&n);
+    let a = json!({"a": h["alice"]});
+    // (Alice, timezone, true): a boolean where the predicate takes a string.
+    let r = run_with(
+        &n,
+        r#"ENSURE PROPOSITION ?x (:a, "timezone", true)"#,
+        a.clone(),
+    );
+    assert_eq!(code(&r), "ConstraintViolation", "{r:#}");
+    assert_eq!(
+        count(
+            &n,
+            r#"FIND(COUNT(?p)) WHERE { ?p PROPOSITION (?s, "timezone", ?o) }"#
+        ),
+        json!(0),
+        "nothing stored"
+    );
+    ok_with(
+        &n,
+        r#"ENSURE PROPOSITION ?x (:a, "timezone", "Asia/Singapore")"#,
+        a.clone(),
+    );
+    // A concept object must be of the declared type; a literal is refused where only
+    // concepts are declared.
+    let acme = ok(
+        &n,
+        r#"CREATE CONCEPT ?o { TYPE "Organization" NAME "Acme" }"#,
+    )["handles"]["o"]
+        .clone();
+    let wrong = run_with(
+        &n,
+        r#"ENSURE PROPOSITION ?x (:a, "works_for", :b)"#,
+        json!({"a": h["alice"], "b": h["bob"]}),
+    );
+    assert_eq!(code(&wrong), "ConstraintViolation", "{wrong:#}");
+    let literal = run_with(
+        &n,
+        r#"ENSURE PROPOSITION ?x (:a, "works_for", "Acme")"#,
+        a.clone(),
+    );
+    assert_eq!(code(&literal), "ConstraintViolation", "{literal:#}");
+    ok_with(
+        &n,
+        r#"ENSURE PROPOSITION ?x (:a, "works_for", :o)"#,
+        json!({"a": h["alice"], "o": acme}),
+    );
+    // The profile's `prefers` takes concepts (object kinds [Concept]), not literals.
+    let pref = run_with(
+        &n,
+        r#"ENSURE PROPOSITION ?x (:a, "prefers", "dark mode")"#,
+        a,
+    );
+    assert_eq!(code(&pref), "ConstraintViolation", "{pref:#}");
+}
+
+#[test]
+fn kip2_schema_010_ordinary_kml_cannot_activate_schema() {
+    let n = nexus();
+    for text in [
+        r#"CREATE CONCEPT ?x { TYPE "$ConceptType" NAME "Gadget" }"#,
+        r#"CREATE CONCEPT ?x { TYPE "$PropositionType" NAME "gadget_of" }"#,
+        r#"UPSERT CONCEPT ?x { MATCH {type: "$ConceptType", key: "Gadget"} }"#,
+    ] {
+        let r = run(&n, text);
+        assert_eq!(code(&r), "ProtectedSchemaState", "{text}\n{r:#}");
+    }
+    // The environment is unchanged: Gadget is no type.
+    let r = run(&n, r#"CREATE CONCEPT ?g { TYPE "Gadget" NAME "thing" }"#);
+    assert_eq!(code(&r), "SchemaSymbolNotFound", "{r:#}");
 }

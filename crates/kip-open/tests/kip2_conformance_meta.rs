@@ -361,3 +361,38 @@ fn kip2_meta_023_export_capsule_is_cognitively_read_only_unsupported_for_now() {
     ));
     assert_eq!(state(&n), before);
 }
+
+#[test]
+fn kip2_meta_011_supported_and_available_are_distinct() {
+    let n = nexus();
+    let request = json!({"kip": "2.0", "operations": [{"command": "DESCRIBE CAPABILITIES"}]});
+    let rw = send(&n, request.clone());
+    let ro = send_ro(&n, request);
+    let caps = |r: &Value| r["results"][0]["result"].clone();
+    let (rw, ro) = (caps(&rw), caps(&ro));
+    // The runtime supports retention and PURGE for both callers...
+    assert!(rw["supported"].get("retention").is_some(), "{rw:#}");
+    assert!(ro["supported"].get("retention").is_some(), "{ro:#}");
+    // ...but a readonly caller cannot use them, and is not told it can.
+    assert_eq!(rw["available"]["retention"], json!(true), "{rw:#}");
+    for write in ["retention", "kml"] {
+        assert!(ro["available"].get(write).is_none(), "{write}: {ro:#}");
+    }
+    let purge = send_ro(
+        &n,
+        json!({"kip": "2.0", "operations": [{"command": "PURGE :c CONFIRM \"PURGE\"", "parameters": {"c": "C:1"}}]}),
+    );
+    assert_eq!(code(&purge), "ReadonlyViolation", "{purge:#}");
+}
+
+#[test]
+fn describe_space_of_another_name_is_not_found_or_not_visible() {
+    let n = nexus();
+    assert_eq!(ok(&n, "DESCRIBE SPACE")["space_id"], "default");
+    assert_eq!(
+        ok_with(&n, "DESCRIBE SPACE :s", json!({"s": "default"}))["space_id"],
+        "default"
+    );
+    let other = run_with(&n, "DESCRIBE SPACE :s", json!({"s": "other"}));
+    assert_eq!(code(&other), "NotFoundOrNotVisible", "{other:#}");
+}

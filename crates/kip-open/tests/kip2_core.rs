@@ -321,8 +321,23 @@ fn kip2_kml_002_upsert_stable_key_is_idempotent() {
     let n = nexus();
     let cmd = r#"UPSERT CONCEPT ?p { MATCH {type: "Person", key: "person:kip"} SET FIELDS {name: "Kip"} SET ATTRIBUTES {role: "test"} }"#;
     let first = ok(&n, cmd)["handles"]["p"].clone();
-    let second = ok(&n, cmd)["handles"]["p"].clone();
+    let again = ok(&n, cmd);
+    let second = again["handles"]["p"].clone();
     assert_eq!(first, second);
+    // The second upsert sets what is already there: no change, no new version.
+    assert_eq!(again["changed"], json!([]), "{again:#}");
+    assert_eq!(
+        ok(
+            &n,
+            r#"FIND(?p._system.version) WHERE { ?p CONCEPT {key: "person:kip"} }"#
+        ),
+        json!([1])
+    );
+    let third = ok(
+        &n,
+        r#"UPSERT CONCEPT ?p { MATCH {type: "Person", key: "person:kip"} SET ATTRIBUTES {role: "lead"} }"#,
+    );
+    assert_eq!(third["changed"], json!([first]), "{third:#}");
     assert_eq!(
         ok(
             &n,
@@ -409,26 +424,27 @@ fn forward_references_resolve_within_a_mutate_block() {
         r#"MUTATE {
   CREATE ASSERTION ?a { SET FIELDS { proposition: ?p, asserted_by: ?alice, stance: "support", mode: "observed", confidence: 1.0 }
                         SET STRUCTURAL { ("evidence", ?e) {role: "support"} } }
-  ENSURE PROPOSITION ?p (?alice, "prefers", "dark mode")
+  ENSURE PROPOSITION ?p (?alice, "prefers", ?dark)
   CREATE EVIDENCE ?e { SET FIELDS { evidence_class: "user_statement" } }
   CREATE CONCEPT ?alice { TYPE "Person" NAME "Alice" }
+  CREATE CONCEPT ?dark { TYPE "Preference" NAME "dark mode" }
 }"#,
     );
     assert!(r["handles"]["a"]
         .as_str()
         .is_some_and(|s| s.starts_with("A:")));
-    // A literal object reads back as the literal.
+    // The handles of the later clauses were used before them.
     assert_eq!(
         ok(
             &n,
-            r#"FIND(?o, ?a.evidence) WHERE { ?p PROPOSITION (?s, "prefers", ?o) ?a ASSERTION {proposition: ?p} }"#
+            r#"FIND(?o.name, ?a.evidence) WHERE { ?p PROPOSITION (?s, "prefers", ?o) ?a ASSERTION {proposition: ?p} }"#
         ),
         json!([["dark mode", [{"id": r["handles"]["e"], "role": "support"}]]])
     );
     assert_eq!(
         ok(
             &n,
-            r#"FIND(?s.name) WHERE { ?p PROPOSITION (?s, "prefers", "dark mode") }"#
+            r#"FIND(?s.name) WHERE { ?p PROPOSITION (?s, "prefers", ?o) ?o {type: "Preference", name: "dark mode"} }"#
         ),
         json!(["Alice"])
     );

@@ -426,11 +426,13 @@ pub(super) fn check_version(
 
 /// UPSERT: updates the concept found, or creates it under the MATCH's type and key.
 /// Returns the id and whether it was created.
+/// The concept and whether it was created, else whether anything of it changed (an
+/// upsert that sets what is already there changes nothing and bumps no version).
 pub fn upsert(
     w: &mut dyn GraphWrite,
     s: &Spec,
     found: Option<ElementId>,
-) -> V2Result<(ElementId, bool)> {
+) -> V2Result<(ElementId, bool, bool)> {
     if let Some(id) = found {
         check_version(w, id, s.expect_version.as_ref())?;
         if let Some(k) = &s.key {
@@ -443,8 +445,8 @@ pub fn upsert(
         if s.name.is_some() {
             ch.name = s.name.clone();
         }
-        apply_change(w, id, &ch)?;
-        return Ok((id, false));
+        let changed = apply_change(w, id, &ch)?;
+        return Ok((id, false, changed));
     }
     if let Some(v) = &s.expect_version {
         if v.as_u64() != Some(0) {
@@ -478,7 +480,7 @@ pub fn upsert(
         },
         ..Spec::default()
     };
-    Ok((create(w, &create_spec)?, true))
+    Ok((create(w, &create_spec)?, true, true))
 }
 
 /// CREATE CONCEPT (§54.1): a new, historically distinct concept.
@@ -631,12 +633,13 @@ pub fn update(
     id: ElementId,
     ch: &Change,
     expect: Option<&Value>,
-) -> V2Result<()> {
+) -> V2Result<bool> {
     check_version(w, id, expect)?;
     apply_change(w, id, ch)
 }
 
-fn apply_change(w: &mut dyn GraphWrite, id: ElementId, ch: &Change) -> V2Result<()> {
+/// Applies a change to a concept; whether anything of it changed.
+fn apply_change(w: &mut dyn GraphWrite, id: ElementId, ch: &Change) -> V2Result<bool> {
     let Some(old) = w.concept(id.n)?.filter(|r| !model::hidden(r)) else {
         return Err(super::mutate::not_found(id));
     };
@@ -691,8 +694,12 @@ fn apply_change(w: &mut dyn GraphWrite, id: ElementId, ch: &Change) -> V2Result<
     let was = rec.state.get("name").and_then(Value::as_str);
     let now = state.get("name").and_then(Value::as_str);
     super::names::change(w, id.n, was, now)?;
-    w.set_element_state(SPACE, id, state)?;
-    Ok(())
+    // The version moves with a change of the row or of the record's state, only.
+    let changed = row != old || state != rec.state;
+    if changed {
+        w.set_element_state(SPACE, id, state)?;
+    }
+    Ok(changed)
 }
 
 /// SET / UNSET STRUCTURAL of a concept whose type is `schema_ref`, field by field.

@@ -162,7 +162,7 @@ pub fn capabilities(access: Access) -> Value {
             supported.insert((*name).into(), json!(what));
             let writes = matches!(
                 *name,
-                "kml" | "serializable_transactions" | "idempotent_replay"
+                "kml" | "retention" | "serializable_transactions" | "idempotent_replay"
             );
             if !(writes && access == Access::ReadOnly) {
                 available.insert((*name).into(), json!(true));

@@ -356,9 +356,9 @@ fn apply(
             if let Some(id) = found {
                 fx.claim(id, spec.change_paths())?;
             }
-            let (id, created) = concepts::upsert(w, &spec, found)?;
+            let (id, created, changed) = concepts::upsert(w, &spec, found)?;
             bind(fx, handle, id, created);
-            if !created {
+            if !created && changed {
                 fx.changed.insert(id);
             }
             Ok(())
@@ -469,8 +469,9 @@ fn apply(
                 let change = concepts::Change::read(&ctx, &row, id, actions)?;
                 drop(ctx);
                 fx.claim(id, change.paths())?;
-                concepts::update(w, id, &change, expect.as_ref())?;
-                fx.changed.insert(id);
+                if concepts::update(w, id, &change, expect.as_ref())? {
+                    fx.changed.insert(id);
+                }
             }
             Ok(())
         }

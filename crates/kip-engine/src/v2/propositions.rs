@@ -115,6 +115,7 @@ pub(super) fn ensure(
     };
     let s_ref = existing_ref(w, sid)?;
     check_subject(w, &pred, sid)?;
+    check_object(w, &pred, &object)?;
     let o_ref = match object {
         Bound::Elem(id) => existing_ref(w, id)?,
         Bound::Val(v) => ElemRef::Concept(literal(w, &v)?),
@@ -216,6 +217,106 @@ fn check_subject(
         .with_hint("choose a predicate whose subject type fits, or the right subject"));
     }
     Ok(())
+}
+
+/// The predicate's object constraint (Schema Packages: `object.concept_types`,
+/// `literal_types`, `kinds`, `enum`; KIP2-SCHEMA-006): an object fits when it is a
+/// concept of a listed type (or any concept when `kinds` has `Concept`), a
+/// proposition when `kinds` has `Proposition`, or a literal of a listed literal type
+/// (and of the `enum` when one is given). A predicate that constrains none of these
+/// takes any object.
+fn check_object(
+    w: &dyn GraphWrite,
+    pred: &super::schema_env::Definition,
+    object: &Bound,
+) -> V2Result<()> {
+    let Some(spec) = pred.body.get("object").and_then(Value::as_object) else {
+        return Ok(());
+    };
+    let list = |k: &str| -> Option<Vec<&str>> {
+        spec.get(k)
+            .and_then(Value::as_array)
+            .map(|a| a.iter().filter_map(Value::as_str).collect())
+    };
+    let (types, literals, kinds) = (list("concept_types"), list("literal_types"), list("kinds"));
+    if types.is_none() && literals.is_none() && kinds.is_none() {
+        return Ok(());
+    }
+    let kind_ok = |k: &str| kinds.as_ref().is_some_and(|ks| ks.contains(&k));
+    let (fits, actual) = match object {
+        Bound::Elem(id) if id.kind == ElementKind::Concept => {
+            let schema_ref = model::view(w, *id)?
+                .and_then(|o| {
+                    o.get("schema_ref")
+                        .and_then(Value::as_str)
+                        .map(str::to_string)
+                })
+                .unwrap_or_default();
+            let typed = types
+                .as_ref()
+                .is_some_and(|t| t.contains(&schema_ref.as_str()));
+            (
+                typed || kind_ok("Concept"),
+                format!("{} (a {schema_ref})", id.id_string()),
+            )
+        }
+        Bound::Elem(id) => (
+            id.kind == ElementKind::Proposition && kind_ok("Proposition"),
+            format!("{} (a {})", id.id_string(), model::kind_word(id.kind)),
+        ),
+        Bound::Val(v) => {
+            let word = literal_type(v);
+            let typed = literals
+                .as_ref()
+                .is_some_and(|l| l.contains(&word) || (word == "integer" && l.contains(&"number")));
+            let in_enum = spec
+                .get("enum")
+                .and_then(Value::as_array)
+                .is_none_or(|e| e.contains(v));
+            (typed && in_enum, format!("the {word} {v}"))
+        }
+    };
+    if fits {
+        return Ok(());
+    }
+    let mut allowed: Vec<String> = Vec::new();
+    allowed.extend(
+        types
+            .unwrap_or_default()
+            .iter()
+            .map(|t| format!("a concept of type {t}")),
+    );
+    allowed.extend(kinds.unwrap_or_default().iter().map(|k| format!("any {k}")));
+    allowed.extend(
+        literals
+            .unwrap_or_default()
+            .iter()
+            .map(|l| format!("a {l} literal")),
+    );
+    Err(V2Error::new(
+        Code::ConstraintViolation,
+        format!(
+            "\"{}\" takes as its object {}; the object given is {actual}",
+            pred.local,
+            if allowed.is_empty() { "nothing".to_string() } else { allowed.join(" or ") }
+        ),
+    )
+    .with_hint("choose a predicate whose object fits, or give the object it declares (DESCRIBE PREDICATE shows it)")
+    .with_detail("predicate", pred.exact.as_str()))
+}
+
+/// The literal type word of a JSON value (`string`, `boolean`, `integer`, `number`,
+/// `array`, `object`, `null`).
+fn literal_type(v: &Value) -> &'static str {
+    match v {
+        Value::String(_) => "string",
+        Value::Bool(_) => "boolean",
+        Value::Number(n) if n.is_i64() || n.is_u64() => "integer",
+        Value::Number(_) => "number",
+        Value::Array(_) => "array",
+        Value::Object(_) => "object",
+        Value::Null => "null",
+    }
 }
 
 /// The concept holding a literal proposition object, created on first use.

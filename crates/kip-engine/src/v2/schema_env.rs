@@ -222,6 +222,21 @@ impl Environment {
             .strip_prefix(LEGACY_REF)
             .and_then(|r| r.strip_prefix('/'))
             .unwrap_or(name);
+        if local.starts_with('$') {
+            // KIP2-SCHEMA-010: the 1.x schema's meta-types and internal types are schema
+            // state, not something ordinary cognition can instantiate or redefine.
+            return Err(V2Error::new(
+                Code::ProtectedSchemaState,
+                format!(
+                    "\"{name}\" is the memory's schema state, not a {} memory content can use",
+                    kind.noun()
+                ),
+            )
+            .with_hint(
+                "schema changes come in Schema Packages (kip schema install FILE --activate)",
+            )
+            .with_detail("symbol", name));
+        }
         if !local.contains("://") {
             if let Some(meta) = kind.legacy_meta_type() {
                 if g.concept_by_key(meta, local)?.is_some() {

@@ -46,6 +46,19 @@ pub fn describe(g: &dyn GraphRead, what: &str, value: Option<&Value>) -> Option<
     }
     Some(match what {
         "PACKAGE" => package(g, value),
+        "SPACE"
+            if value.is_some_and(|v| {
+                !v.is_null()
+                    && v.as_str() != Some(super::request::DEFAULT_SPACE)
+                    && v.as_str() != Some(&format!("kip:space:{}", super::request::DEFAULT_SPACE))
+            }) =>
+        {
+            Err(V2Error::new(
+                Code::NotFoundOrNotVisible,
+                "no such memory space is visible to this caller",
+            )
+            .with_hint("DESCRIBE SPACE without a name describes the space of the request"))
+        }
         "SPACE" => Ok(json!({
             "space_id": super::request::DEFAULT_SPACE,
             "uri": format!("kip:space:{}", super::request::DEFAULT_SPACE),
