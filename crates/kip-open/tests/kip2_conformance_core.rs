@@ -264,7 +264,7 @@ fn kip2_core_017_facet_cannot_bypass_core() {
     assert_eq!(
         ok_with(
             &n,
-            "FIND(?c._system, ?c.facets) WHERE { ?c CONCEPT {id: :a} }",
+            "FIND({version: ?c._system.version, state: ?c._system.state}, ?c.facets) WHERE { ?c CONCEPT {id: :a} }",
             json!({"a": h["alice"]})
         ),
         json!([[{"version": 1, "state": "active"}, {}]])

@@ -178,11 +178,46 @@ fn kip2_kml_013_update_cannot_write_system() {
     assert_eq!(
         ok_with(
             &n,
-            "FIND(?c._system) WHERE { ?c CONCEPT {id: :a} }",
+            "FIND({version: ?c._system.version, state: ?c._system.state, origin: ?c._system.origin.principal_id}) WHERE { ?c CONCEPT {id: :a} }",
             json!({"a": h["alice"]})
         ),
-        json!([{"version": 1, "state": "active"}])
+        json!([{"version": 1, "state": "active", "origin": "interface_caller"}])
     );
+}
+
+#[test]
+fn kip2_kml_005_create_assertion_preserves_actor_origin_distinction() {
+    let n = nexus();
+    let h = seed(&n);
+    let r = ok_with(
+        &n,
+        r#"MUTATE {
+  ENSURE PROPOSITION ?p (:a, "prefers", :d)
+  CREATE ASSERTION ?x { SET FIELDS { proposition: ?p, asserted_by: :a, stance: "support", mode: "stated" } }
+}"#,
+        json!({"a": h["alice"], "d": h["dark"]}),
+    );
+    let got = ok_with(
+        &n,
+        "FIND(?x.asserted_by, ?x._system.origin, ?x._system.created_at) WHERE { ?x ASSERTION {id: :x} }",
+        json!({"x": r["handles"]["x"]}),
+    );
+    // The semantic actor is Alice; the execution origin is the caller that recorded
+    // it, kept by the engine apart from anything the caller writes.
+    assert_eq!(got[0][0], h["alice"]);
+    assert_eq!(got[0][1]["principal_id"], "interface_caller", "{got}");
+    assert_ne!(got[0][1]["principal_id"], got[0][0]);
+    assert!(
+        got[0][2].as_str().is_some_and(|t| t.ends_with('Z')),
+        "{got}"
+    );
+    // A caller cannot write the origin.
+    let forged = run_with(
+        &n,
+        r#"CREATE ASSERTION ?y { SET FIELDS { proposition: :p, asserted_by: :a, stance: "support", mode: "stated", _system: {origin: {principal_id: "alice"}} } }"#,
+        json!({"p": r["handles"]["p"], "a": h["alice"]}),
+    );
+    assert_eq!(code(&forged), "ProtectedSystemField", "{forged}");
 }
 
 #[test]
@@ -609,6 +644,14 @@ fn after(write: &str) -> (Value, Value) {
     ]);
     for a in all[1].as_array_mut().into_iter().flatten() {
         a.as_object_mut().map(|o| o.remove("asserted_at"));
+    }
+    // Creation times differ between the two runs; the rest of _system must not.
+    for kind in all.as_array_mut().into_iter().flatten() {
+        for e in kind.as_array_mut().into_iter().flatten() {
+            if let Some(sys) = e.get_mut("_system").and_then(Value::as_object_mut) {
+                sys.remove("created_at");
+            }
+        }
     }
     (all, r["handles"].clone())
 }

@@ -5,6 +5,7 @@
 //! the store's `meta` table, written in the creating transaction.
 
 use super::error::{Code, V2Error, V2Result};
+use super::model;
 use crate::store::{ElementId, ElementKind, GraphRead, GraphWrite};
 use serde_json::{Map, Value};
 
@@ -41,7 +42,7 @@ pub fn bind(w: &mut dyn GraphWrite, kind: ElementKind, key: &str, id: ElementId)
 /// Whether a retry's `given` fields are the content `existing` was created with
 /// (engine-set fields the retry did not give, such as `asserted_at`, are not compared).
 pub fn same_content(given: &Map<String, Value>, existing: &Map<String, Value>) -> bool {
-    let engine_set = ["asserted_at"];
+    let engine_set = ["asserted_at", model::SYSTEM];
     existing
         .iter()
         .filter(|(k, _)| given.contains_key(*k) || !engine_set.contains(&k.as_str()))

@@ -581,6 +581,8 @@ pub fn create(w: &mut dyn GraphWrite, s: &Spec) -> V2Result<ElementId> {
         .get("name")
         .and_then(Value::as_str)
         .map(str::to_string);
+    let mut payload = payload;
+    model::stamp(&mut payload);
     w.create_element(SPACE, id, payload, state, &[])?;
     super::names::change(w, n, None, listed.as_deref())?;
     if let Some(k) = &ck {

@@ -241,7 +241,34 @@ fn insert_envelope(o: &mut Map<String, Value>, rec: Option<&ElementRecord>) {
         }
     }
     let version = rec.map_or(1, |r| r.version);
-    o.insert("_system".into(), system(version, &state_of(rec)));
+    let mut sys = system(version, &state_of(rec));
+    if let (Some(stamp), Value::Object(s)) = (
+        rec.and_then(|r| r.payload.get(SYSTEM))
+            .and_then(Value::as_object),
+        &mut sys,
+    ) {
+        for (k, v) in stamp {
+            s.insert(k.clone(), v.clone());
+        }
+    }
+    o.insert("_system".into(), sys);
+}
+
+/// The payload member holding what the engine records of an element's creation
+/// (`_system.created_at`, `_system.origin`: §6.2-6.3), written once with the payload.
+pub const SYSTEM: &str = "_system";
+
+/// Stamps a new element's payload with its creation time and origin (§6.2, §13.3,
+/// KIP2-KML-005): the execution origin (the interface caller; principals arrive with
+/// issue 49), never the semantic actor (`asserted_by`), which the caller writes.
+pub fn stamp(payload: &mut Map<String, Value>) {
+    payload.insert(
+        SYSTEM.into(),
+        json!({
+            "created_at": crate::time::format(crate::time::now()),
+            "origin": {"principal_id": "interface_caller", "channel": "kip", "import_id": null},
+        }),
+    );
 }
 
 /// The value a proposition end stands for: an element id, or a literal.
@@ -297,7 +324,7 @@ pub fn record_view(id: ElementId, rec: &ElementRecord) -> Value {
     o.insert("id".into(), json!(id.id_string()));
     o.insert("kind".into(), json!(kind_word(id.kind)));
     for (k, v) in rec.payload.iter().chain(rec.state.iter()) {
-        if k != "state" {
+        if k != "state" && k != SYSTEM {
             o.insert(k.clone(), v.clone());
         }
     }

@@ -156,6 +156,7 @@ pub(super) fn ensure(
     let id = ElementId::new(ElementKind::Proposition, n);
     let mut payload = Map::new();
     payload.insert("predicate_ref".into(), json!(pred.exact));
+    model::stamp(&mut payload);
     w.create_element(SPACE, id, payload, Map::new(), &[])?;
     Ok((id, true))
 }

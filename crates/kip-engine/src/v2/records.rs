@@ -273,6 +273,8 @@ pub(super) fn create_assertion(
     let id = ElementId::new(ElementKind::Assertion, n);
     let mut state = Map::new();
     state.insert("lifecycle".into(), json!({"status": "active"}));
+    let mut fields = fields;
+    model::stamp(&mut fields);
     w.create_element(SPACE, id, fields, state, &refs)?;
     if let Some(k) = &ck {
         client_keys::bind(w, ElementKind::Assertion, k, id)?;
@@ -424,6 +426,8 @@ pub(super) fn create_other(
             state.insert("status".into(), s);
         }
     }
+    let mut fields = fields;
+    model::stamp(&mut fields);
     w.create_element(SPACE, id, fields, state, &refs)?;
     Ok(id)
 }
