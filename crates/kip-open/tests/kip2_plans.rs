@@ -306,3 +306,32 @@ fn a_range_filter_over_the_attribute_index_finds_what_the_scan_finds() {
         sorted(json!(["R00", "R03", "R05", "R09", "R10"]))
     );
 }
+
+#[test]
+fn counts_of_elements_skip_nulls_and_distinct_counts_by_value() {
+    let n = nexus();
+    people(&n, 6);
+    // Dark: P00, P02, P04; Light: P00, P03. One preference nobody holds counts 0.
+    ok(&n, r#"CREATE CONCEPT ?x { TYPE "Preference" NAME "Loud" }"#);
+    assert_eq!(
+        ok(
+            &n,
+            r#"FIND(?x.name, COUNT(?p)) WHERE { ?x {type: "Preference"} OPTIONAL { (?p, "prefers", ?x) } } ORDER BY ?x.name"#
+        ),
+        json!([["Dark", 3], ["Light", 2], ["Loud", 0]])
+    );
+    assert_eq!(
+        ok(
+            &n,
+            r#"FIND(COUNT(?p), COUNT(DISTINCT ?p)) WHERE { ?x {type: "Preference"} (?p, "prefers", ?x) }"#
+        ),
+        json!([[5, 4]])
+    );
+    assert_eq!(
+        ok(
+            &n,
+            r#"FIND(COUNT(DISTINCT ?p.attributes.rank), SUM(?p.attributes.rank)) WHERE { ?p {type: "Person"} }"#
+        ),
+        json!([[5, 10]])
+    );
+}

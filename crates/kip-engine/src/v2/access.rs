@@ -199,8 +199,10 @@ pub fn walk<'q>(ctx: &Ctx, q: &'q Query) -> Option<Walk<'q>> {
 }
 
 impl Walk<'_> {
-    /// The solutions in the index's order until `limit` of them and every tie of the
-    /// last one are found, each with its concept id.
+    /// The solutions in the index's order until `limit` of them are found. Ties (one
+    /// value) are taken in concept order whichever the direction, as a sorted type scan
+    /// gives them: the index's entries of a value are read (cheap: no record is
+    /// decoded), then evaluated in id order.
     pub fn run(
         &self,
         ctx: &Ctx,
@@ -209,7 +211,26 @@ impl Walk<'_> {
         out: &mut Vec<(u64, Row)>,
     ) -> V2Result<()> {
         let mut failure = None;
-        let mut boundary: Option<String> = None;
+        let mut group: Vec<u64> = Vec::new();
+        let mut group_key = String::new();
+        // Evaluates one value's concepts; false once `limit` solutions are found.
+        let flush = |group: &mut Vec<u64>, out: &mut Vec<(u64, Row)>| -> V2Result<bool> {
+            group.sort_unstable();
+            for n in group.drain(..) {
+                if out.len() >= limit {
+                    return Ok(false);
+                }
+                let mut seed = Row::new();
+                let id = crate::store::ElementId::new(crate::store::ElementKind::Concept, n);
+                seed.insert(self.var.to_string(), eval::Bound::Elem(id));
+                eval::each(ctx, &q.where_clauses, seed, &mut |r| {
+                    out.push((n, r));
+                    Ok(true)
+                })?;
+                ctx.check_rows(out.len())?;
+            }
+            Ok(out.len() < limit)
+        };
         ctx.g.scan_attr(
             &self.concept_type,
             self.attr,
@@ -217,29 +238,26 @@ impl Walk<'_> {
             Bound::Unbounded,
             self.rev,
             &mut |key, n| {
-                if boundary.as_deref().is_some_and(|b| b != key) {
-                    return Ok(false);
+                if key != group_key {
+                    match flush(&mut group, out) {
+                        Ok(true) => {}
+                        Ok(false) => return Ok(false),
+                        Err(e) => {
+                            failure = Some(e);
+                            return Ok(false);
+                        }
+                    }
+                    group_key = key.to_string();
                 }
-                let mut seed = Row::new();
-                let id = crate::store::ElementId::new(crate::store::ElementKind::Concept, n);
-                seed.insert(self.var.to_string(), eval::Bound::Elem(id));
-                let found = eval::each(ctx, &q.where_clauses, seed, &mut |r| {
-                    out.push((n, r));
-                    Ok(true)
-                });
-                if let Err(e) = found.and_then(|_| ctx.check_rows(out.len())) {
-                    failure = Some(e);
-                    return Ok(false);
-                }
-                if boundary.is_none() && out.len() >= limit {
-                    boundary = Some(key.to_string());
-                }
+                group.push(n);
                 Ok(true)
             },
         )?;
-        match failure {
-            Some(e) => Err(e),
-            None => Ok(()),
+        if let Some(e) = failure {
+            return Err(e);
         }
+        flush(&mut group, out)?;
+        out.truncate(limit);
+        Ok(())
     }
 }

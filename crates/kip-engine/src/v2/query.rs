@@ -5,11 +5,11 @@
 //! One projected expression answers a list of values, several a list of rows.
 
 use super::error::{Code, V2Error, V2Result};
-use super::eval::{self, compare, each, eval, solve, unsupported, Ctx, Row};
-use kip_lang::v2::ast::{Projection, Query};
+use super::eval::{self, compare, each, eval, unsupported, Ctx, Row};
+use kip_lang::v2::ast::{Expr, Projection, Query, Value as AstValue};
 use serde_json::{json, Value};
 use std::cmp::Ordering;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 /// Runs a query; the operation's result. A CURSOR traversal is run by `cursors.rs`.
 pub fn find(ctx: &Ctx, q: &Query) -> V2Result<Value> {
@@ -52,8 +52,7 @@ pub fn rows(ctx: &Ctx, q: &Query, limit: Option<usize>) -> V2Result<Vec<Value>> 
         .any(|p| matches!(p, Projection::Aggregate { .. }));
     let desc: Vec<bool> = q.order_by.iter().map(|o| o.descending).collect();
     let mut out: Vec<(Vec<Value>, Vec<Value>)> = if aggregated {
-        let rows = solve(ctx, &q.where_clauses, vec![Row::new()])?;
-        let mut out = aggregate(ctx, q, &rows)?;
+        let mut out = aggregate(ctx, q)?;
         if !q.order_by.is_empty() {
             out.sort_by(|a, b| order(&a.1, &b.1, &desc));
         }
@@ -185,56 +184,108 @@ fn project(ctx: &Ctx, row: &Row, p: &Projection) -> V2Result<Value> {
     }
 }
 
-/// Groups the rows by the non-aggregate projections and computes the aggregates.
-fn aggregate(ctx: &Ctx, q: &Query, rows: &[Row]) -> V2Result<Vec<(Vec<Value>, Vec<Value>)>> {
-    let mut groups: Vec<(Vec<Value>, Vec<&Row>)> = Vec::new();
+/// One group of a grouped FIND: its key and, per aggregate, the values it collected.
+struct Group {
+    key: Vec<Value>,
+    values: Vec<Vec<Value>>,
+    seen: Vec<HashSet<String>>,
+}
+
+/// The value an aggregate collects from a solution. COUNT of a bare variable bound to
+/// an element counts the element by its id: its object is never built.
+fn aggregate_value(ctx: &Ctx, row: &Row, func: &str, arg: &Expr) -> V2Result<Value> {
+    if func == "COUNT" {
+        if let Expr::Value(AstValue::Field(f)) = arg {
+            if f.steps.is_empty() {
+                if let Some(b) = row.get(&f.var) {
+                    return Ok(eval::bound_json(b));
+                }
+            }
+        }
+    }
+    eval(ctx, row, arg)
+}
+
+/// Groups the solutions by the non-aggregate projections and computes the aggregates,
+/// as the solutions are found (none is kept).
+fn aggregate(ctx: &Ctx, q: &Query) -> V2Result<Vec<(Vec<Value>, Vec<Value>)>> {
+    let aggregates: Vec<(&str, bool, &Expr)> = q
+        .projection
+        .iter()
+        .filter_map(|p| match p {
+            Projection::Aggregate {
+                func,
+                distinct,
+                arg,
+            } => Some((func.as_str(), *distinct, arg)),
+            Projection::Expr(_) => None,
+        })
+        .collect();
+    let mut groups: Vec<Group> = Vec::new();
     let mut index: HashMap<String, usize> = HashMap::new();
-    for row in rows {
+    each(ctx, &q.where_clauses, Row::new(), &mut |row| {
         let mut key = Vec::new();
         for p in &q.projection {
             if let Projection::Expr(e) = p {
-                key.push(eval(ctx, row, e)?);
+                key.push(eval(ctx, &row, e)?);
             }
         }
         // Groups in order of first appearance, found by the key's JSON text.
         let text = serde_json::to_string(&key).unwrap_or_default();
-        match index.get(&text) {
-            Some(&i) => groups[i].1.push(row),
+        let g = match index.get(&text) {
+            Some(&i) => i,
             None => {
                 index.insert(text, groups.len());
-                groups.push((key, vec![row]));
+                groups.push(Group {
+                    key,
+                    values: vec![Vec::new(); aggregates.len()],
+                    seen: vec![HashSet::new(); aggregates.len()],
+                });
+                ctx.check_rows(groups.len())?;
+                groups.len() - 1
             }
+        };
+        for (i, (func, distinct, arg)) in aggregates.iter().enumerate() {
+            let v = aggregate_value(ctx, &row, func, arg)?;
+            if v.is_null() {
+                continue;
+            }
+            // DISTINCT by value (numbers by value: 1 and 1.0 are one).
+            if *distinct {
+                let text = match v.as_f64() {
+                    Some(f) => format!("#{f}"),
+                    None => super::request::canonical(&v).to_string(),
+                };
+                if !groups[g].seen[i].insert(text) {
+                    continue;
+                }
+            }
+            groups[g].values[i].push(v);
         }
-    }
+        Ok(true)
+    })?;
     let grouped = q
         .projection
         .iter()
         .any(|p| matches!(p, Projection::Expr(_)));
     if groups.is_empty() && !grouped {
         // Aggregates over nothing: one row (COUNT 0 is not a falsehood, §44.6).
-        groups.push((Vec::new(), Vec::new()));
+        groups.push(Group {
+            key: Vec::new(),
+            values: vec![Vec::new(); aggregates.len()],
+            seen: Vec::new(),
+        });
     }
     let mut out = Vec::with_capacity(groups.len());
-    for (key, members) in groups {
-        let mut key = key.into_iter();
+    for group in groups {
+        let mut key = group.key.into_iter();
+        let mut values = group.values.iter();
         let mut cols = Vec::with_capacity(q.projection.len());
         for p in &q.projection {
             cols.push(match p {
                 Projection::Expr(_) => key.next().unwrap_or(Value::Null),
-                Projection::Aggregate {
-                    func,
-                    distinct,
-                    arg,
-                } => {
-                    let mut vals = Vec::new();
-                    for r in &members {
-                        let v = eval(ctx, r, arg)?;
-                        let seen = *distinct && vals.iter().any(|x| eval::same(x, &v));
-                        if !v.is_null() && !seen {
-                            vals.push(v);
-                        }
-                    }
-                    fold(func, &vals)?
+                Projection::Aggregate { func, .. } => {
+                    fold(func, values.next().map_or(&[][..], Vec::as_slice))?
                 }
             });
         }

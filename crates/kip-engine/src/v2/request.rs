@@ -110,7 +110,7 @@ pub struct Request {
 }
 
 /// A value with every object's keys in sorted order (this build keeps insertion order).
-fn canonical(v: &Value) -> Value {
+pub(super) fn canonical(v: &Value) -> Value {
     match v {
         Value::Object(m) => {
             let mut keys: Vec<&String> = m.keys().collect();
