@@ -189,6 +189,21 @@ struct Group {
     key: Vec<Value>,
     values: Vec<Vec<Value>>,
     seen: Vec<HashSet<String>>,
+    /// What a COUNT without DISTINCT counted (its values are not kept).
+    counts: Vec<u64>,
+}
+
+/// Whether COUNT counts this solution: its argument is not null (a bare variable
+/// bound to an element always counts, without building the element's object).
+fn counts(ctx: &Ctx, row: &Row, arg: &Expr) -> V2Result<bool> {
+    if let Expr::Value(AstValue::Field(f)) = arg {
+        if f.steps.is_empty() {
+            if let Some(b) = row.get(&f.var) {
+                return Ok(!matches!(b, eval::Bound::Val(Value::Null)));
+            }
+        }
+    }
+    Ok(!eval(ctx, row, arg)?.is_null())
 }
 
 /// The value an aggregate collects from a solution. COUNT of a bare variable bound to
@@ -240,12 +255,22 @@ fn aggregate(ctx: &Ctx, q: &Query) -> V2Result<Vec<(Vec<Value>, Vec<Value>)>> {
                     key,
                     values: vec![Vec::new(); aggregates.len()],
                     seen: vec![HashSet::new(); aggregates.len()],
+                    counts: vec![0; aggregates.len()],
                 });
                 ctx.check_rows(groups.len())?;
                 groups.len() - 1
             }
         };
         for (i, (func, distinct, arg)) in aggregates.iter().enumerate() {
+            if *func == "COUNT" && !*distinct {
+                // A count needs only whether there is a value.
+                if counts(ctx, &row, arg)? {
+                    if let Some(c) = groups.get_mut(g).and_then(|x| x.counts.get_mut(i)) {
+                        *c += 1;
+                    }
+                }
+                continue;
+            }
             let v = aggregate_value(ctx, &row, func, arg)?;
             if v.is_null() {
                 continue;
@@ -256,11 +281,17 @@ fn aggregate(ctx: &Ctx, q: &Query) -> V2Result<Vec<(Vec<Value>, Vec<Value>)>> {
                     Some(f) => format!("#{f}"),
                     None => super::request::canonical(&v).to_string(),
                 };
-                if !groups[g].seen[i].insert(text) {
+                let fresh = groups
+                    .get_mut(g)
+                    .and_then(|x| x.seen.get_mut(i))
+                    .is_some_and(|seen| seen.insert(text));
+                if !fresh {
                     continue;
                 }
             }
-            groups[g].values[i].push(v);
+            if let Some(values) = groups.get_mut(g).and_then(|x| x.values.get_mut(i)) {
+                values.push(v);
+            }
         }
         Ok(true)
     })?;
@@ -274,18 +305,25 @@ fn aggregate(ctx: &Ctx, q: &Query) -> V2Result<Vec<(Vec<Value>, Vec<Value>)>> {
             key: Vec::new(),
             values: vec![Vec::new(); aggregates.len()],
             seen: Vec::new(),
+            counts: vec![0; aggregates.len()],
         });
     }
     let mut out = Vec::with_capacity(groups.len());
     for group in groups {
         let mut key = group.key.into_iter();
-        let mut values = group.values.iter();
+        let mut i = 0;
         let mut cols = Vec::with_capacity(q.projection.len());
         for p in &q.projection {
             cols.push(match p {
                 Projection::Expr(_) => key.next().unwrap_or(Value::Null),
-                Projection::Aggregate { func, .. } => {
-                    fold(func, values.next().map_or(&[][..], Vec::as_slice))?
+                Projection::Aggregate { func, distinct, .. } => {
+                    let v = if func == "COUNT" && !*distinct {
+                        json!(group.counts.get(i).copied().unwrap_or(0))
+                    } else {
+                        fold(func, group.values.get(i).map_or(&[][..], Vec::as_slice))?
+                    };
+                    i += 1;
+                    v
                 }
             });
         }
