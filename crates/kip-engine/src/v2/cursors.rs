@@ -8,7 +8,7 @@
 //! parameter but the cursor itself: another query is `CursorMismatch` (KQL-017); a
 //! cursor of this family given to SEARCH is `CursorTypeMismatch` (KQL-018). Tokens are
 //! opaque, unguessable, one per page (asking for a page again gives the same rows),
-//! kept for [`TTL`] and at most [`MAX_CURSORS`] at a time per memory, and do not
+//! kept for [`TTL`], at most [`MAX_CURSORS`] (holding [`MAX_ROWS_KEPT`] rows) at a time per memory, and do not
 //! survive a restart or cross servers: past any of those, `CursorExpired` (start the
 //! traversal again).
 
@@ -24,6 +24,9 @@ use std::time::{Duration, Instant, SystemTime};
 pub const TTL: Duration = Duration::from_secs(600);
 /// The most cursors one memory keeps (the oldest is dropped first).
 pub const MAX_CURSORS: usize = 256;
+/// The most result rows the open cursors of one memory hold together (the oldest
+/// traversals are dropped first; a hostile client cannot make a memory hold more).
+pub const MAX_ROWS_KEPT: usize = 1_000_000;
 /// The prefix of every KQL cursor token (what tells its family apart).
 pub const PREFIX: &str = "kqlc_";
 
@@ -59,7 +62,19 @@ impl Cursors {
             return None;
         };
         open.retain(|_, e| e.made.elapsed() < TTL);
-        while open.len() >= MAX_CURSORS {
+        // The rows kept for all traversals with this one (a traversal's tokens share
+        // its rows).
+        let kept = |open: &HashMap<String, Entry>| {
+            let mut seen = std::collections::HashSet::new();
+            seen.insert(Arc::as_ptr(&rows));
+            rows.len()
+                + open
+                    .values()
+                    .filter(|e| seen.insert(Arc::as_ptr(&e.rows)))
+                    .map(|e| e.rows.len())
+                    .sum::<usize>()
+        };
+        while open.len() >= MAX_CURSORS || (!open.is_empty() && kept(&open) > MAX_ROWS_KEPT) {
             let Some(oldest) = open
                 .iter()
                 .min_by_key(|(_, e)| e.made)
