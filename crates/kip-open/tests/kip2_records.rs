@@ -298,3 +298,39 @@ fn kip2_kml_006_activity_provenance_is_queryable_structurally() {
         json!([h["act"]])
     );
 }
+
+#[test]
+fn kip2_kml_008_mutual_forward_references_in_one_mutate() {
+    let n = nexus();
+    let r = ok(
+        &n,
+        r#"MUTATE {
+  CREATE EVIDENCE ?e { SET FIELDS { evidence_class: "tool_result" } SET STRUCTURAL { ("generated_by", ?act) } }
+  CREATE ACTIVITY ?act { SET FIELDS { activity_class: "tool_call", status: "completed" } SET STRUCTURAL { ("outputs", ?e) } }
+}"#,
+        json!({}),
+    );
+    let (e, act) = (r["handles"]["e"].clone(), r["handles"]["act"].clone());
+    assert!(e.as_str().is_some_and(|s| s.starts_with("E:")), "{r:#}");
+    assert!(act.as_str().is_some_and(|s| s.starts_with("X:")), "{r:#}");
+    assert_eq!(r["created"].as_array().map(Vec::len), Some(2), "{r:#}");
+    // Each points at the other, and both exist.
+    assert_eq!(
+        ok(
+            &n,
+            "FIND(?e.generated_by, ?x.outputs) WHERE { ?e EVIDENCE {id: :e} ?x ACTIVITY {id: :x} }",
+            json!({"e": e, "x": act}),
+        ),
+        json!([[[act], [e]]])
+    );
+    // A reference to a handle no clause binds is still a ReferenceError.
+    let bad = run_with(
+        &n,
+        r#"MUTATE {
+  CREATE EVIDENCE ?e2 { SET FIELDS { evidence_class: "tool_result" } SET STRUCTURAL { ("generated_by", ?nobody) } }
+  CREATE ACTIVITY ?a2 { SET FIELDS { activity_class: "tool_call" } SET STRUCTURAL { ("outputs", ?e2) } }
+}"#,
+        json!({}),
+    );
+    assert_eq!(code(&bad), "ReferenceError", "{bad:#}");
+}

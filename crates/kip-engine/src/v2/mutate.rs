@@ -11,8 +11,8 @@ use super::error::{Code, V2Error, V2Result};
 use super::eval::{self, bound_json, solve, Bound, Ctx, Row};
 use super::propositions::ensure;
 use super::records::{
-    correct, create_assertion, create_other, desugar_assert, record_clauses, retract, supersede,
-    transition,
+    correct, create_assertion, create_other, desugar_assert, record_clauses, reserve, retract,
+    supersede, transition,
 };
 use crate::store::{ElementId, ElementKind, GraphWrite};
 use kip_lang::v2::ast::{
@@ -30,6 +30,9 @@ struct Effect {
     /// What this plan has set on existing elements, by element and field path: a second
     /// clause setting one of them otherwise is `DuplicateMutationTarget` (§53.4).
     set: BTreeMap<(ElementId, String), Value>,
+    /// Ids given ahead to created evidence and activities that refer to each other
+    /// (KIP2-KML-008): bound to their handles before their clauses run.
+    reserved: BTreeMap<String, ElementId>,
 }
 
 impl Effect {
@@ -104,12 +107,22 @@ pub fn run(
         if waiting.is_empty() {
             break;
         }
-        if waiting.len() == before {
+        if waiting.len() == before
+            && !reserve(w, &clauses, &waiting, &mut fx.handles, &mut fx.reserved)?
+        {
             return Err(
                 last_err.unwrap_or_else(|| V2Error::new(Code::ReferenceError, "unbound handle"))
             );
         }
         pending = waiting;
+    }
+    for (h, id) in &fx.reserved {
+        if w.element(super::model::SPACE, *id)?.is_none() {
+            return Err(V2Error::new(
+                Code::ReferenceError,
+                format!("?{h} was referred to but its clause created nothing"),
+            ));
+        }
     }
     let handles: Map<String, Value> = fx
         .handles
@@ -421,7 +434,8 @@ fn apply(
         } => {
             let (fields, structural, client_key) = {
                 let ctx = Ctx::new(&*w, params, max_rows);
-                record_clauses(&ctx, &fx.handles, clauses)?
+                let ahead: Vec<ElementId> = fx.reserved.values().copied().collect();
+                record_clauses(&ctx, &fx.handles, clauses, &ahead)?
             };
             let id = match kind {
                 RecordKind::Assertion => {
@@ -439,11 +453,13 @@ fn apply(
                     }
                     create_assertion(w, fields, evidence)?
                 }
-                RecordKind::Evidence => {
-                    create_other(w, ElementKind::Evidence, fields, structural, client_key)?
-                }
-                RecordKind::Activity => {
-                    create_other(w, ElementKind::Activity, fields, structural, client_key)?
+                RecordKind::Evidence | RecordKind::Activity => {
+                    let kind = match kind {
+                        RecordKind::Evidence => ElementKind::Evidence,
+                        _ => ElementKind::Activity,
+                    };
+                    let preset = fx.reserved.get(handle.as_str()).copied();
+                    create_other(w, kind, fields, structural, client_key, preset)?
                 }
             };
             bind(fx, handle, id, true);
@@ -551,7 +567,7 @@ fn apply(
                     Value::String(s) => s,
                     other => return Err(Failed(eval::type_mismatch("TO", &other))),
                 };
-                (id, to, record_clauses(&ctx, &fx.handles, finalize)?)
+                (id, to, record_clauses(&ctx, &fx.handles, finalize, &[])?)
             };
             let expect = expected_state(w, params, max_rows, expect_state.as_ref())?;
             transition(w, id, &to, parts, expect.as_deref())?;

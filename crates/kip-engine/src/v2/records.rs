@@ -4,11 +4,11 @@
 
 use super::client_keys;
 use super::error::{Code, V2Error, V2Result};
-use super::eval::{self, Ctx, Row};
+use super::eval::{self, Bound, Ctx, Row};
 use super::model::{self, SPACE};
 use super::mutate::{field_not_found, members, not_found, symbol, value_of, Failed, Stop};
 use crate::store::{ElementId, ElementKind, ElementRecord, GraphWrite};
-use kip_lang::v2::ast::{Clause, StructuralEntry};
+use kip_lang::v2::ast::{Clause, Mutation, RecordKind, StructuralEntry};
 use serde_json::{json, Map, Value};
 use std::collections::BTreeMap;
 
@@ -20,10 +20,13 @@ pub(super) type Citations = Vec<(ElementId, Option<String>)>;
 /// A record block's fields, structural references and client key.
 pub(super) type RecordParts = (Map<String, Value>, Structural, Option<Value>);
 
+/// `ahead` are ids given to elements this MUTATE creates later (`mutate::reserve`):
+/// a structural reference may point at them before they exist.
 pub(super) fn record_clauses(
     ctx: &Ctx,
     handles: &Row,
     clauses: &[Clause],
+    ahead: &[ElementId],
 ) -> Result<RecordParts, Stop> {
     let mut fields = Map::new();
     let mut structural = Vec::new();
@@ -37,7 +40,7 @@ pub(super) fn record_clauses(
             }
             Clause::SetStructural(entries) => {
                 for e in entries {
-                    structural.push(structural_entry(ctx, handles, e)?);
+                    structural.push(structural_entry(ctx, handles, e, ahead)?);
                 }
             }
             Clause::ClientKey(s) => client_key = Some(eval::scalar(ctx, s)?),
@@ -68,6 +71,7 @@ fn structural_entry(
     ctx: &Ctx,
     handles: &Row,
     e: &StructuralEntry,
+    ahead: &[ElementId],
 ) -> Result<(String, ElementId, Option<String>), Stop> {
     let field = symbol(ctx, &e.field)?;
     let target = value_of(ctx, handles, &e.target)?;
@@ -80,7 +84,7 @@ fn structural_entry(
             .with_hint("name the target by a handle or a parameter holding its id"),
         ));
     };
-    if ctx.view(id)?.is_none() {
+    if !ahead.contains(&id) && ctx.view(id)?.is_none() {
         return Err(Failed(
             V2Error::new(
                 Code::StructuralReferenceInvalid,
@@ -372,6 +376,7 @@ pub(super) fn create_other(
     mut fields: Map<String, Value>,
     structural: Structural,
     client_key: Option<Value>,
+    preset: Option<ElementId>,
 ) -> V2Result<ElementId> {
     let class = if kind == ElementKind::Evidence {
         "evidence_class"
@@ -415,8 +420,10 @@ pub(super) fn create_other(
             return retried(w, existing, k, &fields);
         }
     }
-    let n = w.alloc_element_number(kind)?;
-    let id = ElementId::new(kind, n);
+    let id = match preset {
+        Some(id) => id,
+        None => ElementId::new(kind, w.alloc_element_number(kind)?),
+    };
     if let Some(k) = &ck {
         client_keys::bind(w, kind, k, id)?;
     }
@@ -716,4 +723,39 @@ pub(super) fn transition(
     state.insert("status".into(), json!(to));
     w.set_element_state(SPACE, id, state)?;
     Ok(())
+}
+
+/// When the waiting clauses only wait for each other: gives the CREATE EVIDENCE and
+/// CREATE ACTIVITY among them (without a CLIENT KEY, which may resolve to an existing
+/// element) their ids now, so each can refer to the other; whether any was given.
+pub(super) fn reserve(
+    w: &mut dyn GraphWrite,
+    clauses: &[&Mutation],
+    waiting: &[usize],
+    handles: &mut Row,
+    reserved: &mut BTreeMap<String, ElementId>,
+) -> V2Result<bool> {
+    let mut any = false;
+    for &i in waiting {
+        let Some(Mutation::CreateRecord {
+            kind: kind @ (RecordKind::Evidence | RecordKind::Activity),
+            handle,
+            clauses: cs,
+        }) = clauses.get(i)
+        else {
+            continue;
+        };
+        if handles.contains_key(handle) || cs.iter().any(|c| matches!(c, Clause::ClientKey(_))) {
+            continue;
+        }
+        let kind = match kind {
+            RecordKind::Evidence => ElementKind::Evidence,
+            _ => ElementKind::Activity,
+        };
+        let id = ElementId::new(kind, w.alloc_element_number(kind)?);
+        handles.insert(handle.clone(), Bound::Elem(id));
+        reserved.insert(handle.clone(), id);
+        any = true;
+    }
+    Ok(any)
 }
