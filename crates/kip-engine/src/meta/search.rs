@@ -58,13 +58,15 @@ type TermPostings = (String, Vec<(u64, u32, u32)>, usize);
 
 /// BM25 scores of the concepts matching `qterms` (concept number -> score).
 ///
-/// `covered` counts, per concept, the query terms it matched (as a word, a prefix or an
-/// inflection).
+/// `covered`, when given, counts per concept the query terms it matched (as a word, a
+/// prefix or an inflection). Only the hybrid fusion reads it, and only for a query of
+/// several terms ([`Completeness`]): the count costs a map entry per matched concept,
+/// which doubled the time of a prefix search that matches thousands.
 fn concept_scores(
     g: &dyn GraphRead,
     qterms: &[String],
     limits: &QueryLimits,
-    covered: &mut HashMap<u64, usize>,
+    mut covered: Option<&mut HashMap<u64, usize>>,
 ) -> Result<HashMap<u64, f64>, KipError> {
     let docs = g.stat(Stat::TextDocs)?.max(1) as f64;
     let avgdl = (g.stat(Stat::TextLen)? as f64 / docs).max(1.0);
@@ -135,10 +137,20 @@ fn concept_scores(
                 }
             }
         }
-        scores.reserve(best.len());
-        for (n, sc) in best {
-            *scores.entry(n).or_insert(0.0) += sc;
-            *covered.entry(n).or_insert(0) += 1;
+        if let Some(covered) = covered.as_deref_mut() {
+            covered.reserve(best.len());
+            for &n in best.keys() {
+                *covered.entry(n).or_insert(0) += 1;
+            }
+        }
+        if scores.is_empty() {
+            // The first term's scores are the sums so far (no second map to fill).
+            scores = best;
+        } else {
+            scores.reserve(best.len());
+            for (n, sc) in best {
+                *scores.entry(n).or_insert(0.0) += sc;
+            }
         }
     }
     Ok(scores)
@@ -241,6 +253,28 @@ fn ranked_concepts(
     Ok(out)
 }
 
+/// Which keyword candidates match every term of the query, asked by [`rank_fused`] of
+/// its best few only (not worked out for every matched concept beforehand).
+struct Completeness<'a> {
+    /// The query's terms (stop words aside).
+    terms: usize,
+    /// Terms matched per concept, counted when there are several terms.
+    covered: &'a HashMap<u64, usize>,
+    /// Candidates only by their exact name (no term matched them).
+    name_only: &'a HashSet<u64>,
+}
+
+impl Completeness<'_> {
+    fn matches_every_term(&self, n: u64) -> bool {
+        match self.terms {
+            0 => false,
+            // One term: every candidate it scored matched it.
+            1 => !self.name_only.contains(&n),
+            k => self.covered.get(&n) == Some(&k),
+        }
+    }
+}
+
 /// Concepts ranked for the hybrid mode by reciprocal-rank fusion: `(_score, number)`,
 /// best first (docs/semantics.md, "Semantic recall").
 ///
@@ -254,7 +288,7 @@ fn ranked_concepts(
 /// No record is read: `keyword` holds the heads already read.
 fn rank_fused(
     keyword: Vec<Ranked>,
-    complete: &HashSet<u64>,
+    complete: &Completeness<'_>,
     query_norm: &str,
     depth: usize,
     q: &Semantic<'_>,
@@ -264,7 +298,7 @@ fn rank_fused(
     let mut fused: HashMap<u64, (f64, bool)> = HashMap::with_capacity(2 * depth);
     for (rank, (_, n, (_, name))) in keyword.into_iter().take(depth).enumerate() {
         let e = fused.entry(n).or_insert((0.0, false));
-        let weight = if complete.contains(&n) {
+        let weight = if complete.matches_every_term(n) {
             FUSION_COMPLETE_WEIGHT
         } else {
             FUSION_KEYWORD_WEIGHT
@@ -532,30 +566,37 @@ pub fn search_resolved<'q>(
     if qterms.is_empty() && vectors().is_none() {
         return Ok(Outcome::ok(json!([])));
     }
+    // Which concepts match every word of the query (its stop words aside) is asked by
+    // the hybrid fusion only, and counted per concept only for several words.
     let mut covered = HashMap::new();
+    let count_terms = mode == SearchMode::Hybrid && qterms.len() > 1;
     let mut scores = if qterms.is_empty() {
         HashMap::new()
     } else {
-        concept_scores(g, &qterms, limits, &mut covered)?
+        concept_scores(g, &qterms, limits, count_terms.then_some(&mut covered))?
     };
-    // The concepts that match every word of the query (its stop words aside).
-    let complete: HashSet<u64> = covered
-        .into_iter()
-        .filter(|&(_, c)| c == qterms.len())
-        .map(|(n, _)| n)
-        .collect();
     // Concepts named exactly as the query are candidates even when their terms were
     // beyond the posting caps or they rank behind the window: the name as typed, in
     // lower case, in Title Case and in upper case (the name index is exact; "orchid"
     // finds "Orchid").
     let mut exact = HashSet::new();
+    // The exact names that no query term matched (candidates by name only).
+    let mut name_only = HashSet::new();
     for name in name_variants(term.trim()) {
         g.scan_name(&name, &mut |n| {
-            scores.entry(n).or_insert(0.0);
+            scores.entry(n).or_insert_with(|| {
+                name_only.insert(n);
+                0.0
+            });
             exact.insert(n);
             Ok(true)
         })?;
     }
+    let complete = Completeness {
+        terms: qterms.len(),
+        covered: &covered,
+        name_only: &name_only,
+    };
     let query_norm = text::normalize(term.trim());
     match s.target {
         SearchTarget::Concept => {
