@@ -335,3 +335,22 @@ fn counts_of_elements_skip_nulls_and_distinct_counts_by_value() {
         json!([[5, 10]])
     );
 }
+
+#[test]
+fn order_by_two_keys_with_a_limit_orders_ties_by_the_second_key() {
+    let n = nexus();
+    ranked(&n, false);
+    // rank 3 is held by R00, R03, R09; by name DESC the first two of them are R09, R03.
+    let text = r#"FIND(?c.name) WHERE { ?c {type: "Preference"} FILTER(?c.attributes.rank > -100) } ORDER BY ?c.attributes.rank DESC, ?c.name DESC"#;
+    let all = ok(&n, text);
+    assert_eq!(all[1], json!("R09"), "{all}");
+    assert_eq!(all[2], json!("R03"), "{all}");
+    for k in [1, 2, 3, 4] {
+        let top = ok(&n, &format!("{text} LIMIT {k}"));
+        assert_eq!(
+            top,
+            json!(all.as_array().map(|a| a[..k].to_vec())),
+            "LIMIT {k}"
+        );
+    }
+}

@@ -6,7 +6,7 @@
 //!   the type's concepts ([`range`]). The FILTER still runs on every candidate: the
 //!   index only chooses which concepts are read (its keys are `f64`s, and the bounds
 //!   are inclusive), so it never changes a result;
-//! - `ORDER BY ?x.attributes.k [DESC] LIMIT n` over a block of one such pattern (and
+//! - `ORDER BY ?x.attributes.k [DESC] LIMIT n` (that one key) over a block of one such pattern (and
 //!   FILTERs) walks the index in order and stops once `n` solutions and their ties are
 //!   found ([`Walk`]), when every concept of the type has an indexed value of `k` (the
 //!   statistics say so): the index then holds the whole order, which is the order
@@ -157,7 +157,11 @@ pub struct Walk<'q> {
 
 /// The walk that answers `q`'s ORDER BY, when the index holds its whole order.
 pub fn walk<'q>(ctx: &Ctx, q: &'q Query) -> Option<Walk<'q>> {
-    let first = q.order_by.first()?;
+    // One key only: with a second key, ties of the first are ordered by it, which the
+    // index does not hold.
+    let [first] = q.order_by.as_slice() else {
+        return None;
+    };
     let mut pattern: Option<(&str, &ObjectPattern)> = None;
     for c in &q.where_clauses {
         match c {

@@ -115,6 +115,9 @@ pub(super) fn ensure(
     };
     let s_ref = existing_ref(w, sid)?;
     check_subject(w, &pred, sid)?;
+    if let Bound::Elem(id) = &object {
+        existing_ref(w, *id)?;
+    }
     check_object(w, &pred, &object)?;
     let o_ref = match object {
         Bound::Elem(id) => existing_ref(w, id)?,
