@@ -185,3 +185,29 @@ fn a_cursor_without_limit_pages_by_the_default_page_and_a_limit_alone_answers_no
     );
     assert_eq!(code(&bad), "TypeMismatch", "{bad:#}");
 }
+
+#[test]
+fn a_cursor_is_not_opened_inside_an_atomic_request() {
+    let n = nexus();
+    people(&n, &["A1", "A2", "A3"]);
+    let request = json!({"kip": "2.0", "execution": {"mode": "atomic"}, "operations": [
+        {"command": r#"CREATE CONCEPT ?x { TYPE "Person" NAME "A4" }"#},
+        {"command": PAGED, "parameters": {"prefix": "A", "cursor": null}}
+    ]});
+    let r = n.execute_json(&request, Access::ReadWrite).to_json();
+    assert_eq!(
+        r["results"][1]["error"]["code"], "UnsupportedCapability",
+        "{r:#}"
+    );
+    // The atomic request rolled back whole.
+    let all = send(
+        &n,
+        r#"FIND(?p.name) WHERE { ?p {type: "Person"} } ORDER BY ?p.name"#,
+        json!({}),
+    );
+    assert_eq!(
+        all["results"][0]["result"],
+        json!(["A1", "A2", "A3"]),
+        "{all:#}"
+    );
+}

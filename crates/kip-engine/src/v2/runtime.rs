@@ -436,6 +436,13 @@ fn run_op(
             let page = nexus.limits().default_page;
             let cursors = nexus.cursors();
             match tx {
+                // A traversal pinned inside a transaction that may still roll back
+                // would keep rows that never committed.
+                Some(_) if q.cursor.is_some() => Err(V2Error::new(
+                    Code::UnsupportedCapability,
+                    "CURSOR inside an atomic request (or a dry run): its pages could outlive a rollback",
+                )
+                .with_hint("page the query in a request of its own")),
                 Some(w) => {
                     let ctx = Ctx::new(w, &params, max_rows).with_deadline(deadline);
                     cursors::page(cursors, &ctx, q, &digest, page, context)
