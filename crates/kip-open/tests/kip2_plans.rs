@@ -354,3 +354,27 @@ fn order_by_two_keys_with_a_limit_orders_ties_by_the_second_key() {
         );
     }
 }
+
+#[test]
+fn the_largest_limit_is_no_overflow() {
+    let n = nexus();
+    people(&n, 3);
+    let huge = u64::MAX;
+    for text in [
+        format!(r#"FIND(?p.name) WHERE {{ ?p {{type: "Person"}} }} ORDER BY ?p.name LIMIT {huge}"#),
+        format!(r#"FIND(?p.name) WHERE {{ ?p {{type: "Person"}} }} LIMIT {huge}"#),
+    ] {
+        assert_eq!(ok(&n, &text).as_array().map(Vec::len), Some(3), "{text}");
+    }
+    let r = n
+        .execute_json(
+            &json!({"kip": "2.0", "operations": [{"command": format!(r#"FIND(?p.name) WHERE {{ ?p {{type: "Person"}} }} ORDER BY ?p.name LIMIT {huge} CURSOR :c"#), "parameters": {"c": null}}]}),
+            Access::ReadWrite,
+        )
+        .to_json();
+    assert_eq!(
+        r["results"][0]["result"].as_array().map(Vec::len),
+        Some(3),
+        "{r:#}"
+    );
+}

@@ -130,7 +130,7 @@ impl Cursors {
             }
             (e.rows.clone(), e.offset, e.page)
         };
-        let end = (offset + page).min(rows.len());
+        let end = offset.saturating_add(page).min(rows.len());
         let out = rows[offset..end].to_vec();
         let next = self.open(digest, rows, end, page);
         Ok((out, next))

@@ -92,7 +92,7 @@ pub fn rows(ctx: &Ctx, q: &Query, limit: Option<usize>) -> V2Result<Vec<Value>> 
                     ctx.check_rows(seen)?;
                 }
                 if let Some(n) = limit {
-                    if kept.len() >= 2 * n.max(16) {
+                    if kept.len() >= n.max(16).saturating_mul(2) {
                         kept.sort_by(|a, b| order(&a.0, &b.0, &desc));
                         kept.truncate(n);
                     }
