@@ -8,57 +8,10 @@
 //! (`..._unsupported_for_now`).
 
 mod common;
-use common::*;
-use kip_engine::{Access, Nexus};
+use common::kip2::*;
+use common::nexus;
+use kip_engine::Nexus;
 use serde_json::{json, Value};
-
-fn send(n: &Nexus, request: Value) -> Value {
-    n.execute_json(&request, Access::ReadWrite).to_json()
-}
-
-fn run_with(n: &Nexus, command: &str, params: Value) -> Value {
-    send(
-        n,
-        json!({"kip": "2.0", "operations": [{"command": command, "parameters": params}]}),
-    )
-}
-
-fn run(n: &Nexus, command: &str) -> Value {
-    run_with(n, command, json!({}))
-}
-
-/// The result of a command that must succeed.
-fn ok_with(n: &Nexus, command: &str, params: Value) -> Value {
-    let r = run_with(n, command, params);
-    assert_eq!(r["status"], "succeeded", "{command}\n{r:#}");
-    r["results"][0]["result"].clone()
-}
-
-fn ok(n: &Nexus, command: &str) -> Value {
-    ok_with(n, command, json!({}))
-}
-
-/// The error code of a failed request or of its first operation.
-fn code(r: &Value) -> String {
-    r["results"][0]["error"]["code"]
-        .as_str()
-        .or_else(|| r["error"]["code"].as_str())
-        .unwrap_or("")
-        .to_string()
-}
-
-fn send_ro(n: &Nexus, request: Value) -> Value {
-    n.execute_json(&request, Access::ReadOnly).to_json()
-}
-
-fn count(n: &Nexus, query: &str) -> Value {
-    ok(n, query)[0].clone()
-}
-
-fn unsupported(r: &Value) {
-    assert_eq!(r["status"], "failed", "{r}");
-    assert_eq!(code(r), "UnsupportedCapability", "{r}");
-}
 
 /// Alice (key `alice`) prefers Dark, asserted by Alice with a user statement as
 /// evidence; the handles.

@@ -8,59 +8,15 @@
 //! `UnsupportedCapability` (`..._unsupported_for_now`).
 
 mod common;
-use common::*;
-use kip_engine::{Access, Nexus};
+use common::kip2::*;
+use common::nexus;
 use serde_json::{json, Value};
-
-fn send(n: &Nexus, request: Value) -> Value {
-    n.execute_json(&request, Access::ReadWrite).to_json()
-}
-
-fn run_with(n: &Nexus, command: &str, params: Value) -> Value {
-    send(
-        n,
-        json!({"kip": "2.0", "operations": [{"command": command, "parameters": params}]}),
-    )
-}
-
-/// The result of a command that must succeed.
-fn ok_with(n: &Nexus, command: &str, params: Value) -> Value {
-    let r = run_with(n, command, params);
-    assert_eq!(r["status"], "succeeded", "{command}\n{r:#}");
-    r["results"][0]["result"].clone()
-}
-
-fn ok(n: &Nexus, command: &str) -> Value {
-    ok_with(n, command, json!({}))
-}
-
-/// The error code of a failed request or of its first operation.
-fn code(r: &Value) -> String {
-    r["results"][0]["error"]["code"]
-        .as_str()
-        .or_else(|| r["error"]["code"].as_str())
-        .unwrap_or("")
-        .to_string()
-}
-
-fn send_ro(n: &Nexus, request: Value) -> Value {
-    n.execute_json(&request, Access::ReadOnly).to_json()
-}
-
-fn count(n: &Nexus, query: &str) -> Value {
-    ok(n, query)[0].clone()
-}
 
 /// A request refused as a whole, before any operation ran.
 fn refused_before_running(r: &Value, expected: &str) {
     assert_eq!(r["status"], "failed", "{r}");
     assert_eq!(r["error"]["code"], expected, "{r}");
     assert_eq!(r["results"], json!([]), "{r}");
-}
-
-fn unsupported(r: &Value) {
-    assert_eq!(r["status"], "failed", "{r}");
-    assert_eq!(code(r), "UnsupportedCapability", "{r}");
 }
 
 #[test]

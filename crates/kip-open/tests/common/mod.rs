@@ -1,6 +1,8 @@
 //! Helpers shared by the engine's integration tests.
 #![allow(dead_code)]
 
+pub mod kip2;
+
 use kip_engine::{Access, Nexus};
 use serde_json::{json, Value};
 
