@@ -121,7 +121,8 @@ pub fn run(
             return Err(V2Error::new(
                 Code::ReferenceError,
                 format!("?{h} was referred to but its clause created nothing"),
-            ));
+            )
+            .with_hint(format!("check the CREATE clause that binds ?{h}")));
         }
     }
     let handles: Map<String, Value> = fx
