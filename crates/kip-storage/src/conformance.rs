@@ -23,7 +23,9 @@ use serde_json::{json, Map, Value};
 use std::sync::Arc;
 
 mod elements;
+mod history;
 pub use elements::*;
+pub use history::*;
 
 /// How a backend under test is made.
 pub trait Harness: Sync {
@@ -39,7 +41,7 @@ pub trait Harness: Sync {
 pub type Check = fn(&dyn Harness);
 
 /// Every check, by name.
-pub const CHECKS: [(&str, Check); 13] = [
+pub const CHECKS: [(&str, Check); 14] = [
     ("writes_are_atomic", writes_are_atomic),
     ("a_write_sees_its_own_changes", a_write_sees_its_own_changes),
     ("reads_see_one_snapshot", reads_see_one_snapshot),
@@ -70,6 +72,10 @@ pub const CHECKS: [(&str, Check); 13] = [
     (
         "element_references_and_numbers_hold",
         element_references_and_numbers_hold,
+    ),
+    (
+        "history_keeps_the_past_and_reads_it_as_of",
+        history_keeps_the_past_and_reads_it_as_of,
     ),
 ];
 
@@ -636,7 +642,7 @@ macro_rules! conformance_tests {
             committed_writes_survive_reopening, concurrent_writers_are_serialized,
             ids_are_never_reused, indexes_follow_the_records, audit_log_keeps_what_it_is_told,
             request_records_commit_with_their_writes, element_records_are_written_once_and_kept,
-            element_references_and_numbers_hold);
+            element_references_and_numbers_hold, history_keeps_the_past_and_reads_it_as_of);
     };
     ($harness:expr, ignore = $reason:literal) => {
         $crate::conformance_tests!(@each $harness, [$reason], writes_are_atomic, a_write_sees_its_own_changes,
@@ -644,7 +650,7 @@ macro_rules! conformance_tests {
             committed_writes_survive_reopening, concurrent_writers_are_serialized,
             ids_are_never_reused, indexes_follow_the_records, audit_log_keeps_what_it_is_told,
             request_records_commit_with_their_writes, element_records_are_written_once_and_kept,
-            element_references_and_numbers_hold);
+            element_references_and_numbers_hold, history_keeps_the_past_and_reads_it_as_of);
     };
     (@each $harness:expr, [], $($name:ident),*) => {
         $(

@@ -7,6 +7,9 @@
 //!   ([`ElemRef`]) and their MessagePack encoding ([`encode`], [`decode`]);
 //! - the KIP 2.0 element kinds beside them ([`elements`]: [`ElementId`],
 //!   [`ElementRecord`], [`ElementRead`] / [`ElementWrite`], keyed by [`SpaceId`]);
+//! - history ([`history`]: the space sequence, commit records and the version chain,
+//!   recorded by the upkeep driver) and reads of the past ([`asof::AsOf`], a
+//!   [`GraphRead`] over any backend's current snapshot and history primitives);
 //! - the narrow interface the executors use: [`GraphRead`] (a consistent snapshot)
 //!   and [`GraphWrite`] (one write transaction);
 //! - [`backend::Backend`], what the engine holds, and [`backend::LocalLog`], the
@@ -27,12 +30,14 @@
 //! Architecture invariant: this crate depends on no database (`cargo tree -p
 //! kip-storage` lists neither redb nor a PostgreSQL driver).
 
+pub mod asof;
 pub mod attrs;
 pub mod backend;
 #[cfg(feature = "conformance")]
 pub mod conformance;
 pub mod elements;
 pub mod error;
+pub mod history;
 pub mod text;
 pub mod throttle;
 pub mod upkeep;
@@ -42,6 +47,7 @@ pub use elements::{
     ElementId, ElementKind, ElementRead, ElementRecord, ElementRef, ElementWrite, SpaceId,
 };
 pub use error::StoreError;
+pub use history::{HistoryRead, HistoryWrite};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
@@ -225,7 +231,7 @@ pub type Continue = bool;
 
 /// Read access to the graph; implemented by read snapshots and by write transactions
 /// (which see their own uncommitted writes).
-pub trait GraphRead: RequestLog + ElementRead {
+pub trait GraphRead: RequestLog + ElementRead + HistoryRead {
     /// A concept by number.
     fn concept(&self, id: u64) -> StoreResult<Option<ConceptRecord>>;
     /// A concept's type and name, without decoding its attributes and metadata.
@@ -421,6 +427,13 @@ pub trait GraphRead: RequestLog + ElementRead {
     fn vector(&self, _id: u64) -> StoreResult<Option<Vec<u8>>> {
         Ok(None)
     }
+    /// In a read of the past ([`asof::AsOf`]), the element keys changed or ended
+    /// after its coordinate; `None` for a read of the present. An index the engine
+    /// keeps outside the graph tables (in `meta`, which is not versioned) answers as
+    /// now, so its lookups take these elements as candidates too and check them.
+    fn past_changed(&self) -> Option<&std::collections::BTreeSet<u64>> {
+        None
+    }
     /// Every stored embedding, in key order: `f(element key, bytes)`.
     fn scan_vectors(
         &self,
@@ -460,7 +473,7 @@ pub const VECTORS_ON: &str = "vectors_on";
 
 /// Write access inside one transaction. Index maintenance is the implementation's job:
 /// callers pass the old record so stale index entries can be removed.
-pub trait GraphWrite: GraphRead + RequestLogWrite + ElementWrite {
+pub trait GraphWrite: GraphRead + RequestLogWrite + ElementWrite + HistoryWrite {
     /// Allocates a new concept number (never reused).
     fn alloc_concept_id(&mut self) -> StoreResult<u64>;
     /// Allocates a new proposition number (never reused).

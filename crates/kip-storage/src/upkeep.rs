@@ -6,22 +6,26 @@
 //! Which of them change, and how, is the same rule on every backend; only how an entry
 //! is stored differs. So each backend implements [`IndexTarget`] (how to file one entry
 //! of each kind) and calls the four drivers here from its [`crate::GraphWrite`]
-//! methods ([`concept_put`], [`concept_delete`], [`prop_put`], [`prop_delete`]) and the
-//! two building blocks from its index rebuilds ([`index_text`], [`file_attrs`]).
+//! methods ([`concept_put`], [`concept_delete`], [`prop_put`], [`prop_delete`], and
+//! [`element_put`] from `store_element`) and the two building blocks from its index
+//! rebuilds ([`index_text`], [`file_attrs`]). The same drivers keep the version chain
+//! of history ([`crate::history::record`]), so a backend that replays its log through
+//! these methods re-derives it like an index.
 //!
 //! Architecture invariant: no backend decides index upkeep on its own; a new kind of
 //! derived data is added here and to [`IndexTarget`], and every backend then has to
 //! file it (the compiler says where).
 
+use crate::history::{self, HistoryWrite, PART_RECORD, PART_ROW};
 use crate::text::{self, Doc};
 use crate::{
-    attrs, dependent_links, ConceptRecord, ElemRef, GraphRead, PropRecord, Stat, StoreResult,
-    DOMAIN_PREDICATE,
+    attrs, dependent_links, encode, ConceptRecord, ElemRef, ElementId, GraphRead, PropRecord,
+    SpaceId, Stat, StoreResult, DOMAIN_PREDICATE,
 };
 
 /// How a backend files one entry of each kind of derived data, inside the write
 /// transaction it is (reads through [`GraphRead`] see the transaction's own changes).
-pub trait IndexTarget: GraphRead {
+pub trait IndexTarget: GraphRead + HistoryWrite {
     /// Whether embedding marks are kept ([`crate::VECTORS_ON`]).
     fn vectors_on(&self) -> bool;
 
@@ -82,8 +86,11 @@ pub fn concept_put<T: IndexTarget>(
     rec: &ConceptRecord,
     old: Option<&ConceptRecord>,
 ) -> StoreResult<()> {
+    let key = ElemRef::Concept(id).encode();
+    history::record(t, SpaceId::DEFAULT, key, PART_ROW, |_| {
+        old.map(encode).transpose()
+    })?;
     if old.is_none_or(|o| text::concept_text_changed(o, rec)) {
-        let key = ElemRef::Concept(id).encode();
         if let Some(o) = old {
             unindex_text(t, key, &text::concept_doc(o))?;
         }
@@ -111,6 +118,9 @@ pub fn concept_put<T: IndexTarget>(
 /// Concept `id`, stored as `rec`, is deleted (its links are already gone).
 pub fn concept_delete<T: IndexTarget>(t: &mut T, id: u64, rec: &ConceptRecord) -> StoreResult<()> {
     let key = ElemRef::Concept(id).encode();
+    history::record(t, SpaceId::DEFAULT, key, PART_ROW, |_| {
+        encode(rec).map(Some)
+    })?;
     unindex_text(t, key, &text::concept_doc(rec))?;
     if t.vectors_on() {
         // Marked, not unmarked: the embedding worker then drops its copy of the vector.
@@ -128,6 +138,10 @@ pub fn prop_put<T: IndexTarget>(
     rec: &PropRecord,
     old: Option<&PropRecord>,
 ) -> StoreResult<()> {
+    let key = ElemRef::Prop(id).encode();
+    history::record(t, SpaceId::DEFAULT, key, PART_ROW, |_| {
+        old.map(encode).transpose()
+    })?;
     let same_key = old.is_some_and(|o| {
         o.subject == rec.subject && o.predicate == rec.predicate && o.object == rec.object
     });
@@ -135,7 +149,7 @@ pub fn prop_put<T: IndexTarget>(
         return Ok(());
     }
     if t.vectors_on() {
-        t.mark(ElemRef::Prop(id).encode())?;
+        t.mark(key)?;
     }
     if let Some(o) = old {
         file_link_key(t, id, o, false)?;
@@ -145,12 +159,24 @@ pub fn prop_put<T: IndexTarget>(
 
 /// Link `id`, stored as `rec`, is deleted.
 pub fn prop_delete<T: IndexTarget>(t: &mut T, id: u64, rec: &PropRecord) -> StoreResult<()> {
+    let key = ElemRef::Prop(id).encode();
+    history::record(t, SpaceId::DEFAULT, key, PART_ROW, |_| {
+        encode(rec).map(Some)
+    })?;
     if t.vectors_on() {
-        let key = ElemRef::Prop(id).encode();
         t.mark(key)?;
         t.drop_vector(key)?;
     }
     file_link_key(t, id, rec, false)
+}
+
+/// Element record `id` of `space` is about to be stored (created, its state replaced,
+/// or purged to a stub): keeps the record it replaces in the version chain. Every
+/// backend calls it from `store_element`, before writing.
+pub fn element_put<T: IndexTarget>(t: &mut T, space: SpaceId, id: ElementId) -> StoreResult<()> {
+    history::record(t, space, id.encode(), PART_RECORD, |t| {
+        t.element(space, id)?.map(|r| r.encode()).transpose()
+    })
 }
 
 /// Adds a document to the text index (a document without terms is not indexed, and

@@ -22,6 +22,7 @@ use kip_storage::{
 use std::ops::Bound;
 
 mod elements;
+mod history;
 use std::path::Path;
 use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 
@@ -60,6 +61,13 @@ struct Tables {
     next_evidence: u64,
     next_activity: u64,
     vectors_on: bool,
+    /// History (`kip_storage::history`): version chain (space, key, part, valid_to) ->
+    /// state, changes (space, seq, key), commits (space, seq) -> record.
+    hist_versions: OrdMap<(u32, u64, u8, u64), Arc<Vec<u8>>>,
+    hist_changes: OrdSet<(u32, u64, u64)>,
+    hist_commits: OrdMap<(u32, u64), Arc<Vec<u8>>>,
+    /// The write transaction's history state (reset when it commits).
+    txn_history: kip_storage::history::TxnHistory,
 }
 
 /// The in-memory backend.
@@ -130,6 +138,7 @@ impl Backend for MemStore {
         let _gate = lock(&self.writer);
         let mut t = self.snapshot();
         if f(&mut t)? {
+            kip_storage::history::finish(&mut t)?;
             self.publish(t);
         }
         Ok(())

@@ -344,6 +344,7 @@ impl PgStore {
             let keep = f(&mut tx)?;
             let mut epoch_after = None;
             if keep {
+                kip_storage::history::finish(&mut tx)?;
                 tx.flush()?;
                 // Keys removed: the triggers raised the epoch; what the commit leaves.
                 if tx.removed_keys > 0 && view.is_some() {

@@ -135,6 +135,33 @@ CREATE TABLE kip_element_refs (
 );
 "#,
     ),
+    (
+        5,
+        // History (`kip_storage::history`, docs/storage.md §3): the version chain of
+        // past states, what each commit changed, and the commit records of each space.
+        r#"
+CREATE TABLE kip_hist_versions (
+    space integer NOT NULL,
+    key bigint NOT NULL,
+    part smallint NOT NULL,
+    valid_to bigint NOT NULL,
+    state bytea NOT NULL,
+    PRIMARY KEY (space, key, part, valid_to)
+);
+CREATE TABLE kip_hist_changes (
+    space integer NOT NULL,
+    seq bigint NOT NULL,
+    key bigint NOT NULL,
+    PRIMARY KEY (space, seq, key)
+);
+CREATE TABLE kip_hist_commits (
+    space integer NOT NULL,
+    seq bigint NOT NULL,
+    rec bytea NOT NULL,
+    PRIMARY KEY (space, seq)
+);
+"#,
+    ),
 ];
 
 /// The newest schema version this build knows.

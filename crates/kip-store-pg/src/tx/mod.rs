@@ -14,6 +14,7 @@
 
 mod ahead;
 mod elements;
+mod history;
 mod scan;
 mod write;
 
@@ -115,6 +116,8 @@ pub(crate) struct PgTx<'c> {
     /// the key epoch for them (triggers on `kip_concepts`, schema migration 2); the
     /// cache then reads the new value before the commit.
     pub(crate) removed_keys: i64,
+    /// This transaction's place in history (`kip_storage::history`).
+    txn_history: kip_storage::history::TxnHistory,
 }
 
 /// Records read ahead and kept per transaction at most.
@@ -143,6 +146,7 @@ impl<'c> PgTx<'c> {
             ahead: ahead::Ahead::default(),
             shared: None,
             removed_keys: 0,
+            txn_history: Default::default(),
         }
     }
 

@@ -332,6 +332,8 @@ impl Store {
                 )?;
             }
             init(&mut w)?;
+            // What the replay or `init` changed under history ends as a commit.
+            kip_storage::history::finish(&mut w)?;
             w.flush()?;
             // A durable commit: the index entries go into the tables with it, and the
             // overlay (new, empty) starts again at version 0.

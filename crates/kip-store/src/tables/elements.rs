@@ -19,8 +19,8 @@ pub(crate) const ELEMENT_REFS: TableDefinition<(u32, u64, &str, u64), ()> =
 /// The key of [`ELEMENT_REFS`]: (space, target, role, source).
 pub(crate) type RefKey = (u32, u64, &'static str, u64);
 
-const NEXT_EVIDENCE: &str = "next_evidence_id";
-const NEXT_ACTIVITY: &str = "next_activity_id";
+pub(super) const NEXT_EVIDENCE: &str = "next_evidence_id";
+pub(super) const NEXT_ACTIVITY: &str = "next_activity_id";
 
 fn element(
     t: &impl ReadableTable<(u32, u64), &'static [u8]>,
@@ -184,6 +184,7 @@ impl ElementWrite for WriteTables<'_> {
         rec: &ElementRecord,
         new_refs: &[ElementRef],
     ) -> StoreResult<()> {
+        kip_storage::upkeep::element_put(self, space, id)?;
         let bytes = rec.encode()?;
         let a = encode_put(space, new_refs)?;
         self.log_op(OP_PUT_ELEMENT, id.encode(), &a, &bytes);

@@ -26,7 +26,9 @@ use graph_read::read;
 #[cfg(test)]
 mod ceiling;
 mod elements;
+mod history;
 pub(crate) use elements::{RefKey, ELEMENTS, ELEMENT_REFS};
+pub(crate) use history::{ChangeKey, VersionKey, HIST_CHANGES, HIST_COMMITS, HIST_VERSIONS};
 mod graph_write;
 mod oplog;
 use oplog::{
@@ -172,6 +174,11 @@ pub struct ReadTables {
     /// yet opened for writing (likewise `element_refs`).
     elements: Option<ReadOnlyTable<(u32, u64), &'static [u8]>>,
     element_refs: Option<ReadOnlyTable<RefKey, ()>>,
+    /// History (`tables/history.rs`); `None` in a store written before it existed and
+    /// not yet opened for writing.
+    hist_versions: Option<ReadOnlyTable<VersionKey, &'static [u8]>>,
+    hist_changes: Option<ReadOnlyTable<ChangeKey, ()>>,
+    hist_commits: Option<ReadOnlyTable<(u32, u64), &'static [u8]>>,
     overlay: Arc<Overlay>,
     snapshot: Snapshot,
 }
@@ -232,6 +239,21 @@ impl ReadTables {
                 Err(redb::TableError::TableDoesNotExist(_)) => None,
                 Err(e) => return Err(storage_error(e)),
             },
+            hist_versions: match txn.open_table(HIST_VERSIONS) {
+                Ok(t) => Some(t),
+                Err(redb::TableError::TableDoesNotExist(_)) => None,
+                Err(e) => return Err(storage_error(e)),
+            },
+            hist_changes: match txn.open_table(HIST_CHANGES) {
+                Ok(t) => Some(t),
+                Err(redb::TableError::TableDoesNotExist(_)) => None,
+                Err(e) => return Err(storage_error(e)),
+            },
+            hist_commits: match txn.open_table(HIST_COMMITS) {
+                Ok(t) => Some(t),
+                Err(redb::TableError::TableDoesNotExist(_)) => None,
+                Err(e) => return Err(storage_error(e)),
+            },
             overlay,
             snapshot,
         })
@@ -279,6 +301,11 @@ pub struct WriteTables<'t> {
     requests_by_time: Table<'t, (u64, &'static str), ()>,
     elements: Table<'t, (u32, u64), &'static [u8]>,
     element_refs: Table<'t, RefKey, ()>,
+    hist_versions: Table<'t, VersionKey, &'static [u8]>,
+    hist_changes: Table<'t, ChangeKey, ()>,
+    hist_commits: Table<'t, (u32, u64), &'static [u8]>,
+    /// This transaction's place in history (`kip_storage::history`).
+    txn_history: kip_storage::history::TxnHistory,
     /// Whether this store keeps embedding marks ([`crate::VECTORS_ON`] in `meta`).
     vectors_on: bool,
     overlay: &'t Overlay,
@@ -338,6 +365,10 @@ impl<'t> WriteTables<'t> {
             requests_by_time: txn.open_table(REQUESTS_BY_TIME).map_err(storage_error)?,
             elements: txn.open_table(ELEMENTS).map_err(storage_error)?,
             element_refs: txn.open_table(ELEMENT_REFS).map_err(storage_error)?,
+            hist_versions: txn.open_table(HIST_VERSIONS).map_err(storage_error)?,
+            hist_changes: txn.open_table(HIST_CHANGES).map_err(storage_error)?,
+            hist_commits: txn.open_table(HIST_COMMITS).map_err(storage_error)?,
+            txn_history: Default::default(),
             audit: txn.open_table(AUDIT).map_err(storage_error)?,
             vectors_on,
             overlay,
@@ -438,6 +469,8 @@ impl<'t> WriteTables<'t> {
     /// the commit will be durable, and the overlay state its snapshot will name. Returns
     /// what the commit needs.
     pub fn finish(&mut self) -> StoreResult<Finished> {
+        // The commit record goes into the operation log before it is sealed.
+        kip_storage::history::finish(self)?;
         self.flush()?;
         let sealed = self.seal()?;
         if matches!(sealed, Sealed::Durable) {
@@ -606,6 +639,14 @@ impl<'t> WriteTables<'t> {
             self.stats.insert(key, next).map_err(storage_error)?;
         }
         Ok(())
+    }
+
+    /// The next number counter `key` gives, as this transaction sees it.
+    fn counter(&self, key: &'static str) -> StoreResult<u64> {
+        match self.counters.iter().find(|(k, _)| *k == key) {
+            Some((_, next)) => Ok(*next),
+            None => Ok(super::meta_u64(self, key)?.unwrap_or(1)),
+        }
     }
 
     fn alloc(&mut self, key: &'static str) -> StoreResult<u64> {

@@ -19,6 +19,11 @@ pub(super) const OP_PRUNE_REQUESTS: u8 = 7;
 /// A KIP 2.0 element record written (`tables/elements.rs`): id = the encoded element
 /// id, a = the space and the new references, b = the record.
 pub(super) const OP_PUT_ELEMENT: u8 = 8;
+/// A commit record of history (`tables/history.rs`): id = seq, a = the space, b = the
+/// record (its time is the original one on replay).
+pub(super) const OP_PUT_COMMIT: u8 = 9;
+/// The version chain of an element purged: id = the element key, a = the space.
+pub(super) const OP_PURGE_VERSIONS: u8 = 10;
 
 impl WriteTables<'_> {
     pub(super) fn log_op(&mut self, tag: u8, id: u64, a: &[u8], b: &[u8]) {
@@ -137,6 +142,14 @@ impl WriteTables<'_> {
                     })?;
                     let (space, refs) = super::elements::decode_put(a)?;
                     self.store_element(space, element, &ElementRecord::decode(b)?, &refs)?;
+                }
+                OP_PUT_COMMIT => {
+                    let space = super::history::logged_space(a)?;
+                    kip_storage::history::apply_commit(self, space, id, b)?;
+                }
+                OP_PURGE_VERSIONS => {
+                    let space = super::history::logged_space(a)?;
+                    kip_storage::HistoryWrite::purge_versions(self, space, id)?;
                 }
                 other => {
                     return Err(storage_error(format!(

@@ -1,0 +1,167 @@
+//! The kit's check of history (`crate::history`, `crate::asof`): seqs per committed
+//! change, nothing for an aborted or empty write, the version chain of rows and
+//! records, reads `AS OF` a seq, purges of the chain, and all of it after reopening.
+
+use super::{concept, link, read, write, Harness};
+use crate::asof::AsOf;
+use crate::history::{self, PART_ROW};
+use crate::{ElemRef, ElementId, ElementKind, ElementRead, GraphRead, SpaceId, StoreError};
+use serde_json::{json, Map, Value};
+
+fn obj(v: Value) -> Map<String, Value> {
+    v.as_object().cloned().unwrap_or_default()
+}
+
+fn at<T>(
+    g: &dyn GraphRead,
+    seq: u64,
+    f: impl FnOnce(&AsOf<'_>) -> Result<T, StoreError>,
+) -> Result<T, StoreError> {
+    let v = AsOf::new(g, SpaceId::DEFAULT, seq)?
+        .ok_or_else(|| StoreError::Other(format!("no commit {seq}")))?;
+    f(&v)
+}
+
+/// History: once started, every write that changes something commits with the next
+/// seq (one per transaction, none for an aborted or empty one), keeps what it replaced,
+/// and a read `AS OF` a seq sees rows, links, indexes and element records as they were
+/// then; a purge removes an element's past states; all of it survives reopening.
+pub fn history_keeps_the_past_and_reads_it_as_of(h: &dyn Harness) {
+    let b = h.fresh();
+    let sp = SpaceId::DEFAULT;
+    let before = super::create(&*b, "Thing", "before", json!({}));
+    assert!(
+        read(&*b, |g| history::last(g, sp)).is_none(),
+        "no history before start"
+    );
+    write(&*b, |w| history::start(w).map(|_| ()));
+    let (x, l) = write(&*b, |w| {
+        let x = w.alloc_concept_id()?;
+        w.put_concept(
+            x,
+            &concept("Person", "Alpha", json!({"mood": "calm"})),
+            None,
+        )?;
+        let l = w.alloc_prop_id()?;
+        w.put_prop(l, &link(x, "likes", before), None)?;
+        Ok((x, l))
+    });
+    write(&*b, |w| {
+        let old = w.concept(x)?;
+        w.put_concept(
+            x,
+            &concept("Person", "Beta", json!({"mood": "busy"})),
+            old.as_ref(),
+        )
+    });
+    write(&*b, |w| {
+        let old = w.prop(l)?.ok_or_else(|| StoreError::Other("link".into()))?;
+        w.delete_prop(l, &old)
+    });
+    let aborted = b.write(
+        |w| {
+            let old = w.concept(x)?;
+            w.put_concept(x, &concept("Person", "Gamma", json!({})), old.as_ref())?;
+            Err::<(), _>(StoreError::Other("the statement fails".into()))
+        },
+        false,
+    );
+    assert!(aborted.is_err());
+    write(&*b, |_| Ok(()));
+    let e = write(&*b, |w| {
+        let n = w.alloc_element_number(ElementKind::Evidence)?;
+        let id = ElementId::new(ElementKind::Evidence, n);
+        w.create_element(
+            sp,
+            id,
+            obj(json!({"content": "c"})),
+            obj(json!({"v": 1})),
+            &[],
+        )?;
+        Ok(id)
+    });
+    write(&*b, |w| {
+        w.set_element_state(sp, e, obj(json!({"v": 2}))).map(|_| ())
+    });
+    let check = |b: &(dyn crate::backend::Backend + 'static)| {
+        read(b, |g| {
+            let last = history::last(g, sp)?.map(|c| c.seq);
+            assert_eq!(
+                last,
+                Some(5),
+                "seqs 1-5: an aborted or empty write takes none"
+            );
+            let name_at = |seq| at(g, seq, |v| Ok(v.concept(x)?.map(|c| c.name)));
+            assert_eq!(name_at(0)?, None, "created after seq 0");
+            assert_eq!(name_at(1)?.as_deref(), Some("Alpha"));
+            assert_eq!(name_at(2)?.as_deref(), Some("Beta"));
+            assert_eq!(g.concept(x)?.map(|c| c.name).as_deref(), Some("Beta"));
+            at(g, 1, |v| {
+                assert_eq!(v.concept_by_key("Person", "Alpha")?, Some(x));
+                assert_eq!(v.concept_by_key("Person", "Beta")?, None);
+                assert_eq!(super::ids_of_type(v, "Person")?, vec![x]);
+                assert_eq!(super::ids_of_type(v, "Thing")?, vec![before]);
+                assert_eq!(
+                    v.prop_by_spo(ElemRef::Concept(x), "likes", ElemRef::Concept(before))?,
+                    Some(l)
+                );
+                assert_eq!(super::out_links(v, x)?.len(), 1);
+                Ok(())
+            })?;
+            at(g, 0, |v| {
+                assert_eq!(super::ids_of_type(v, "Person")?, Vec::<u64>::new());
+                assert_eq!(
+                    super::ids_of_type(v, "Thing")?,
+                    vec![before],
+                    "history starts with what exists"
+                );
+                Ok(())
+            })?;
+            at(g, 3, |v| {
+                assert_eq!(super::out_links(v, x)?, vec![], "deleted at seq 3");
+                assert_eq!(v.prop(l)?, None);
+                Ok(())
+            })?;
+            at(g, 2, |v| {
+                assert!(v.prop(l)?.is_some(), "deleted later");
+                Ok(())
+            })?;
+            let state_at = |seq| at(g, seq, |v| Ok(v.element(sp, e)?.map(|r| r.state)));
+            assert_eq!(state_at(3)?, None, "created at seq 4");
+            assert_eq!(state_at(4)?, Some(obj(json!({"v": 1}))));
+            assert_eq!(state_at(5)?, Some(obj(json!({"v": 2}))));
+            let mut changed = Vec::new();
+            g.scan_changes(sp, 1, &mut |seq, key| {
+                changed.push((seq, key));
+                Ok(true)
+            })?;
+            assert_eq!(
+                changed,
+                vec![
+                    (2, ElemRef::Concept(x).encode()),
+                    (3, ElemRef::Prop(l).encode()),
+                    (5, e.encode())
+                ],
+                "changes list what changed or ended, creations none"
+            );
+            Ok(())
+        })
+    };
+    check(&*b);
+    let b = h.reopen(b);
+    check(&*b);
+    write(&*b, |w| history::purge(w, sp, ElemRef::Concept(x).encode()));
+    read(&*b, |g| {
+        assert_eq!(
+            g.version_after(sp, ElemRef::Concept(x).encode(), PART_ROW, 0)?,
+            None,
+            "purged"
+        );
+        assert_eq!(
+            history::last(g, sp)?.map(|c| c.seq),
+            Some(5),
+            "a purge of the chain alone is no commit"
+        );
+        Ok(())
+    });
+}

@@ -1,0 +1,350 @@
+//! History: the space sequence, commit records and the version chain (docs/storage.md
+//! §3), decided once for every backend.
+//!
+//! - Every write transaction that changes something in a space, once history is on
+//!   ([`start`]), gets the next `space_seq` of that space and leaves one commit record
+//!   ([`CommitRecord`]: when, and the id watermarks at its end). A transaction that
+//!   changes nothing takes no seq (Specification §32.8).
+//! - Each change of an element that existed before the transaction keeps the state it
+//!   replaces in the version chain, keyed `(space, element key, part, valid_to)`: the
+//!   state that was current up to and including seq `valid_to - 1`. `part` tells the
+//!   graph row of a concept or link ([`PART_ROW`]) from its KIP 2.0 record
+//!   ([`PART_RECORD`]); an empty value means "absent" (a record added later to an
+//!   element that existed). The change is listed under its seq in the changes index.
+//!   Creations write no chain entry: the watermarks of a commit say which ids existed.
+//! - What a read `AS OF SEQ k` sees is computed from those by [`crate::asof::AsOf`].
+//!
+//! Backends store the entries ([`HistoryRead`] / [`HistoryWrite`] primitives); the
+//! upkeep driver ([`crate::upkeep`]) calls [`record`] for every row or record it puts or
+//! deletes, from inside the backend's write primitives, so a backend that replays a log
+//! re-derives the chain like any index. Only the commit record carries something a
+//! replay cannot recompute (its time): backends with a log log [`HistoryWrite::put_commit`]
+//! and apply it on replay with [`apply_commit`].
+
+use crate::{decode, encode, Continue, ElementId, ElementKind, GraphRead, SpaceId};
+use crate::{GraphWrite, StoreResult};
+use serde::{Deserialize, Serialize};
+
+/// `meta` key: present once history is recorded (set by [`start`], with commit 0).
+pub const HISTORY_ON: &str = "history_on";
+
+/// Version chain part: the graph row of a concept or link (the 1.x record).
+pub const PART_ROW: u8 = 0;
+/// Version chain part: the KIP 2.0 element record ([`crate::ElementRecord`]).
+pub const PART_RECORD: u8 = 1;
+
+/// The next number each id counter would give at a point in time: which elements
+/// existed then ([`Watermarks::existed`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Watermarks {
+    /// Next concept number.
+    #[serde(rename = "c")]
+    pub concept: u64,
+    /// Next proposition (and assertion) number.
+    #[serde(rename = "p")]
+    pub prop: u64,
+    /// Next evidence number.
+    #[serde(rename = "e")]
+    pub evidence: u64,
+    /// Next activity number.
+    #[serde(rename = "x")]
+    pub activity: u64,
+}
+
+impl Watermarks {
+    /// Whether the element with this key ([`ElementId::encode`], which is
+    /// [`crate::ElemRef::encode`] for concepts and links) had been created by then.
+    pub fn existed(&self, key: u64) -> bool {
+        let Some(id) = ElementId::decode(key) else {
+            return false;
+        };
+        let next = match id.kind {
+            ElementKind::Concept => self.concept,
+            ElementKind::Proposition | ElementKind::Assertion => self.prop,
+            ElementKind::Evidence => self.evidence,
+            ElementKind::Activity => self.activity,
+        };
+        id.n < next
+    }
+}
+
+/// One committed transaction of a space (Specification §33.1), as stored.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CommitRecord {
+    /// Its `space_seq` (0: the state history started from).
+    #[serde(rename = "s")]
+    pub seq: u64,
+    /// When it committed, in milliseconds since the Unix epoch (never less than the
+    /// previous commit's).
+    #[serde(rename = "t")]
+    pub at_ms: u64,
+    /// The id counters when it committed.
+    #[serde(rename = "w")]
+    pub watermarks: Watermarks,
+}
+
+impl CommitRecord {
+    /// The stored bytes.
+    pub fn encode(&self) -> StoreResult<Vec<u8>> {
+        encode(self)
+    }
+
+    /// Reads stored bytes.
+    pub fn decode(bytes: &[u8]) -> StoreResult<CommitRecord> {
+        decode(bytes)
+    }
+}
+
+/// What a write transaction knows about its place in history; held by the backend's
+/// transaction, managed only by this module.
+#[derive(Debug, Clone, Default)]
+pub struct TxnHistory {
+    /// Whether history is recorded (read from `meta` at the first change).
+    recording: Option<bool>,
+    /// The seq this transaction takes, once it changed something.
+    seq: Option<u64>,
+    /// When it commits (taken at its first change).
+    at_ms: u64,
+    /// The watermarks when it began (those of the previous commit).
+    start: Watermarks,
+}
+
+impl TxnHistory {
+    /// The seq this transaction commits as, if it changed something under history.
+    pub fn seq(&self) -> Option<u64> {
+        self.seq
+    }
+
+    /// When it commits (milliseconds), once it has a seq.
+    pub fn at_ms(&self) -> Option<u64> {
+        self.seq.map(|_| self.at_ms)
+    }
+}
+
+/// Reading the history primitives of a backend.
+pub trait HistoryRead {
+    /// The newest commit record of `space`: `(seq, bytes)`.
+    fn last_commit(&self, space: SpaceId) -> StoreResult<Option<(u64, Vec<u8>)>>;
+    /// The commit record of `seq`.
+    fn commit_record(&self, space: SpaceId, seq: u64) -> StoreResult<Option<Vec<u8>>>;
+    /// The first version chain entry of `(key, part)` with `valid_to > seq`:
+    /// `(valid_to, state bytes)` (empty bytes: absent).
+    fn version_after(
+        &self,
+        space: SpaceId,
+        key: u64,
+        part: u8,
+        seq: u64,
+    ) -> StoreResult<Option<(u64, Vec<u8>)>>;
+    /// The changes index from `after + 1` on, in seq then key order: `f(seq, key)`.
+    fn scan_changes(
+        &self,
+        space: SpaceId,
+        after: u64,
+        f: &mut dyn FnMut(u64, u64) -> StoreResult<Continue>,
+    ) -> StoreResult<()>;
+}
+
+/// Writing the history primitives, inside a write transaction. Backends with a log
+/// log [`HistoryWrite::put_commit`] and [`HistoryWrite::purge_versions`]; the version
+/// and change entries are derived (re-made by a replay through the upkeep driver).
+pub trait HistoryWrite: HistoryRead {
+    /// The transaction's history state (see [`TxnHistory`]).
+    fn txn_history(&mut self) -> &mut TxnHistory;
+    /// The id counters as this transaction sees them.
+    fn id_watermarks(&self) -> StoreResult<Watermarks>;
+    /// Stores a version chain entry.
+    fn put_version(
+        &mut self,
+        space: SpaceId,
+        key: u64,
+        part: u8,
+        valid_to: u64,
+        state: &[u8],
+    ) -> StoreResult<()>;
+    /// Lists `key` as changed by `seq`.
+    fn put_change(&mut self, space: SpaceId, seq: u64, key: u64) -> StoreResult<()>;
+    /// Stores a commit record.
+    fn put_commit(&mut self, space: SpaceId, seq: u64, record: &[u8]) -> StoreResult<()>;
+    /// Removes every version chain entry of `key` (all parts): a purge.
+    fn purge_versions(&mut self, space: SpaceId, key: u64) -> StoreResult<()>;
+}
+
+fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+        .unwrap_or(0)
+}
+
+/// The commit record of `seq` in `space`.
+pub fn commit(
+    g: &(impl HistoryRead + ?Sized),
+    space: SpaceId,
+    seq: u64,
+) -> StoreResult<Option<CommitRecord>> {
+    g.commit_record(space, seq)?
+        .map(|b| CommitRecord::decode(&b))
+        .transpose()
+}
+
+/// The newest commit record of `space` (`None`: history is not recorded).
+pub fn last(g: &(impl HistoryRead + ?Sized), space: SpaceId) -> StoreResult<Option<CommitRecord>> {
+    g.last_commit(space)?
+        .map(|(_, b)| CommitRecord::decode(&b))
+        .transpose()
+}
+
+/// The last commit of `space` at or before `at_ms` (commit times never decrease with
+/// the seq, so a binary search over the seqs): `None` when history had not started.
+pub fn commit_at_or_before(
+    g: &(impl HistoryRead + ?Sized),
+    space: SpaceId,
+    at_ms: u64,
+) -> StoreResult<Option<CommitRecord>> {
+    let Some(newest) = last(g, space)? else {
+        return Ok(None);
+    };
+    if newest.at_ms <= at_ms {
+        return Ok(Some(newest));
+    }
+    // The first commit present (history may start above 0 after a horizon cut).
+    let (mut lo, mut hi) = (0u64, newest.seq);
+    let mut best = None;
+    while lo < hi {
+        let mid = lo + (hi - lo) / 2;
+        match commit(g, space, mid)? {
+            Some(c) if c.at_ms <= at_ms => {
+                best = Some(c);
+                lo = mid + 1;
+            }
+            Some(_) => hi = mid,
+            None => lo = mid + 1,
+        }
+    }
+    Ok(best)
+}
+
+/// The seq this write transaction takes, allocating it at its first change once
+/// history is on (`None`: history is off, nothing is recorded).
+pub fn touch<T: GraphRead + HistoryWrite + ?Sized>(t: &mut T) -> StoreResult<Option<u64>> {
+    if let Some(seq) = t.txn_history().seq {
+        return Ok(Some(seq));
+    }
+    let recording = match t.txn_history().recording {
+        Some(r) => r,
+        None => {
+            let r = t.meta(HISTORY_ON)?.is_some();
+            t.txn_history().recording = Some(r);
+            r
+        }
+    };
+    if !recording {
+        return Ok(None);
+    }
+    let space = SpaceId::DEFAULT;
+    let prev = last(t, space)?;
+    let (seq, at_ms, start) = match prev {
+        Some(p) => (p.seq + 1, now_ms().max(p.at_ms), p.watermarks),
+        // History is on but commit 0 is gone (cannot happen through `start`): begin
+        // with what exists now.
+        None => (1, now_ms(), t.id_watermarks()?),
+    };
+    let h = t.txn_history();
+    h.seq = Some(seq);
+    h.at_ms = at_ms;
+    h.start = start;
+    Ok(Some(seq))
+}
+
+/// Element `key`'s `part` is about to be written or removed; `old` gives the state it
+/// replaces (`None`: there was none). Keeps that state in the version chain when the
+/// element existed before this transaction and this transaction has not kept one yet.
+pub fn record<T: GraphRead + HistoryWrite + ?Sized>(
+    t: &mut T,
+    space: SpaceId,
+    key: u64,
+    part: u8,
+    old: impl FnOnce(&T) -> StoreResult<Option<Vec<u8>>>,
+) -> StoreResult<()> {
+    let Some(seq) = touch(t)? else {
+        return Ok(());
+    };
+    if !t.txn_history().start.existed(key) {
+        // Created by this transaction: no earlier state to keep.
+        return Ok(());
+    }
+    if let Some((valid_to, _)) = t.version_after(space, key, part, seq - 1)? {
+        if valid_to == seq {
+            // Kept at this transaction's first change of it.
+            return Ok(());
+        }
+    }
+    let bytes = old(t)?.unwrap_or_default();
+    t.put_version(space, key, part, seq, &bytes)?;
+    t.put_change(space, seq, key)
+}
+
+/// Ends a write transaction that commits: stores its commit record when it changed
+/// something under history (returned), and resets the state for the next one. Every
+/// backend calls it from its commit path, before it makes the commit durable.
+pub fn finish<T: GraphRead + HistoryWrite + ?Sized>(
+    t: &mut T,
+) -> StoreResult<Option<CommitRecord>> {
+    let h = std::mem::take(t.txn_history());
+    let Some(seq) = h.seq else {
+        return Ok(None);
+    };
+    let rec = CommitRecord {
+        seq,
+        at_ms: h.at_ms,
+        watermarks: t.id_watermarks()?,
+    };
+    t.put_commit(SpaceId::DEFAULT, seq, &rec.encode()?)?;
+    Ok(Some(rec))
+}
+
+/// A logged commit record, applied on replay: stored as logged (its time is the
+/// original one), ending the replayed transaction's history state.
+pub fn apply_commit<T: GraphRead + HistoryWrite + ?Sized>(
+    t: &mut T,
+    space: SpaceId,
+    seq: u64,
+    record: &[u8],
+) -> StoreResult<()> {
+    CommitRecord::decode(record)?;
+    *t.txn_history() = TxnHistory::default();
+    t.put_commit(space, seq, record)
+}
+
+/// Turns history on (idempotent): the state now is commit 0 of the default space,
+/// and every later change is recorded. The engine calls it once the bootstrap of a new
+/// or upgraded memory is written, so the bootstrap is the state history starts from.
+pub fn start<T: GraphWrite + ?Sized>(t: &mut T) -> StoreResult<bool> {
+    if t.meta(HISTORY_ON)?.is_some() {
+        return Ok(false);
+    }
+    let rec = CommitRecord {
+        seq: 0,
+        at_ms: now_ms(),
+        watermarks: t.id_watermarks()?,
+    };
+    t.put_commit(SpaceId::DEFAULT, 0, &rec.encode()?)?;
+    t.set_meta(HISTORY_ON, &[1])?;
+    *t.txn_history() = TxnHistory {
+        recording: Some(false),
+        ..TxnHistory::default()
+    };
+    Ok(true)
+}
+
+/// Whether history is recorded in this store.
+pub fn is_on(g: &(impl GraphRead + ?Sized)) -> StoreResult<bool> {
+    Ok(g.meta(HISTORY_ON)?.is_some())
+}
+
+/// Purges the version chain of `key` (every part): the bytes of its past states are
+/// gone; its entries in the changes index stay (ids only: the chronology survives).
+pub fn purge<T: GraphWrite + ?Sized>(t: &mut T, space: SpaceId, key: u64) -> StoreResult<()> {
+    t.purge_versions(space, key)
+}

@@ -1,0 +1,109 @@
+//! The history primitives (`kip_storage::history`) over the in-memory tables.
+
+use crate::Tables;
+use kip_storage::history::{HistoryRead, HistoryWrite, TxnHistory, Watermarks};
+use kip_storage::{Continue, SpaceId, StoreResult};
+use std::ops::Bound;
+use std::sync::Arc;
+
+impl HistoryRead for Tables {
+    fn last_commit(&self, space: SpaceId) -> StoreResult<Option<(u64, Vec<u8>)>> {
+        Ok(self
+            .hist_commits
+            .range((space.0, 0)..=(space.0, u64::MAX))
+            .next_back()
+            .map(|((_, seq), v)| (*seq, v.to_vec())))
+    }
+
+    fn commit_record(&self, space: SpaceId, seq: u64) -> StoreResult<Option<Vec<u8>>> {
+        Ok(self.hist_commits.get(&(space.0, seq)).map(|v| v.to_vec()))
+    }
+
+    fn version_after(
+        &self,
+        space: SpaceId,
+        key: u64,
+        part: u8,
+        seq: u64,
+    ) -> StoreResult<Option<(u64, Vec<u8>)>> {
+        Ok(self
+            .hist_versions
+            .range((
+                Bound::Excluded((space.0, key, part, seq)),
+                Bound::Included((space.0, key, part, u64::MAX)),
+            ))
+            .next()
+            .map(|((_, _, _, valid_to), v)| (*valid_to, v.to_vec())))
+    }
+
+    fn scan_changes(
+        &self,
+        space: SpaceId,
+        after: u64,
+        f: &mut dyn FnMut(u64, u64) -> StoreResult<Continue>,
+    ) -> StoreResult<()> {
+        if after == u64::MAX {
+            return Ok(());
+        }
+        for (_, seq, key) in self
+            .hist_changes
+            .range((space.0, after + 1, 0)..=(space.0, u64::MAX, u64::MAX))
+        {
+            if !f(*seq, *key)? {
+                break;
+            }
+        }
+        Ok(())
+    }
+}
+
+impl HistoryWrite for Tables {
+    fn txn_history(&mut self) -> &mut TxnHistory {
+        &mut self.txn_history
+    }
+
+    fn id_watermarks(&self) -> StoreResult<Watermarks> {
+        Ok(Watermarks {
+            concept: self.next_concept,
+            prop: self.next_prop,
+            evidence: self.next_evidence,
+            activity: self.next_activity,
+        })
+    }
+
+    fn put_version(
+        &mut self,
+        space: SpaceId,
+        key: u64,
+        part: u8,
+        valid_to: u64,
+        state: &[u8],
+    ) -> StoreResult<()> {
+        self.hist_versions
+            .insert((space.0, key, part, valid_to), Arc::new(state.to_vec()));
+        Ok(())
+    }
+
+    fn put_change(&mut self, space: SpaceId, seq: u64, key: u64) -> StoreResult<()> {
+        self.hist_changes.insert((space.0, seq, key));
+        Ok(())
+    }
+
+    fn put_commit(&mut self, space: SpaceId, seq: u64, record: &[u8]) -> StoreResult<()> {
+        self.hist_commits
+            .insert((space.0, seq), Arc::new(record.to_vec()));
+        Ok(())
+    }
+
+    fn purge_versions(&mut self, space: SpaceId, key: u64) -> StoreResult<()> {
+        let keys: Vec<_> = self
+            .hist_versions
+            .range((space.0, key, 0, 0)..=(space.0, key, u8::MAX, u64::MAX))
+            .map(|(k, _)| *k)
+            .collect();
+        for k in keys {
+            self.hist_versions.remove(&k);
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,154 @@
+//! The history primitives (`kip_storage::history`) in PostgreSQL: `kip_hist_versions`
+//! (space, key, part, valid_to) -> state, `kip_hist_changes` (space, seq, key) and
+//! `kip_hist_commits` (space, seq) -> record (schema migration 5), element keys stored
+//! with [`ek`]. Written directly (not through the row buffer), in the transaction.
+
+use super::{ek, uk, PgTx, LAST_IDS};
+use crate::conn::get;
+use kip_storage::history::{HistoryRead, HistoryWrite, TxnHistory, Watermarks};
+use kip_storage::{Continue, SpaceId, StoreResult};
+
+fn space(s: SpaceId) -> i32 {
+    i32::try_from(s.0).unwrap_or(i32::MAX)
+}
+
+/// A seq as stored (seqs stay far below 2^63).
+fn sq(seq: u64) -> i64 {
+    i64::try_from(seq).unwrap_or(i64::MAX)
+}
+
+fn unsq(v: i64) -> u64 {
+    u64::try_from(v).unwrap_or(0)
+}
+
+impl HistoryRead for PgTx<'_> {
+    fn last_commit(&self, sp: SpaceId) -> StoreResult<Option<(u64, Vec<u8>)>> {
+        let row = self.query_opt(
+            "SELECT seq, rec FROM kip_hist_commits WHERE space = $1 ORDER BY seq DESC LIMIT 1",
+            &[&space(sp)],
+        )?;
+        match row {
+            Some(r) => Ok(Some((unsq(get::<i64>(&r, 0)?), get::<Vec<u8>>(&r, 1)?))),
+            None => Ok(None),
+        }
+    }
+
+    fn commit_record(&self, sp: SpaceId, seq: u64) -> StoreResult<Option<Vec<u8>>> {
+        let row = self.query_opt(
+            "SELECT rec FROM kip_hist_commits WHERE space = $1 AND seq = $2",
+            &[&space(sp), &sq(seq)],
+        )?;
+        row.map(|r| get::<Vec<u8>>(&r, 0)).transpose()
+    }
+
+    fn version_after(
+        &self,
+        sp: SpaceId,
+        key: u64,
+        part: u8,
+        seq: u64,
+    ) -> StoreResult<Option<(u64, Vec<u8>)>> {
+        let row = self.query_opt(
+            "SELECT valid_to, state FROM kip_hist_versions \
+             WHERE space = $1 AND key = $2 AND part = $3 AND valid_to > $4 \
+             ORDER BY valid_to LIMIT 1",
+            &[&space(sp), &ek(key), &i16::from(part), &sq(seq)],
+        )?;
+        match row {
+            Some(r) => Ok(Some((unsq(get::<i64>(&r, 0)?), get::<Vec<u8>>(&r, 1)?))),
+            None => Ok(None),
+        }
+    }
+
+    fn scan_changes(
+        &self,
+        sp: SpaceId,
+        after: u64,
+        f: &mut dyn FnMut(u64, u64) -> StoreResult<Continue>,
+    ) -> StoreResult<()> {
+        let rows = self.query(
+            "SELECT seq, key FROM kip_hist_changes WHERE space = $1 AND seq > $2 \
+             ORDER BY seq, key",
+            &[&space(sp), &sq(after)],
+        )?;
+        for r in rows {
+            if !f(unsq(get::<i64>(&r, 0)?), uk(get::<i64>(&r, 1)?))? {
+                break;
+            }
+        }
+        Ok(())
+    }
+}
+
+impl HistoryWrite for PgTx<'_> {
+    fn txn_history(&mut self) -> &mut TxnHistory {
+        &mut self.txn_history
+    }
+
+    fn id_watermarks(&self) -> StoreResult<Watermarks> {
+        let next = |kind: usize| -> StoreResult<u64> {
+            let last = match self.last_ids[kind] {
+                Some(l) => l,
+                None => u64::try_from(self.stored_stat(LAST_IDS[kind])?).unwrap_or(0),
+            };
+            Ok(last + self.allocated[kind] + 1)
+        };
+        let stored = |key: &str| -> StoreResult<u64> {
+            Ok(u64::try_from(self.stored_stat(key)?).unwrap_or(0) + 1)
+        };
+        Ok(Watermarks {
+            concept: next(0)?,
+            prop: next(1)?,
+            evidence: stored("last_evidence_id")?,
+            activity: stored("last_activity_id")?,
+        })
+    }
+
+    fn put_version(
+        &mut self,
+        sp: SpaceId,
+        key: u64,
+        part: u8,
+        valid_to: u64,
+        state: &[u8],
+    ) -> StoreResult<()> {
+        self.execute(
+            "INSERT INTO kip_hist_versions (space, key, part, valid_to, state) \
+             VALUES ($1, $2, $3, $4, $5) ON CONFLICT DO NOTHING",
+            &[
+                &space(sp),
+                &ek(key),
+                &i16::from(part),
+                &sq(valid_to),
+                &state,
+            ],
+        )?;
+        Ok(())
+    }
+
+    fn put_change(&mut self, sp: SpaceId, seq: u64, key: u64) -> StoreResult<()> {
+        self.execute(
+            "INSERT INTO kip_hist_changes (space, seq, key) VALUES ($1, $2, $3) \
+             ON CONFLICT DO NOTHING",
+            &[&space(sp), &sq(seq), &ek(key)],
+        )?;
+        Ok(())
+    }
+
+    fn put_commit(&mut self, sp: SpaceId, seq: u64, record: &[u8]) -> StoreResult<()> {
+        self.execute(
+            "INSERT INTO kip_hist_commits (space, seq, rec) VALUES ($1, $2, $3) \
+             ON CONFLICT (space, seq) DO UPDATE SET rec = excluded.rec",
+            &[&space(sp), &sq(seq), &record],
+        )?;
+        Ok(())
+    }
+
+    fn purge_versions(&mut self, sp: SpaceId, key: u64) -> StoreResult<()> {
+        self.execute(
+            "DELETE FROM kip_hist_versions WHERE space = $1 AND key = $2",
+            &[&space(sp), &ek(key)],
+        )?;
+        Ok(())
+    }
+}
