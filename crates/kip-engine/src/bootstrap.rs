@@ -115,7 +115,9 @@ pub fn bootstrap(w: &mut dyn GraphWrite) -> Result<(), KipError> {
 /// Whether [`bootstrap`] has anything to do (read-only): a store shared by many
 /// processes is opened without taking its writers' lock when it has not.
 pub fn bootstrap_needed(r: &dyn crate::store::GraphRead) -> Result<bool, KipError> {
-    Ok(r.meta(RC11_BOOTSTRAP_KEY)?.is_none() || r.meta(VERSIONED_KEY)?.is_none())
+    Ok(r.meta(RC11_BOOTSTRAP_KEY)?.is_none()
+        || r.meta(VERSIONED_KEY)?.is_none()
+        || !kip_storage::history::is_on(r)?)
 }
 
 /// [`bootstrap`] with the given capsules.
@@ -151,6 +153,9 @@ pub fn bootstrap_with(w: &mut dyn GraphWrite, capsules: &[(&str, &str)]) -> Resu
         add_versions(w)?;
         crate::store::GraphWrite::set_meta(w, VERSIONED_KEY, b"1")?;
     }
+    // History starts from the bootstrapped state (commit 0 of the default space; a
+    // memory from before history starts from what it holds when first opened).
+    kip_storage::history::start(w)?;
     Ok(())
 }
 

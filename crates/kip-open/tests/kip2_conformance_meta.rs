@@ -254,7 +254,7 @@ fn kip2_meta_018_unknown_transaction_is_not_aborted() {
 }
 
 #[test]
-fn kip2_meta_019_history_reports_chronology_unsupported_for_now() {
+fn kip2_meta_019_history_reports_chronology() {
     let n = nexus();
     let h = seed(&n);
     for mood in ["calm", "busy"] {
@@ -264,16 +264,33 @@ fn kip2_meta_019_history_reports_chronology_unsupported_for_now() {
             json!({"a": h["alice"]}),
         );
     }
-    unsupported(&run_with(
-        &n,
-        "HISTORY ELEMENT :a",
-        json!({"a": h["alice"]}),
-    ));
-    unsupported(&run(&n, "HISTORY SPACE LIMIT 10"));
+    let e = ok_with(&n, "HISTORY ELEMENT :a", json!({"a": h["alice"]}));
+    let changes = e["changes"].as_array().expect("changes");
+    let seqs: Vec<&Value> = changes.iter().map(|c| &c["space_seq"]).collect();
+    assert_eq!(seqs, [&json!(2), &json!(3)], "{e}");
+    // Each change keeps the state it replaced: none, then calm.
+    assert_eq!(
+        changes[0]["replaced"]["row"]["attributes"],
+        json!({}),
+        "{e}"
+    );
+    assert_eq!(
+        changes[1]["replaced"]["row"]["attributes"]["mood"], "calm",
+        "{e}"
+    );
+    // HISTORY SPACE: every commit, in seq order (KIP2-HIST-010).
+    let s = ok(&n, "HISTORY SPACE LIMIT 10");
+    let seqs: Vec<u64> = s["commits"]
+        .as_array()
+        .expect("commits")
+        .iter()
+        .filter_map(|c| c["space_seq"].as_u64())
+        .collect();
+    assert_eq!(seqs, [1, 2, 3], "{s}");
 }
 
 #[test]
-fn kip2_meta_020_kql_as_of_reconstructs_content_unsupported_for_now() {
+fn kip2_meta_020_kql_as_of_reconstructs_content() {
     let n = nexus();
     let h = seed(&n);
     ok_with(
@@ -281,18 +298,34 @@ fn kip2_meta_020_kql_as_of_reconstructs_content_unsupported_for_now() {
         r#"UPDATE :a SET ATTRIBUTES {mood: "calm"}"#,
         json!({"a": h["alice"]}),
     );
-    unsupported(&run_with(
-        &n,
-        "FIND(?c.attributes) WHERE { ?c CONCEPT {id: :a} } AS OF SEQ 1",
-        json!({"a": h["alice"]}),
-    ));
+    assert_eq!(
+        ok_with(
+            &n,
+            "FIND(?c.attributes) WHERE { ?c CONCEPT {id: :a} } AS OF SEQ 1",
+            json!({"a": h["alice"]}),
+        ),
+        json!([{}])
+    );
 }
 
 #[test]
-fn kip2_meta_021_changes_preserves_transaction_envelope_unsupported_for_now() {
+fn kip2_meta_021_changes_preserves_transaction_envelope() {
     let n = nexus();
     seed(&n);
-    unsupported(&run(&n, "CHANGES AFTER SEQ 0 LIMIT 10"));
+    let c = ok(&n, "CHANGES AFTER SEQ 0 LIMIT 10");
+    let commits = c["commits"].as_array().expect("commits");
+    assert_eq!(commits.len(), 1, "{c}");
+    // The seed's transaction as one envelope: its id, seq, time and what it created.
+    assert_eq!(commits[0]["tx_id"], "kip:space:default#1", "{c}");
+    assert_eq!(commits[0]["space_seq"], 1, "{c}");
+    assert!(commits[0]["committed_at"].is_string(), "{c}");
+    assert!(commits[0]["created_ranges"]["C"].is_array(), "{c}");
+    // Past the newest commit: refused, not an empty page from "now".
+    let r = run(&n, "CHANGES AFTER SEQ 99 LIMIT 10");
+    assert_eq!(
+        r["results"][0]["error"]["code"], "HistoricalSnapshotUnavailable",
+        "{r}"
+    );
 }
 
 #[test]

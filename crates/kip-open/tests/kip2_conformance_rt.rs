@@ -127,7 +127,7 @@ fn kip2_rt_013_atomic_readonly_batch_has_no_write_receipt() {
     );
     assert_eq!(r["status"], "succeeded", "{r}");
     assert_eq!(r["results"][0]["result"], r["results"][1]["result"]);
-    assert!(r.get("receipt").is_none(), "{r}");
+    assert!(r["receipt"].is_null(), "{r}");
     for op in r["results"].as_array().into_iter().flatten() {
         assert!(
             op.get("receipt").is_none() && op["result"].get("tx_id").is_none(),

@@ -128,8 +128,8 @@ fn describe_capabilities_declares_what_runs_and_what_does_not() {
     assert!(c["supported"].get("describe_primer").is_some());
     assert!(c["supported"].get("kql").is_some());
     assert!(c["available"].get("kml").is_some());
-    assert!(c["not_supported"].get("historical_reads").is_some());
-    assert!(c["available"].get("historical_reads").is_none());
+    assert!(c["available"].get("historical_reads").is_some());
+    assert!(c["not_supported"].get("historical_reads").is_none());
     let ro = send(
         &n,
         json!({"kip": "2.0", "operations": [{"command": "DESCRIBE CAPABILITIES"}]}),
@@ -144,16 +144,16 @@ fn describe_capabilities_declares_what_runs_and_what_does_not() {
 #[test]
 fn a_valid_statement_that_does_not_run_yet_is_unsupported_capability() {
     let n = nexus();
-    let r = one(&n, r#"SNAPSHOT"#);
+    let r = one(&n, r#"CHANGES SINCE "cursor-1""#);
     assert_eq!(r["status"], "failed");
     assert_eq!(error_code(&r), "UnsupportedCapability");
     assert_eq!(r["results"][0]["error"]["details"]["language"], "META");
     assert!(r["results"][0]["error"]["message"]
         .as_str()
-        .is_some_and(|m| m.starts_with("SNAPSHOT is valid KIP 2.0 META")));
+        .is_some_and(|m| m.starts_with("CHANGES is valid KIP 2.0 META")));
     let b = one(
         &n,
-        r#"FIND(?c) WHERE { ?c CONCEPT {type: "Person"} } AS OF SEQ 1"#,
+        r#"FIND(?c) WHERE { ?c CONCEPT {type: "Person"} } FOR TIME "2026-01-01T00:00:00Z""#,
     );
     assert_eq!(error_code(&b), "UnsupportedCapability");
 }
@@ -345,7 +345,7 @@ fn a_request_is_bounded_in_operations_and_response_size() {
     let mut n = nexus();
     let mut limits = n.limits().clone();
     limits.max_batch = 3;
-    limits.max_response_bytes = 4_000;
+    limits.max_response_bytes = 6_000;
     n.set_limits(limits);
     let ops: Vec<Value> = (0..4)
         .map(|_| json!({"command": "DESCRIBE PROTOCOL"}))

@@ -51,6 +51,8 @@ pub struct Ctx<'a> {
     /// When the statement must end (`ExecutionTimeout` past it).
     deadline: Option<Instant>,
     steps: Cell<u32>,
+    /// Whether `g` is the space as it was (`AS OF`, `history.rs`).
+    pub(super) past: bool,
 }
 
 impl<'a> Ctx<'a> {
@@ -71,6 +73,7 @@ impl<'a> Ctx<'a> {
             policy: RefCell::new(super::belief::Policy::baseline()),
             deadline: None,
             steps: Cell::new(0),
+            past: false,
         }
     }
 
@@ -78,6 +81,13 @@ impl<'a> Ctx<'a> {
     /// request's `deadline_ms`).
     pub fn with_deadline(mut self, deadline: Option<Instant>) -> Ctx<'a> {
         self.deadline = deadline;
+        self
+    }
+
+    /// Marks `g` as a read of the past (`AS OF`): a query with `AS OF` runs only on
+    /// such a context.
+    pub fn reading_the_past(mut self, past: bool) -> Ctx<'a> {
+        self.past = past;
         self
     }
 

@@ -29,6 +29,7 @@ pub mod error;
 mod eval;
 mod expr;
 mod functions;
+mod history;
 mod idempotency;
 mod merge;
 mod migration;

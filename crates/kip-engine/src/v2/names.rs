@@ -13,11 +13,23 @@ fn key(name: &str) -> String {
     format!("kip2.name.{name}")
 }
 
-/// The concepts listed under `name`.
+/// The concepts listed under `name` (candidates: callers check the name). In a read
+/// of the past the list is today's, so every concept changed since is a candidate too.
 pub fn lookup(g: &dyn GraphRead, name: &str) -> V2Result<Vec<u64>> {
-    Ok(g.meta(&key(name))?
+    let mut out: Vec<u64> = g
+        .meta(&key(name))?
         .and_then(|b| serde_json::from_slice::<Vec<u64>>(&b).ok())
-        .unwrap_or_default())
+        .unwrap_or_default();
+    if let Some(changed) = g.past_changed() {
+        out.extend(
+            changed
+                .iter()
+                .filter_map(|k| kip_storage::ElementId::decode(*k))
+                .filter(|id| id.kind == kip_storage::ElementKind::Concept)
+                .map(|id| id.n),
+        );
+    }
+    Ok(out)
 }
 
 /// Moves concept `n` from the list of `old` to the list of `new` (either may be none).

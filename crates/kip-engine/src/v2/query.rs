@@ -36,8 +36,11 @@ pub fn limit_of(ctx: &Ctx, q: &Query) -> V2Result<Option<usize>> {
 
 /// The query's result rows, at most `limit` of them.
 pub fn rows(ctx: &Ctx, q: &Query, limit: Option<usize>) -> V2Result<Vec<Value>> {
-    if q.as_of.is_some() || q.for_time.is_some() {
-        return Err(unsupported("AS OF and FOR TIME reads"));
+    if q.as_of.is_some() && !ctx.past {
+        return Err(unsupported("AS OF reads in this position"));
+    }
+    if q.for_time.is_some() {
+        return Err(unsupported("FOR TIME reads"));
     }
     if let Some(members) = &q.epistemic {
         let mut m = serde_json::Map::new();

@@ -190,6 +190,9 @@ pub fn purge(w: &mut dyn GraphWrite, id: ElementId, policy: &str) -> V2Result<()
         }
     }
     w.purge_element(SPACE, id, stub)?;
+    // The past states go too (§60.3, KIP2-HIST-009): an AS OF read before the purge
+    // finds the stub, never the content; the changes index keeps the ids only.
+    kip_storage::history::purge(w, SPACE, id.encode())?;
     Ok(())
 }
 

@@ -7,10 +7,10 @@ use super::describe;
 use super::error::{Code, V2Error};
 use super::eval::Ctx;
 use super::request::{self, Operation, Request, DEFAULT_SPACE};
-use super::{idempotency, mutate, packages, preview, schema_meta, search};
+use super::{history, idempotency, mutate, packages, preview, schema_meta, search};
 use crate::envelope::Access;
 use crate::nexus::{Budget, Nexus};
-use crate::store::GraphWrite;
+use crate::store::{GraphRead, GraphWrite};
 use kip_lang::v2::ast::{Describe, Meta, Scalar, Statement, StatementKind};
 use serde_json::{json, Map, Value};
 use std::time::{Duration, Instant};
@@ -134,12 +134,18 @@ fn run(nexus: &Nexus, req: &Request, access: Access, budget: &Budget) -> Value {
         }
     };
     let dry_run = req.options.dry_run;
+    // The request's transaction, when it is one: (its snapshot, its seq and time).
+    let mut one_tx: Option<(u64, Option<(u64, u64)>)> = None;
     if (mode == "atomic" || dry_run) && access != Access::ReadOnly {
         // All or none (§76): every operation in one write transaction, aborted when
         // one fails. A dry run runs the same way and is always aborted.
         let committed = nexus.write(
             |w| {
+                let snapshot = history::snapshot_seq(w)
+                    .map_err(|e| kip_lang::KipError::internal(e.message))?;
                 each(Some(w), &mut done, &mut failed);
+                let h = w.txn_history();
+                one_tx = Some((snapshot, h.seq().zip(h.at_ms())));
                 if failed {
                     Err(kip_lang::KipError::internal(
                         "an operation failed: the request is rolled back",
@@ -166,6 +172,31 @@ fn run(nexus: &Nexus, req: &Request, access: Access, budget: &Budget) -> Value {
     } else {
         each(None, &mut done, &mut failed);
     }
+    // §33.2: one receipt per committed transaction; several transactions (a
+    // sequence of writes) each put theirs in their operation's extensions.
+    let mut receipts: Vec<Value> = Vec::new();
+    for d in &mut done {
+        if let Done::Succeeded(_, context) = d {
+            if let Some(r) = context.remove(RECEIPT) {
+                receipts.push(r);
+            }
+        }
+    }
+    let (snapshot, receipt) = match one_tx {
+        Some((snap, tx)) => {
+            let receipt = match tx {
+                _ if dry_run || failed => Value::Null,
+                Some((seq, at)) => history::receipt(seq, at),
+                None => history::no_effect(snap),
+            };
+            (
+                json!({"space_id": DEFAULT_SPACE, "snapshot_seq": snap}),
+                receipt,
+            )
+        }
+        None if receipts.len() == 1 => (Value::Null, receipts[0].clone()),
+        None => (Value::Null, Value::Null),
+    };
     if mode == "atomic" && failed {
         for d in &mut done {
             if matches!(d, Done::Succeeded(..)) {
@@ -194,6 +225,9 @@ fn run(nexus: &Nexus, req: &Request, access: Access, budget: &Budget) -> Value {
             Done::Succeeded(v, mut context) => {
                 r.insert("status".into(), json!("succeeded"));
                 r.insert("result".into(), v);
+                if let Some(receipt) = context.remove(OP_RECEIPT) {
+                    r.insert("extensions".into(), json!({ "kip-nexus/receipt": receipt }));
+                }
                 // A FIND's continuation is the operation's, not its context's (§50).
                 if let Some(c) = context.remove("next_cursor") {
                     r.insert("next_cursor".into(), c);
@@ -233,8 +267,16 @@ fn run(nexus: &Nexus, req: &Request, access: Access, budget: &Budget) -> Value {
     }
     out.insert("results".into(), Value::Array(results));
     out.insert("context".into(), json!({"space_id": DEFAULT_SPACE}));
+    out.insert("snapshot".into(), snapshot);
+    out.insert("receipt".into(), receipt);
     Value::Object(out)
 }
+
+/// Context keys that carry a write's receipt out of `run_op` (never sent as context):
+/// the receipt of the operation's own transaction, moved to the response's `receipt`
+/// (one transaction) and to the operation's extensions (several).
+const RECEIPT: &str = "\u{0}receipt";
+const OP_RECEIPT: &str = "\u{0}op_receipt";
 
 /// Parses, classifies and runs one operation; `context` takes what the operation adds
 /// to its result's `context`.
@@ -411,6 +453,92 @@ fn run_op(
                     .with_hint("codes are names such as \"VersionConflict\" or \"SchemaSymbolNotFound\"; a 1.x KIP_xxxx code maps to one (docs/semantics.md)")
                 })
             }
+            Meta::Snapshot(clause) | Meta::Describe(Describe::Snapshot(clause)) => {
+                let read = |g: &dyn GraphRead| -> Result<Value, V2Error> {
+                    let commit = match clause {
+                        Some(c) => history::resolve(g, c, &|s| scalar(&param, s))?,
+                        None => history::newest(g)?.ok_or_else(|| {
+                            V2Error::new(
+                                Code::HistoricalSnapshotUnavailable,
+                                "this memory records no history yet",
+                            )
+                        })?,
+                    };
+                    Ok(history::snapshot(&commit))
+                };
+                match tx {
+                    Some(w) => read(w),
+                    None => read_v2(nexus, read),
+                }
+            }
+            Meta::History {
+                element,
+                from_seq,
+                to_seq,
+                limit,
+                cursor,
+            } => {
+                if cursor.is_some() {
+                    return Err(V2Error::new(
+                        Code::UnsupportedCapability,
+                        "HISTORY ... CURSOR is not supported by this runtime: page with FROM SEQ",
+                    )
+                    .with_hint("HISTORY SPACE FROM SEQ 101 LIMIT 100"));
+                }
+                let seq = |s: &Option<Scalar>| -> Result<Option<u64>, V2Error> {
+                    s.as_ref()
+                        .map(|s| whole(&scalar(&param, s)?, "SEQ"))
+                        .transpose()
+                };
+                let (from, to) = (seq(from_seq)?, seq(to_seq)?);
+                let limit = match limit {
+                    Some(l) => {
+                        usize::try_from(whole(&scalar(&param, l)?, "LIMIT")?).unwrap_or(usize::MAX)
+                    }
+                    None => nexus.limits().default_page,
+                };
+                let id = element
+                    .as_ref()
+                    .map(|e| {
+                        scalar(&param, e)?
+                            .as_str()
+                            .map(str::to_string)
+                            .ok_or_else(|| {
+                                V2Error::new(
+                                    Code::TypeMismatch,
+                                    "HISTORY ELEMENT takes an element id",
+                                )
+                                .with_hint("HISTORY ELEMENT \"C:12\"")
+                            })
+                    })
+                    .transpose()?;
+                let read = |g: &dyn GraphRead| match &id {
+                    Some(id) => history::element(g, id, from, to, limit),
+                    None => history::space(g, from, to, limit),
+                };
+                match tx {
+                    Some(w) => read(w),
+                    None => read_v2(nexus, read),
+                }
+            }
+            Meta::Changes {
+                after_seq: true,
+                from,
+                limit,
+            } => {
+                let after = whole(&scalar(&param, from)?, "CHANGES AFTER SEQ")?;
+                let limit = match limit {
+                    Some(l) => {
+                        usize::try_from(whole(&scalar(&param, l)?, "LIMIT")?).unwrap_or(usize::MAX)
+                    }
+                    None => nexus.limits().default_page,
+                };
+                let read = |g: &dyn GraphRead| history::changes_after(g, after, limit);
+                match tx {
+                    Some(w) => read(w),
+                    None => read_v2(nexus, read),
+                }
+            }
             Meta::Search(s) => {
                 let (hits, found) = search::run(nexus, s, &param, tx, req.mode() == "atomic")?;
                 context.insert("search".into(), found);
@@ -435,6 +563,12 @@ fn run_op(
             let digest = cursors::digest(q, &all);
             let page = nexus.limits().default_page;
             let cursors = nexus.cursors();
+            let mut run = |g: &dyn GraphRead, context: &mut Map<String, Value>| {
+                let ctx = Ctx::new(g, &params, max_rows)
+                    .with_deadline(deadline)
+                    .reading_the_past(q.as_of.is_some());
+                cursors::page(cursors, &ctx, q, &digest, page, context)
+            };
             match tx {
                 // A traversal pinned inside a transaction that may still roll back
                 // would keep rows that never committed.
@@ -443,21 +577,8 @@ fn run_op(
                     "CURSOR inside an atomic request (or a dry run): its pages could outlive a rollback",
                 )
                 .with_hint("page the query in a request of its own")),
-                Some(w) => {
-                    let ctx = Ctx::new(w, &params, max_rows).with_deadline(deadline);
-                    cursors::page(cursors, &ctx, q, &digest, page, context)
-                }
-                None => {
-                    let mut failure = None;
-                    let r = nexus.read(|g| {
-                        let ctx = Ctx::new(g, &params, max_rows).with_deadline(deadline);
-                        cursors::page(cursors, &ctx, q, &digest, page, context).map_err(|e| {
-                            failure = Some(e);
-                            kip_lang::KipError::internal("the query failed")
-                        })
-                    });
-                    r.map_err(|e| failure.unwrap_or_else(|| V2Error::from_kip(&e)))
-                }
+                Some(w) => query_at(w, q, &param, context, &mut run),
+                None => read_v2(nexus, |g| query_at(g, q, &param, context, &mut run)),
             }
         }
         StatementKind::Mutation(m) => {
@@ -478,19 +599,34 @@ fn run_op(
                 }
                 None => {
                     let mut failure = None;
+                    let mut tx = (0, None);
                     let r = nexus.write(
                         |w| {
-                            idempotency::once(w, key, |w| mutate::run(w, &params, m, max_rows))
-                                .map_err(|e| {
-                                    failure = Some(e);
-                                    kip_lang::KipError::internal("the mutation failed: rolled back")
-                                })
+                            let snapshot = history::snapshot_seq(w)
+                                .map_err(|e| kip_lang::KipError::internal(e.message))?;
+                            let v =
+                                idempotency::once(w, key, |w| mutate::run(w, &params, m, max_rows))
+                                    .map_err(|e| {
+                                        failure = Some(e);
+                                        kip_lang::KipError::internal(
+                                            "the mutation failed: rolled back",
+                                        )
+                                    })?;
+                            let h = w.txn_history();
+                            tx = (snapshot, h.seq().zip(h.at_ms()));
+                            Ok(v)
                         },
                         false,
                     );
                     match r {
                         Ok(v) => {
                             nexus.after_write();
+                            let receipt = match tx {
+                                (_, Some((seq, at))) => history::receipt(seq, at),
+                                (snap, None) => history::no_effect(snap),
+                            };
+                            context.insert(RECEIPT.into(), receipt.clone());
+                            context.insert(OP_RECEIPT.into(), receipt);
                             Ok(v)
                         }
                         Err(e) => Err(failure.unwrap_or_else(|| V2Error::from_kip(&e))),
@@ -499,6 +635,54 @@ fn run_op(
             }
         }
     }
+}
+
+/// Evaluates a query on a graph, filling the operation's context.
+type RunQuery<'r> =
+    dyn FnMut(&dyn GraphRead, &mut Map<String, Value>) -> Result<Value, V2Error> + 'r;
+
+/// Runs query `q` on `g`, or on the space as it was when `q` reads `AS OF` (§48.1);
+/// the operation's context gets the snapshot it read.
+fn query_at(
+    g: &dyn GraphRead,
+    q: &kip_lang::v2::ast::Query,
+    param: &dyn Fn(&Scalar) -> Option<Value>,
+    context: &mut Map<String, Value>,
+    run: &mut RunQuery<'_>,
+) -> Result<Value, V2Error> {
+    match &q.as_of {
+        None => {
+            context.insert("snapshot_seq".into(), json!(history::snapshot_seq(g)?));
+            run(g, context)
+        }
+        Some(clause) => {
+            let commit = history::resolve(g, clause, &|s| scalar(param, s))?;
+            let past = history::view(g, &commit)?;
+            context.insert("snapshot_seq".into(), json!(commit.seq));
+            run(&past, context)
+        }
+    }
+}
+
+/// The value of a scalar of the command (parameters were checked to exist).
+fn scalar(param: &dyn Fn(&Scalar) -> Option<Value>, s: &Scalar) -> Result<Value, V2Error> {
+    param(s).ok_or_else(|| {
+        V2Error::new(
+            Code::InvalidRequestEnvelope,
+            "a parameter of the command has no value",
+        )
+    })
+}
+
+/// A whole number ≥ 0, or TypeMismatch naming `what`.
+fn whole(v: &Value, what: &str) -> Result<u64, V2Error> {
+    v.as_u64().ok_or_else(|| {
+        V2Error::new(
+            Code::TypeMismatch,
+            format!("{what} takes a whole number ≥ 0"),
+        )
+        .with_hint(format!("{what} 12"))
+    })
 }
 
 /// Runs a 2.0 read on a snapshot.

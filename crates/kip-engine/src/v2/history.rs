@@ -1,0 +1,334 @@
+//! Cognitive time (Specification §48.1, §68, §33): resolving `AS OF SEQ | TX | TIME`
+//! to a commit of the space, reads of the past through `kip_storage::asof::AsOf`,
+//! `SNAPSHOT` / `DESCRIBE SNAPSHOT`, `HISTORY ELEMENT` / `HISTORY SPACE`, `CHANGES
+//! AFTER SEQ`, and the receipt of a committed transaction. The space sequence and the
+//! version chain are kept by the storage contract (`kip_storage::history`).
+
+use super::error::{Code, V2Error, V2Result};
+use super::request::DEFAULT_SPACE;
+use crate::store::GraphRead;
+use kip_lang::v2::ast::{AsOf as AsOfClause, Scalar};
+use kip_storage::asof::AsOf;
+use kip_storage::history::{self, CommitRecord, PART_RECORD, PART_ROW};
+use kip_storage::{ElementId, ElementKind, ElementRecord, SpaceId};
+use serde_json::{json, Map, Value};
+use std::time::{Duration, UNIX_EPOCH};
+
+/// How a transaction of the default space is named (`kip:space:default#12`: the
+/// reference engine's form, so a TX parses to its seq).
+pub fn tx_id(seq: u64) -> String {
+    format!("kip:space:{DEFAULT_SPACE}#{seq}")
+}
+
+fn time_text(ms: u64) -> String {
+    crate::time::format(UNIX_EPOCH + Duration::from_millis(ms))
+}
+
+fn unavailable(message: String) -> V2Error {
+    V2Error::new(Code::HistoricalSnapshotUnavailable, message).with_hint(
+        "SNAPSHOT tells the newest coordinate of the space; HISTORY SPACE lists its commits",
+    )
+}
+
+fn whole(v: &Value, what: &str) -> V2Result<u64> {
+    v.as_u64().ok_or_else(|| {
+        V2Error::new(
+            Code::TypeMismatch,
+            format!("{what} takes a whole number ≥ 0"),
+        )
+        .with_hint("AS OF SEQ 12")
+    })
+}
+
+/// The newest commit of the default space (`None`: no history recorded).
+pub fn newest(g: &dyn GraphRead) -> V2Result<Option<CommitRecord>> {
+    Ok(history::last(g, SpaceId::DEFAULT)?)
+}
+
+/// The snapshot sequence a read of `g` sees: the newest commit (0 without history).
+pub fn snapshot_seq(g: &dyn GraphRead) -> V2Result<u64> {
+    Ok(newest(g)?.map_or(0, |c| c.seq))
+}
+
+/// The commit an `AS OF` clause names; `value` evaluates its scalar.
+pub fn resolve(
+    g: &dyn GraphRead,
+    clause: &AsOfClause,
+    value: &dyn Fn(&Scalar) -> V2Result<Value>,
+) -> V2Result<CommitRecord> {
+    let last = newest(g)?.ok_or_else(|| {
+        unavailable("this memory records no history yet: there is no coordinate to read".into())
+    })?;
+    let commit_of = |seq: u64| -> V2Result<Option<CommitRecord>> {
+        Ok(history::commit(g, SpaceId::DEFAULT, seq)?)
+    };
+    match clause {
+        AsOfClause::Seq(s) => {
+            let seq = whole(&value(s)?, "AS OF SEQ")?;
+            if seq > last.seq {
+                return Err(unavailable(format!(
+                    "the space has not reached seq {seq}: its newest commit is seq {}; a coordinate is never rounded to the present",
+                    last.seq
+                ))
+                .with_detail("space_seq", last.seq));
+            }
+            commit_of(seq)?.ok_or_else(|| {
+                unavailable(format!("seq {seq} is before the history this memory keeps"))
+            })
+        }
+        AsOfClause::Tx(t) => {
+            let v = value(t)?;
+            let text = v.as_str().ok_or_else(|| {
+                V2Error::new(
+                    Code::TypeMismatch,
+                    "AS OF TX takes a transaction id (a string)",
+                )
+                .with_hint(format!("AS OF TX \"{}\"", tx_id(last.seq)))
+            })?;
+            let seq = text
+                .strip_prefix(&format!("kip:space:{DEFAULT_SPACE}#"))
+                .and_then(|n| n.parse::<u64>().ok());
+            match seq.map(commit_of).transpose()?.flatten() {
+                Some(c) => Ok(c),
+                None => Err(V2Error::new(
+                    Code::TransactionUnknown,
+                    format!("no committed transaction of this memory is named \"{text}\""),
+                )
+                .with_hint(format!(
+                    "transaction ids look like \"{}\" (the newest); HISTORY SPACE lists them",
+                    tx_id(last.seq)
+                ))),
+            }
+        }
+        AsOfClause::Time(t) => {
+            let v = value(t)?;
+            let at = v.as_str().and_then(crate::time::parse).ok_or_else(|| {
+                V2Error::new(Code::TypeMismatch, "AS OF TIME takes an RFC 3339 timestamp")
+                    .with_hint("AS OF TIME \"2026-11-28T10:00:00Z\"")
+            })?;
+            let ms = at
+                .duration_since(UNIX_EPOCH)
+                .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+                .unwrap_or(0);
+            history::commit_at_or_before(g, SpaceId::DEFAULT, ms)?.ok_or_else(|| {
+                unavailable(format!(
+                    "{} is before the history this memory keeps",
+                    v.as_str().unwrap_or_default()
+                ))
+            })
+        }
+    }
+}
+
+/// A read of `g` after commit `c`.
+pub fn view<'a>(g: &'a dyn GraphRead, c: &CommitRecord) -> V2Result<AsOf<'a>> {
+    AsOf::new(g, SpaceId::DEFAULT, c.seq)?
+        .ok_or_else(|| unavailable(format!("seq {} is not readable", c.seq)))
+}
+
+/// What `SNAPSHOT` and `DESCRIBE SNAPSHOT` answer for commit `c`.
+pub fn snapshot(c: &CommitRecord) -> Value {
+    json!({
+        "space_id": DEFAULT_SPACE,
+        "snapshot_seq": c.seq,
+        "tx_id": tx_id(c.seq),
+        "committed_at": time_text(c.at_ms),
+    })
+}
+
+/// The receipt of a committed transaction (§33.2).
+pub fn receipt(seq: u64, at_ms: u64) -> Value {
+    json!({
+        "status": "committed",
+        "tx_id": tx_id(seq),
+        "space_id": DEFAULT_SPACE,
+        "snapshot_seq": seq.saturating_sub(1),
+        "space_seq": seq,
+        "committed_at": time_text(at_ms),
+        "transaction_class": "cognitive",
+    })
+}
+
+/// The receipt of a write transaction that changed nothing (§32.8).
+pub fn no_effect(snapshot_seq: u64) -> Value {
+    json!({"status": "no_effect", "space_id": DEFAULT_SPACE, "snapshot_seq": snapshot_seq})
+}
+
+/// The element an id names, as the version chain keys it.
+fn element_key(id: &str) -> V2Result<(u64, ElementId)> {
+    let e = ElementId::parse_id(id).ok_or_else(|| {
+        V2Error::new(Code::TypeMismatch, format!("\"{id}\" is not an element id"))
+            .with_hint("ids look like \"C:12\", \"P:7\", \"A:3\"")
+    })?;
+    Ok((e.encode(), e))
+}
+
+/// The stored state bytes of one part, as JSON (`null`: absent).
+fn state_json(part: u8, kind: ElementKind, bytes: &[u8]) -> V2Result<Value> {
+    if bytes.is_empty() {
+        return Ok(Value::Null);
+    }
+    Ok(match (part, kind) {
+        (PART_ROW, ElementKind::Concept) => {
+            let c: kip_storage::ConceptRecord = kip_storage::decode(bytes)?;
+            json!({"type": c.concept_type, "name": c.name, "attributes": c.attributes, "metadata": c.metadata})
+        }
+        (PART_ROW, _) => {
+            let p: kip_storage::PropRecord = kip_storage::decode(bytes)?;
+            json!({
+                "subject": p.subject.id_string(),
+                "predicate": p.predicate,
+                "object": p.object.id_string(),
+                "attributes": p.attributes,
+                "metadata": p.metadata,
+            })
+        }
+        _ => {
+            let r = ElementRecord::decode(bytes)?;
+            json!({"payload": r.payload, "state": r.state, "version": r.version})
+        }
+    })
+}
+
+/// `HISTORY ELEMENT id [FROM SEQ a] [TO SEQ b] [LIMIT n]` (§68): the commits that
+/// changed the element, oldest first, each with the state it replaced; then its
+/// current state. Transition chronology, not content reconstruction (that is `AS OF`).
+pub fn element(
+    g: &dyn GraphRead,
+    id: &str,
+    from: Option<u64>,
+    to: Option<u64>,
+    limit: usize,
+) -> V2Result<Value> {
+    let (key, eid) = element_key(id)?;
+    let mut seqs = Vec::new();
+    g.scan_changes(
+        SpaceId::DEFAULT,
+        from.map_or(0, |f| f.saturating_sub(1)),
+        &mut |seq, k| {
+            if to.is_some_and(|t| seq > t) {
+                return Ok(false);
+            }
+            if k == key {
+                seqs.push(seq);
+            }
+            Ok(true)
+        },
+    )?;
+    let exists_now = match eid.kind {
+        ElementKind::Concept => g.concept(eid.n)?.is_some(),
+        ElementKind::Proposition => g.prop(eid.n)?.is_some(),
+        _ => false,
+    } || g.element(SpaceId::DEFAULT, eid)?.is_some();
+    if seqs.is_empty() && !exists_now {
+        return Err(V2Error::new(
+            Code::NotFoundOrNotVisible,
+            format!("{id} is not an element of this memory, and no history names it"),
+        )
+        .with_hint("FIND an element's id first"));
+    }
+    let mut out = Vec::new();
+    for seq in seqs.into_iter().take(limit) {
+        let mut replaced = Map::new();
+        for (part, name) in [(PART_ROW, "row"), (PART_RECORD, "record")] {
+            if let Some((valid_to, bytes)) =
+                g.version_after(SpaceId::DEFAULT, key, part, seq - 1)?
+            {
+                if valid_to == seq {
+                    replaced.insert(name.into(), state_json(part, eid.kind, &bytes)?);
+                }
+            }
+        }
+        let commit = history::commit(g, SpaceId::DEFAULT, seq)?;
+        // A change whose replaced state is gone: the element was purged since.
+        let purged = replaced.is_empty();
+        out.push(json!({
+            "space_seq": seq,
+            "tx_id": tx_id(seq),
+            "committed_at": commit.map(|c| time_text(c.at_ms)),
+            "replaced": Value::Object(replaced),
+            "purged": purged,
+        }));
+    }
+    Ok(json!({"element": id, "changes": out, "exists": exists_now}))
+}
+
+/// `HISTORY SPACE [FROM SEQ a] [TO SEQ b] [LIMIT n]`: the space's commits in seq order
+/// (KIP2-HIST-010), each with the elements it changed or ended (creations are the ids
+/// between the watermarks of consecutive commits).
+pub fn space(
+    g: &dyn GraphRead,
+    from: Option<u64>,
+    to: Option<u64>,
+    limit: usize,
+) -> V2Result<Value> {
+    let Some(last) = newest(g)? else {
+        return Ok(json!({"space_id": DEFAULT_SPACE, "commits": []}));
+    };
+    let start = from.unwrap_or(1).max(1);
+    let end = to.unwrap_or(last.seq).min(last.seq);
+    let mut commits = Vec::new();
+    let mut seq = start;
+    while seq <= end && commits.len() < limit {
+        if let Some(c) = history::commit(g, SpaceId::DEFAULT, seq)? {
+            commits.push(commit_json(g, &c)?);
+        }
+        seq += 1;
+    }
+    Ok(json!({"space_id": DEFAULT_SPACE, "commits": commits}))
+}
+
+/// One commit with what it did.
+fn commit_json(g: &dyn GraphRead, c: &CommitRecord) -> V2Result<Value> {
+    let mut changed = Vec::new();
+    g.scan_changes(SpaceId::DEFAULT, c.seq - 1, &mut |seq, key| {
+        if seq != c.seq {
+            return Ok(false);
+        }
+        if let Some(id) = ElementId::decode(key) {
+            changed.push(json!(id.id_string()));
+        }
+        Ok(true)
+    })?;
+    let prev = history::commit(g, SpaceId::DEFAULT, c.seq - 1)?;
+    let mut created = Map::new();
+    if let Some(p) = prev {
+        let w0 = p.watermarks;
+        let w1 = c.watermarks;
+        for (name, a, b) in [
+            ("C", w0.concept, w1.concept),
+            ("P", w0.prop, w1.prop),
+            ("E", w0.evidence, w1.evidence),
+            ("X", w0.activity, w1.activity),
+        ] {
+            if b > a {
+                created.insert(name.into(), json!([a, b - 1]));
+            }
+        }
+    }
+    Ok(json!({
+        "space_seq": c.seq,
+        "tx_id": tx_id(c.seq),
+        "committed_at": time_text(c.at_ms),
+        "changed": changed,
+        "created_ranges": Value::Object(created),
+    }))
+}
+
+/// `CHANGES AFTER SEQ k [LIMIT n]`: the commits after `k`, oldest first.
+pub fn changes_after(g: &dyn GraphRead, after: u64, limit: usize) -> V2Result<Value> {
+    let last = newest(g)?.map_or(0, |c| c.seq);
+    if after > last {
+        return Err(unavailable(format!(
+            "the space has not reached seq {after}: its newest commit is seq {last}"
+        )));
+    }
+    let mut v = space(g, Some(after + 1), None, limit)?;
+    let shown = v["commits"].as_array().map_or(0, Vec::len) as u64;
+    v["after_seq"] = json!(after);
+    v["newest_seq"] = json!(last);
+    if after + shown < last {
+        v["more"] = json!(true);
+    }
+    Ok(v)
+}

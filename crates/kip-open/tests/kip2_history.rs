@@ -1,0 +1,283 @@
+//! KIP 2.0 history (Specification §5.4, §32-33, §48.1, §68; the Historical suite
+//! KIP2-HIST-*, KIP2-RT-012/014): every commit takes the next `space_seq` and answers
+//! with a receipt; `AS OF` reads the space as it was; `HISTORY` and `CHANGES` list the
+//! chronology; a purge leaves no past content behind. On whichever backend the test
+//! matrix selects (`KIP_TEST_BACKEND`).
+
+mod common;
+use common::kip2::*;
+use common::nexus;
+use serde_json::{json, Value};
+
+fn seed(n: &kip_engine::Nexus) -> Value {
+    ok(
+        n,
+        r#"MUTATE {
+  CREATE CONCEPT ?alpha { TYPE "Person" NAME "Alpha" SET FIELDS {key: "p1"} }
+  CREATE CONCEPT ?dark { TYPE "Preference" NAME "Dark" }
+  ENSURE PROPOSITION ?p (?alpha, "prefers", ?dark)
+  CREATE EVIDENCE ?e1 { SET FIELDS { evidence_class: "tool_result", payload: "42 ms" } }
+  CREATE ASSERTION ?a { SET FIELDS { proposition: ?p, asserted_by: ?alpha, stance: "support", mode: "stated", confidence: 0.9 } }
+}"#,
+    )["handles"]
+        .clone()
+}
+
+fn error_of(r: &Value) -> String {
+    r["results"][0]["error"]["code"]
+        .as_str()
+        .unwrap_or("")
+        .to_string()
+}
+
+#[test]
+fn a_commit_answers_with_its_receipt_and_seqs_increase() {
+    let n = nexus();
+    let r = send(
+        &n,
+        json!({"kip": "2.0", "request_id": "client-req-1", "operations": [
+            {"command": r#"CREATE CONCEPT ?x { TYPE "Person" NAME "One" }"#}]}),
+    );
+    let receipt = &r["receipt"];
+    assert_eq!(receipt["status"], "committed", "{r}");
+    assert_eq!(receipt["space_seq"], 1, "{r}");
+    assert_eq!(receipt["snapshot_seq"], 0, "{r}");
+    assert_eq!(receipt["tx_id"], "kip:space:default#1", "{r}");
+    assert!(receipt["committed_at"].is_string(), "{r}");
+    let r = run(&n, r#"CREATE CONCEPT ?x { TYPE "Person" NAME "Two" }"#);
+    assert_eq!(r["receipt"]["space_seq"], 2, "{r}");
+    assert_eq!(ok(&n, "SNAPSHOT")["snapshot_seq"], 2);
+}
+
+#[test]
+fn kip2_rt_014_request_id_differs_from_tx_id() {
+    let n = nexus();
+    let r = send(
+        &n,
+        json!({"kip": "2.0", "request_id": "kip:space:default#7", "operations": [
+            {"command": r#"CREATE CONCEPT ?x { TYPE "Person" NAME "Corr" }"#}]}),
+    );
+    assert_eq!(r["request_id"], "kip:space:default#7");
+    // The engine chooses the transaction id; the client's correlation id is not it.
+    assert_eq!(r["receipt"]["tx_id"], "kip:space:default#1", "{r}");
+}
+
+#[test]
+fn kip2_rt_012_atomic_has_one_transaction_identity() {
+    let n = nexus();
+    let r = send(
+        &n,
+        json!({"kip": "2.0", "execution": {"mode": "atomic"}, "operations": [
+            {"command": r#"CREATE CONCEPT ?x { TYPE "Person" NAME "A1" }"#},
+            {"command": r#"CREATE CONCEPT ?x { TYPE "Person" NAME "A2" }"#},
+            {"command": r#"FIND(COUNT(?c)) WHERE { ?c CONCEPT {type: "Person"} }"#}
+        ]}),
+    );
+    assert_eq!(r["status"], "succeeded", "{r}");
+    assert_eq!(r["receipt"]["status"], "committed", "{r}");
+    assert_eq!(r["receipt"]["space_seq"], 1, "{r}");
+    assert_eq!(r["snapshot"]["snapshot_seq"], 0, "{r}");
+    // One transaction: the next commit is seq 2, and HISTORY SPACE shows one commit.
+    assert_eq!(
+        ok(&n, "HISTORY SPACE")["commits"].as_array().map(Vec::len),
+        Some(1)
+    );
+}
+
+#[test]
+fn a_sequence_of_writes_gives_each_its_receipt() {
+    let n = nexus();
+    let r = send(
+        &n,
+        json!({"kip": "2.0", "execution": {"mode": "sequence"}, "operations": [
+            {"command": r#"CREATE CONCEPT ?x { TYPE "Person" NAME "S1" }"#},
+            {"command": r#"CREATE CONCEPT ?x { TYPE "Person" NAME "S2" }"#}
+        ]}),
+    );
+    let seqs: Vec<&Value> = r["results"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|o| &o["extensions"]["kip-nexus/receipt"]["space_seq"])
+        .collect();
+    assert_eq!(seqs, [&json!(1), &json!(2)], "{r}");
+    // Two transactions: no single top-level receipt stands for both.
+    assert!(r["receipt"].is_null(), "{r}");
+}
+
+#[test]
+fn a_write_that_changes_nothing_takes_no_seq() {
+    let n = nexus();
+    ok(
+        &n,
+        r#"UPSERT CONCEPT ?x { MATCH {type: "Person", key: "same"} SET FIELDS {name: "Same"} }"#,
+    );
+    let r = run(
+        &n,
+        r#"UPSERT CONCEPT ?x { MATCH {type: "Person", key: "same"} SET FIELDS {name: "Same"} }"#,
+    );
+    assert_eq!(r["receipt"]["status"], "no_effect", "{r}");
+    assert_eq!(r["receipt"]["snapshot_seq"], 1, "{r}");
+    assert_eq!(ok(&n, "SNAPSHOT")["snapshot_seq"], 1);
+}
+
+#[test]
+fn kip2_hist_001_historical_mutable_concept_reconstruction() {
+    let n = nexus();
+    seed(&n);
+    ok(
+        &n,
+        r#"UPSERT CONCEPT ?c { MATCH {type: "Person", key: "p1"} SET FIELDS {name: "Beta"} }"#,
+    );
+    let q = r#"FIND(?c.name) WHERE { ?c CONCEPT {type: "Person", key: "p1"} }"#;
+    assert_eq!(ok(&n, &format!("{q} AS OF SEQ 1")), json!(["Alpha"]));
+    assert_eq!(ok(&n, q), json!(["Beta"]));
+    // The old name finds it in the past only.
+    let by_name = r#"FIND(COUNT(?c)) WHERE { ?c CONCEPT {type: "Person", name: "Alpha"} }"#;
+    assert_eq!(ok(&n, &format!("{by_name} AS OF SEQ 1")), json!([1]));
+    assert_eq!(ok(&n, by_name), json!([0]));
+}
+
+#[test]
+fn kip2_hist_002_historical_assertion_lifecycle_reconstruction() {
+    let n = nexus();
+    let h = seed(&n);
+    ok_with(&n, "RETRACT ASSERTION :a", json!({"a": h["a"]}));
+    let q = "FIND(?a.lifecycle.status) WHERE { ?a ASSERTION {} }";
+    assert_eq!(ok(&n, &format!("{q} AS OF SEQ 1")), json!(["active"]));
+    assert_eq!(ok(&n, q), json!(["retracted"]));
+}
+
+#[test]
+fn kip2_hist_003_historical_evidence_correction_reconstruction() {
+    let n = nexus();
+    let h = seed(&n);
+    let e2 = ok(
+        &n,
+        r#"CREATE EVIDENCE ?e2 { SET FIELDS { evidence_class: "tool_result", payload: "24 ms" } }"#,
+    )["handles"]["e2"]
+        .clone();
+    ok_with(
+        &n,
+        "CORRECT EVIDENCE :a BY :b",
+        json!({"a": h["e1"], "b": e2}),
+    );
+    let q = r#"FIND(?e.payload, ?e.correction.status) WHERE { ?e EVIDENCE {} }"#;
+    let by = "ORDER BY ?e.payload";
+    // At seq 2 the correction had not happened: no lineage, same payload.
+    assert_eq!(
+        ok(&n, &format!("{q} AS OF SEQ 2 {by}")),
+        json!([["24 ms", null], ["42 ms", null]])
+    );
+    assert_eq!(
+        ok(&n, &format!("{q} {by}")),
+        json!([["24 ms", "current"], ["42 ms", "corrected"]])
+    );
+}
+
+#[test]
+fn kip2_hist_009_purged_history_is_unavailable_not_fabricated() {
+    let n = nexus();
+    ok(
+        &n,
+        r#"CREATE EVIDENCE ?lone { SET FIELDS { evidence_class: "user_statement", payload: "my secret" } }"#,
+    );
+    let q = "FIND(?e.payload) WHERE { ?e EVIDENCE {} }";
+    assert_eq!(ok(&n, &format!("{q} AS OF SEQ 1")), json!(["my secret"]));
+    let id = ok(&n, "FIND(?e) WHERE { ?e EVIDENCE {} }")[0]["id"].clone();
+    ok_with(&n, r#"PURGE :e CONFIRM "PURGE""#, json!({"e": id}));
+    // Before the purge, the past no longer holds the content.
+    let past = ok(&n, &format!("{q} AS OF SEQ 1"));
+    assert!(!past.to_string().contains("my secret"), "{past}");
+    let h = ok_with(&n, "HISTORY ELEMENT :e", json!({"e": id}));
+    assert!(!h.to_string().contains("my secret"), "{h}");
+}
+
+#[test]
+fn kip2_hist_010_transaction_chronology_ordered_by_space_seq() {
+    let n = nexus();
+    for name in ["T1", "T2", "T3", "T4"] {
+        ok(
+            &n,
+            &format!(r#"CREATE CONCEPT ?x {{ TYPE "Person" NAME "{name}" }}"#),
+        );
+    }
+    let s = ok(&n, "HISTORY SPACE FROM SEQ 2 TO SEQ 4");
+    let seqs: Vec<u64> = s["commits"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|c| c["space_seq"].as_u64())
+        .collect();
+    assert_eq!(seqs, [2, 3, 4], "{s}");
+    let times: Vec<&str> = s["commits"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|c| c["committed_at"].as_str())
+        .collect();
+    assert!(times.windows(2).all(|w| w[0] <= w[1]), "{s}");
+    let c = ok(&n, "CHANGES AFTER SEQ 3");
+    assert_eq!(c["commits"].as_array().map(Vec::len), Some(1), "{c}");
+}
+
+#[test]
+fn a_coordinate_not_reached_or_unknown_is_refused() {
+    let n = nexus();
+    seed(&n);
+    let r = run(&n, "SNAPSHOT AS OF SEQ 9");
+    assert_eq!(error_of(&r), "HistoricalSnapshotUnavailable", "{r}");
+    let r = run(
+        &n,
+        r#"FIND(COUNT(?c)) WHERE { ?c CONCEPT {} } AS OF TX "kip:space:default#9""#,
+    );
+    assert_eq!(error_of(&r), "TransactionUnknown", "{r}");
+    let r = run(
+        &n,
+        r#"FIND(COUNT(?c)) WHERE { ?c CONCEPT {} } AS OF TX "tx-1""#,
+    );
+    assert_eq!(error_of(&r), "TransactionUnknown", "{r}");
+    assert_eq!(
+        ok(&n, "FIND(COUNT(?c)) WHERE { ?c CONCEPT {} } AS OF SEQ 0"),
+        json!([0])
+    );
+    assert_eq!(
+        ok(&n, "DESCRIBE SNAPSHOT AS OF SEQ 1")["tx_id"],
+        "kip:space:default#1"
+    );
+}
+
+#[test]
+fn a_past_read_sees_links_as_they_were() {
+    let n = nexus();
+    let h = seed(&n);
+    ok_with(
+        &n,
+        r#"MUTATE {
+  CREATE CONCEPT ?l { TYPE "Preference" NAME "Light" }
+  ENSURE PROPOSITION ?q (:a, "prefers", ?l)
+}"#,
+        json!({"a": h["alpha"]}),
+    );
+    let q = r#"FIND(?o.name) WHERE { ?p PROPOSITION (?s, "prefers", ?o) ?s CONCEPT {key: "p1"} }"#;
+    let by = "ORDER BY ?o.name";
+    assert_eq!(ok(&n, &format!("{q} {by}")), json!(["Dark", "Light"]));
+    assert_eq!(ok(&n, &format!("{q} AS OF SEQ 1 {by}")), json!(["Dark"]));
+}
+
+#[test]
+fn a_kip_1x_write_is_a_transaction_of_the_same_history() {
+    let n = nexus();
+    seed(&n);
+    let r = n
+        .execute_json(
+            &json!({"command": r#"UPSERT { CONCEPT ?x { {type: "Person", name: "Legacy"} } }"#}),
+            kip_engine::Access::ReadWrite,
+        )
+        .to_json();
+    assert!(r.get("error").is_none(), "{r}");
+    assert_eq!(ok(&n, "SNAPSHOT")["snapshot_seq"], 2);
+    let q = r#"FIND(COUNT(?c)) WHERE { ?c CONCEPT {type: "Person", name: "Legacy"} }"#;
+    assert_eq!(ok(&n, q), json!([1]));
+    assert_eq!(ok(&n, &format!("{q} AS OF SEQ 1")), json!([0]));
+}
