@@ -432,14 +432,50 @@ fn kip2_kql_025_as_of_reconstructs_lifecycle() {
 }
 
 #[test]
-fn kip2_kql_026_for_time_selects_world_valid_state_unsupported_for_now() {
+fn kip2_kql_026_for_time_selects_world_valid_state() {
     let n = nexus();
-    let h = seed(&n);
-    unsupported(&run_with(
+    let h = ok(
         &n,
-        r#"FIND(?b.status) WHERE { ?p PROPOSITION (id: :p) ?b BELIEF (?p) } FOR TIME "2020-06-01T00:00:00Z""#,
+        r#"MUTATE {
+  CREATE CONCEPT ?alice { TYPE "Person" NAME "Alice" SET FIELDS {key: "alice"} }
+  CREATE CONCEPT ?berlin { TYPE "Preference" NAME "Berlin" }
+  ENSURE PROPOSITION ?p (?alice, "prefers", ?berlin)
+  CREATE ASSERTION ?a { SET FIELDS { proposition: ?p, asserted_by: ?alice, stance: "support", mode: "stated", confidence: 0.9,
+                                     valid_time: {from: "2020-01-01T00:00:00Z", until: "2021-01-01T00:00:00Z"} } }
+}"#,
+    )["handles"]
+        .clone();
+    let belief = |tail: &str| {
+        let r = run_with(
+            &n,
+            &format!("FIND(?b.status) WHERE {{ ?p PROPOSITION (id: :p) ?b BELIEF (?p) }}{tail}"),
+            json!({"p": h["p"]}),
+        );
+        assert_eq!(r["status"], "succeeded", "{r}");
+        r["results"][0].clone()
+    };
+    let now = belief("");
+    let then = belief(r#" FOR TIME "2020-06-01T00:00:00Z""#);
+    // The projection follows the world time asked for...
+    assert_eq!(now["result"], json!(["insufficient"]), "{now}");
+    assert_eq!(then["result"], json!(["accepted"]), "{then}");
+    // ... on the same cognitive snapshot (no time-axis conflation).
+    assert_eq!(
+        now["context"]["snapshot_seq"],
+        then["context"]["snapshot_seq"]
+    );
+    assert_eq!(then["context"]["valid_at"], "2020-06-01T00:00:00Z");
+    // Both axes at once: the belief then, as the memory held it at seq 1.
+    assert_eq!(
+        belief(r#" AS OF SEQ 1 FOR TIME "2020-06-01T00:00:00Z""#)["result"],
+        json!(["accepted"])
+    );
+    let bad = run_with(
+        &n,
+        r#"FIND(?b.status) WHERE { ?p PROPOSITION (id: :p) ?b BELIEF (?p) } FOR TIME "June""#,
         json!({"p": h["p"]}),
-    ));
+    );
+    assert_eq!(bad["results"][0]["error"]["code"], "TypeMismatch", "{bad}");
 }
 
 #[test]

@@ -329,11 +329,32 @@ fn kip2_meta_021_changes_preserves_transaction_envelope() {
 }
 
 #[test]
-fn kip2_meta_022_expired_change_cursor_is_explicit_unsupported_for_now() {
+fn kip2_meta_022_expired_change_cursor_is_explicit() {
     let n = nexus();
+    seed(&n);
     let r = run(&n, r#"CHANGES SINCE "expired-change-cursor""#);
-    unsupported(&r);
     assert_ne!(r["status"], "succeeded", "never a silent restart from now");
+    let e = &r["results"][0]["error"];
+    assert_eq!(e["code"], "ChangeCursorExpired", "{r}");
+    assert_eq!(e["retry"]["class"], "requires_new_snapshot", "{r}");
+    // A malformed cursor of this memory's form is ChangeCursorInvalid.
+    let r = run(&n, r#"CHANGES SINCE "kipchg_default_99""#);
+    assert_eq!(
+        r["results"][0]["error"]["code"], "ChangeCursorInvalid",
+        "{r}"
+    );
+    // A cursor from CHANGES continues where it stopped.
+    let first = ok(&n, "CHANGES AFTER SEQ 0 LIMIT 10");
+    assert_eq!(first["cursor"], "kipchg_default_1", "{first}");
+    ok(&n, r#"CREATE CONCEPT ?x { TYPE "Person" NAME "Later" }"#);
+    let next = ok_with(&n, "CHANGES SINCE :c", json!({"c": first["cursor"]}));
+    let seqs: Vec<&Value> = next["commits"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|c| &c["space_seq"])
+        .collect();
+    assert_eq!(seqs, [&json!(2)], "{next}");
 }
 
 #[test]

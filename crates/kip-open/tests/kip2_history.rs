@@ -281,3 +281,33 @@ fn a_kip_1x_write_is_a_transaction_of_the_same_history() {
     assert_eq!(ok(&n, q), json!([1]));
     assert_eq!(ok(&n, &format!("{q} AS OF SEQ 1")), json!([0]));
 }
+
+#[test]
+fn kip2_hist_004_historical_schema_environment_reconstruction() {
+    let n = nexus();
+    seed(&n);
+    n.admin()
+        .install_schema_package(
+            &json!({
+                "format": "KIP-Schema-Package",
+                "manifest": {"package_id": "kip://test/history-env", "version": "1.0.0"},
+                "definitions": {"predicates": {
+                    "mentors": {"kind": "PredicateType",
+                                "subject": {"concept_types": ["kip://profiles/cognitive-memory@2.0.0/Person"]},
+                                "object": {"concept_types": ["kip://profiles/cognitive-memory@2.0.0/Person"]}}
+                }}
+            }),
+            true,
+        )
+        .expect("the package installs");
+    // The install is a transaction of its own (seq 2), changing only the environment.
+    assert_eq!(ok(&n, "SNAPSHOT")["snapshot_seq"], 2);
+    let pkg = json!("kip://test/history-env@1.0.0");
+    let then = ok(&n, "DESCRIBE SCHEMA ENVIRONMENT AS OF SEQ 1");
+    let now = ok(&n, "DESCRIBE SCHEMA ENVIRONMENT");
+    let has = |v: &Value| v["packages"].as_array().is_some_and(|a| a.contains(&pkg));
+    assert!(!has(&then), "{then}");
+    assert!(has(&now), "{now}");
+    assert!(has(&ok(&n, "DESCRIBE SCHEMA ENVIRONMENT AS OF SEQ 2")));
+    assert_eq!(then["snapshot_seq"], 1);
+}

@@ -144,16 +144,19 @@ fn describe_capabilities_declares_what_runs_and_what_does_not() {
 #[test]
 fn a_valid_statement_that_does_not_run_yet_is_unsupported_capability() {
     let n = nexus();
-    let r = one(&n, r#"CHANGES SINCE "cursor-1""#);
+    let r = one(
+        &n,
+        r#"EXPORT CAPSULE ?c WHERE { ?c CONCEPT {type: "Person"} }"#,
+    );
     assert_eq!(r["status"], "failed");
     assert_eq!(error_code(&r), "UnsupportedCapability");
     assert_eq!(r["results"][0]["error"]["details"]["language"], "META");
     assert!(r["results"][0]["error"]["message"]
         .as_str()
-        .is_some_and(|m| m.starts_with("CHANGES is valid KIP 2.0 META")));
+        .is_some_and(|m| m.starts_with("EXPORT is valid KIP 2.0 META")));
     let b = one(
         &n,
-        r#"FIND(?c) WHERE { ?c CONCEPT {type: "Person"} } FOR TIME "2026-01-01T00:00:00Z""#,
+        r#"SEARCH ASSERTION "dark mode""#,
     );
     assert_eq!(error_code(&b), "UnsupportedCapability");
 }

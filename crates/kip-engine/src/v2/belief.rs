@@ -45,6 +45,22 @@ pub struct Policy {
 }
 
 impl Policy {
+    /// `FOR TIME t` (§48.2): the world-valid time the projection is evaluated at, as
+    /// `valid_at` (the cognitive snapshot is untouched: that is `AS OF`).
+    pub fn for_time(&mut self, at: &Value) -> V2Result<()> {
+        match at.as_str() {
+            Some(s) if crate::time::parse(s).is_some() => {
+                self.valid_at = Some(s.to_string());
+                Ok(())
+            }
+            _ => Err(V2Error::new(
+                Code::TypeMismatch,
+                format!("FOR TIME takes an RFC 3339 time, not {at}"),
+            )
+            .with_hint("FOR TIME \"2026-06-01T00:00:00Z\"")),
+        }
+    }
+
     /// Reads `WITH EPISTEMIC` members: an unknown policy is named, not defaulted.
     pub fn read(members: &Map<String, Value>) -> V2Result<Policy> {
         let mut p = Policy {

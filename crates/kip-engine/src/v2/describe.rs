@@ -57,7 +57,7 @@ const CAPABILITIES: &[(&str, bool, &str)] = &[
     (
         "kql",
         true,
-        "FIND over CONCEPT, PROPOSITION, ASSERTION, EVIDENCE, ACTIVITY and STRUCTURAL patterns, predicate alternatives and quantified paths; FILTER, NOT, OPTIONAL, UNION; aggregates with grouping; ORDER BY, LIMIT, CURSOR (server-mapped, snapshot-pinned pages: start with CURSOR null), AS OF SEQ | TX | TIME (not yet: FOR TIME)",
+        "FIND over CONCEPT, PROPOSITION, ASSERTION, EVIDENCE, ACTIVITY and STRUCTURAL patterns, predicate alternatives and quantified paths; FILTER, NOT, OPTIONAL, UNION; aggregates with grouping; ORDER BY, LIMIT, CURSOR (server-mapped, snapshot-pinned pages: start with CURSOR null), AS OF SEQ | TX | TIME, FOR TIME (the projection's world-valid time)",
     ),
     (
         "kml",
@@ -102,7 +102,7 @@ const CAPABILITIES: &[(&str, bool, &str)] = &[
     (
         "historical_reads",
         true,
-        "FIND ... AS OF SEQ | TX \"kip:space:default#n\" | TIME; SNAPSHOT [AS OF], DESCRIBE SNAPSHOT, HISTORY ELEMENT | SPACE [FROM SEQ] [TO SEQ] [LIMIT], CHANGES AFTER SEQ; every commit has a space_seq and a receipt (not yet: CHANGES SINCE a cursor, HISTORY CURSOR, history horizons)",
+        "FIND ... AS OF SEQ | TX \"kip:space:default#n\" | TIME; SNAPSHOT [AS OF], DESCRIBE SNAPSHOT, HISTORY ELEMENT | SPACE [FROM SEQ] [TO SEQ] [LIMIT], CHANGES AFTER SEQ | SINCE a change cursor; every commit has a space_seq and a receipt (not yet: HISTORY CURSOR, history horizons)",
     ),
     ("snapshot_tokens", false, "read.snapshot_token"),
     (

@@ -330,5 +330,42 @@ pub fn changes_after(g: &dyn GraphRead, after: u64, limit: usize) -> V2Result<Va
     if after + shown < last {
         v["more"] = json!(true);
     }
+    // Where `CHANGES SINCE` continues: after the last commit shown.
+    v["cursor"] = json!(format!("{CHANGE_CURSOR}{}", after + shown));
     Ok(v)
+}
+
+/// How this memory's change cursors begin (then the seq they continue after).
+const CHANGE_CURSOR: &str = "kipchg_default_";
+
+/// `CHANGES SINCE cursor [LIMIT n]`: [`changes_after`] the seq a change cursor names.
+/// A cursor of this memory's form that names no reached seq is `ChangeCursorInvalid`;
+/// a string this memory never issued (another memory's, or one it no longer knows) is
+/// `ChangeCursorExpired`, never a silent restart from now (KIP2-META-022).
+pub fn changes_since(g: &dyn GraphRead, cursor: &Value, limit: usize) -> V2Result<Value> {
+    let Some(text) = cursor.as_str().filter(|t| !t.is_empty()) else {
+        return Err(V2Error::new(
+            Code::ChangeCursorInvalid,
+            "CHANGES SINCE takes a change cursor: the \"cursor\" of an earlier CHANGES result",
+        )
+        .with_hint("CHANGES AFTER SEQ 0 starts from the beginning"));
+    };
+    let last = newest(g)?.map_or(0, |c| c.seq);
+    if let Some(rest) = text.strip_prefix(CHANGE_CURSOR) {
+        return match rest.parse::<u64>() {
+            Ok(seq) if seq <= last => changes_after(g, seq, limit),
+            _ => Err(V2Error::new(
+                Code::ChangeCursorInvalid,
+                format!("\"{text}\" is not a change cursor of this memory's history (newest seq {last})"),
+            )
+            .with_hint("send the \"cursor\" of a CHANGES result as it came")),
+        };
+    }
+    Err(V2Error::new(
+        Code::ChangeCursorExpired,
+        format!("this memory holds no change cursor \"{text}\": it expired or came from another memory"),
+    )
+    .with_hint(format!(
+        "start again with CHANGES AFTER SEQ n (the newest seq is {last}); HISTORY SPACE lists the commits"
+    )))
 }

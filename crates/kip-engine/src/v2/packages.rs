@@ -182,10 +182,82 @@ pub fn set_active(w: &mut dyn GraphWrite, package_ref: &str, on: bool) -> V2Resu
 }
 
 fn save(w: &mut dyn GraphWrite, all: &[Installed]) -> V2Result<()> {
+    let before = active_refs(&list(w)?);
     let bytes = serde_json::to_vec(all)
         .map_err(|e| V2Error::new(Code::InternalError, format!("packages: {e}")))?;
     w.set_meta(META_KEY, &bytes)?;
+    // A change of the Schema Environment is a transaction of the space (it may write
+    // nothing else), and which packages were active from which seq is kept, so
+    // `DESCRIBE SCHEMA ENVIRONMENT AS OF` answers the environment then (KIP2-HIST-004).
+    let after = active_refs(all);
+    if let Some(seq) = kip_storage::history::touch(w)? {
+        if before != after {
+            let mut versions = versions(w)?;
+            if versions.is_empty() {
+                versions.push(EnvVersion {
+                    from: 0,
+                    active: before,
+                });
+            }
+            match versions.last_mut() {
+                Some(last) if last.from == seq => last.active = after,
+                _ => versions.push(EnvVersion {
+                    from: seq,
+                    active: after,
+                }),
+            }
+            let bytes = serde_json::to_vec(&versions)
+                .map_err(|e| V2Error::new(Code::InternalError, format!("packages: {e}")))?;
+            w.set_meta(VERSIONS_KEY, &bytes)?;
+        }
+    }
     Ok(())
+}
+
+/// `meta` key: which packages were active from which seq (changes since history began).
+const VERSIONS_KEY: &str = "kip2.schema_packages.versions";
+
+/// The packages active from seq `from` on (until the next entry).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct EnvVersion {
+    from: u64,
+    active: Vec<String>,
+}
+
+fn active_refs(all: &[Installed]) -> Vec<String> {
+    all.iter()
+        .filter(|p| p.active)
+        .map(|p| p.package_ref.clone())
+        .collect()
+}
+
+fn versions(g: &dyn GraphRead) -> V2Result<Vec<EnvVersion>> {
+    match g.meta(VERSIONS_KEY)? {
+        None => Ok(Vec::new()),
+        Some(b) => serde_json::from_slice(&b).map_err(|e| {
+            V2Error::new(
+                Code::InternalError,
+                format!("the schema environment versions do not read back: {e}"),
+            )
+        }),
+    }
+}
+
+/// The environment of the packages that were active after commit `seq` (artifacts are
+/// immutable and never removed, so today's copies are those of then).
+fn environment_at(g: &dyn GraphRead, seq: u64) -> V2Result<Environment> {
+    let all = list(g)?;
+    let active: Vec<String> = match versions(g)?.iter().rev().find(|v| v.from <= seq) {
+        Some(v) => v.active.clone(),
+        None => active_refs(&all),
+    };
+    let mut env = Environment::default();
+    for p in &all {
+        if active.contains(&p.package_ref) {
+            env.add(&p.artifact, &p.package_ref);
+        }
+    }
+    Ok(env)
 }
 
 /// `LIST SCHEMA PACKAGES`: the built-in ones and the installed ones.
@@ -207,7 +279,17 @@ pub fn listing(g: &dyn GraphRead) -> V2Result<Value> {
 
 /// `DESCRIBE SCHEMA ENVIRONMENT`: the active packages and their local names.
 pub fn describe(g: &dyn GraphRead) -> V2Result<Value> {
-    let installed = environment(g)?;
+    describe_env(&*environment(g)?)
+}
+
+/// `DESCRIBE SCHEMA ENVIRONMENT AS OF ...`: the environment after commit `seq`.
+pub fn describe_at(g: &dyn GraphRead, seq: u64) -> V2Result<Value> {
+    let mut v = describe_env(&environment_at(g, seq)?)?;
+    v["snapshot_seq"] = json!(seq);
+    Ok(v)
+}
+
+fn describe_env(installed: &Environment) -> V2Result<Value> {
     let mut kinds = serde_json::Map::new();
     for kind in KINDS {
         let mut names: Vec<&str> = active().locals(kind);

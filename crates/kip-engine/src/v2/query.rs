@@ -39,15 +39,17 @@ pub fn rows(ctx: &Ctx, q: &Query, limit: Option<usize>) -> V2Result<Vec<Value>> 
     if q.as_of.is_some() && !ctx.past {
         return Err(unsupported("AS OF reads in this position"));
     }
-    if q.for_time.is_some() {
-        return Err(unsupported("FOR TIME reads"));
-    }
     if let Some(members) = &q.epistemic {
         let mut m = serde_json::Map::new();
         for (k, v) in members {
             m.insert(k.clone(), eval::value(ctx, &Row::new(), v)?);
         }
         *ctx.policy.borrow_mut() = super::belief::Policy::read(&m)?;
+    }
+    if let Some(t) = &q.for_time {
+        // FOR TIME decides the world-valid time over a WITH EPISTEMIC valid_at.
+        let at = eval::scalar(ctx, t)?;
+        ctx.policy.borrow_mut().for_time(&at)?;
     }
     let aggregated = q
         .projection

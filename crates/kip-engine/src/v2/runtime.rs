@@ -379,6 +379,16 @@ fn run_op(
                 Some(w) => packages::describe(w),
                 None => read_v2(nexus, packages::describe),
             },
+            Meta::Describe(Describe::SchemaEnvironment(Some(clause))) => {
+                let read = |g: &dyn GraphRead| {
+                    let commit = history::resolve(g, clause, &|s| scalar(&param, s))?;
+                    packages::describe_at(g, commit.seq)
+                };
+                match tx {
+                    Some(w) => read(w),
+                    None => read_v2(nexus, read),
+                }
+            }
             Meta::Describe(Describe::Named { what, value }) if schema_meta::describes(what) => {
                 let v = value.as_ref().and_then(&param);
                 let run = |g: &dyn crate::store::GraphRead| {
@@ -522,18 +532,26 @@ fn run_op(
                 }
             }
             Meta::Changes {
-                after_seq: true,
+                after_seq,
                 from,
                 limit,
             } => {
-                let after = whole(&scalar(&param, from)?, "CHANGES AFTER SEQ")?;
+                let from = scalar(&param, from)?;
+                let after = if *after_seq {
+                    Some(whole(&from, "CHANGES AFTER SEQ")?)
+                } else {
+                    None
+                };
                 let limit = match limit {
                     Some(l) => {
                         usize::try_from(whole(&scalar(&param, l)?, "LIMIT")?).unwrap_or(usize::MAX)
                     }
                     None => nexus.limits().default_page,
                 };
-                let read = |g: &dyn GraphRead| history::changes_after(g, after, limit);
+                let read = |g: &dyn GraphRead| match after {
+                    Some(seq) => history::changes_after(g, seq, limit),
+                    None => history::changes_since(g, &from, limit),
+                };
                 match tx {
                     Some(w) => read(w),
                     None => read_v2(nexus, read),
@@ -650,6 +668,10 @@ fn query_at(
     context: &mut Map<String, Value>,
     run: &mut RunQuery<'_>,
 ) -> Result<Value, V2Error> {
+    if let Some(t) = &q.for_time {
+        // §48.3: the world-valid time the projection used, beside the snapshot read.
+        context.insert("valid_at".into(), scalar(param, t)?);
+    }
     match &q.as_of {
         None => {
             context.insert("snapshot_seq".into(), json!(history::snapshot_seq(g)?));
