@@ -128,6 +128,11 @@ fn kip2_rt_013_atomic_readonly_batch_has_no_write_receipt() {
     assert_eq!(r["status"], "succeeded", "{r}");
     assert_eq!(r["results"][0]["result"], r["results"][1]["result"]);
     assert!(r["receipt"].is_null(), "{r}");
+    // One shared snapshot, named at the top and in each operation's context.
+    assert_eq!(r["snapshot"]["snapshot_seq"], 1, "{r}");
+    for op in r["results"].as_array().into_iter().flatten() {
+        assert_eq!(op["context"]["snapshot_seq"], 1, "{r}");
+    }
     for op in r["results"].as_array().into_iter().flatten() {
         assert!(
             op.get("receipt").is_none() && op["result"].get("tx_id").is_none(),
@@ -358,8 +363,22 @@ fn kip2_rt_030_cursor_families_are_non_interchangeable() {
         forged["results"][0]["error"]["code"], "CursorTypeMismatch",
         "{forged:#}"
     );
-    // The change stream (issue 48) is not built yet: it says so.
-    unsupported(&run_with(&n, "CHANGES SINCE :c", json!({"c": kql})));
+    // A KQL cursor is not a change cursor, nor a change cursor a KQL one.
+    let changes = run_with(&n, "CHANGES SINCE :c", json!({"c": kql}));
+    assert_eq!(
+        changes["results"][0]["error"]["code"], "CursorTypeMismatch",
+        "{changes:#}"
+    );
+    let change_cursor = ok(&n, "CHANGES AFTER SEQ 0")["cursor"].clone();
+    let crossed = run_with(
+        &n,
+        r#"FIND(?c.name) WHERE { ?c CONCEPT {} } LIMIT 1 CURSOR :c"#,
+        json!({"c": change_cursor}),
+    );
+    assert_eq!(
+        crossed["results"][0]["error"]["code"], "CursorTypeMismatch",
+        "{crossed:#}"
+    );
 }
 
 #[test]

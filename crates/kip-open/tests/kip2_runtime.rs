@@ -154,10 +154,7 @@ fn a_valid_statement_that_does_not_run_yet_is_unsupported_capability() {
     assert!(r["results"][0]["error"]["message"]
         .as_str()
         .is_some_and(|m| m.starts_with("EXPORT is valid KIP 2.0 META")));
-    let b = one(
-        &n,
-        r#"SEARCH ASSERTION "dark mode""#,
-    );
+    let b = one(&n, r#"SEARCH ASSERTION "dark mode""#);
     assert_eq!(error_code(&b), "UnsupportedCapability");
 }
 

@@ -350,6 +350,15 @@ pub fn changes_since(g: &dyn GraphRead, cursor: &Value, limit: usize) -> V2Resul
         )
         .with_hint("CHANGES AFTER SEQ 0 starts from the beginning"));
     };
+    if text.starts_with(super::cursors::PREFIX) {
+        return Err(V2Error::new(
+            Code::CursorTypeMismatch,
+            "a KQL cursor is not a change cursor: cursor families are not interchangeable (§88.4)",
+        )
+        .with_hint(
+            "page the FIND with its CURSOR; CHANGES SINCE takes the \"cursor\" of a CHANGES result",
+        ));
+    }
     let last = newest(g)?.map_or(0, |c| c.seq);
     if let Some(rest) = text.strip_prefix(CHANGE_CURSOR) {
         return match rest.parse::<u64>() {

@@ -83,7 +83,10 @@ fn run(nexus: &Nexus, req: &Request, access: Access, budget: &Budget) -> Value {
     };
     let mut done: Vec<Done> = Vec::with_capacity(req.operations.len());
     let mut failed = false;
-    let mut each = |tx: Option<&mut dyn GraphWrite>, done: &mut Vec<Done>, failed: &mut bool| {
+    let mut each = |tx: Option<&mut dyn GraphWrite>,
+                    snap: Option<&dyn GraphRead>,
+                    done: &mut Vec<Done>,
+                    failed: &mut bool| {
         let mut tx = tx;
         for (index, op) in req.operations.iter().enumerate() {
             let stop = *failed && (mode == "atomic" || (mode == "sequence" && !keep_going));
@@ -103,8 +106,8 @@ fn run(nexus: &Nexus, req: &Request, access: Access, budget: &Budget) -> Value {
             } else {
                 let at = (index, op);
                 match &mut tx {
-                    Some(w) => run_op(nexus, req, at, access, Some(&mut **w), &mut extra),
-                    None => run_op(nexus, req, at, access, None, &mut extra),
+                    Some(w) => run_op(nexus, req, at, access, Some(&mut **w), None, &mut extra),
+                    None => run_op(nexus, req, at, access, None, snap, &mut extra),
                 }
             };
             let outcome = outcome.and_then(|v| {
@@ -136,14 +139,35 @@ fn run(nexus: &Nexus, req: &Request, access: Access, budget: &Budget) -> Value {
     let dry_run = req.options.dry_run;
     // The request's transaction, when it is one: (its snapshot, its seq and time).
     let mut one_tx: Option<(u64, Option<(u64, u64)>)> = None;
-    if (mode == "atomic" || dry_run) && access != Access::ReadOnly {
+    // The snapshot an atomic read-only batch shared.
+    let mut shared: Option<u64> = None;
+    if mode == "atomic" && access == Access::ReadOnly {
+        // KIP2-RT-013: an atomic read-only batch reads one shared snapshot and commits
+        // nothing (no receipt).
+        let r = nexus.read(|g| {
+            let snapshot =
+                history::snapshot_seq(g).map_err(|e| kip_lang::KipError::internal(e.message))?;
+            each(None, Some(g), &mut done, &mut failed);
+            shared = Some(snapshot);
+            Ok(())
+        });
+        if let Err(e) = r {
+            let e = V2Error::from_kip(&e);
+            done = req
+                .operations
+                .iter()
+                .map(|_| Done::Failed(e.clone()))
+                .collect();
+            failed = true;
+        }
+    } else if (mode == "atomic" || dry_run) && access != Access::ReadOnly {
         // All or none (§76): every operation in one write transaction, aborted when
         // one fails. A dry run runs the same way and is always aborted.
         let committed = nexus.write(
             |w| {
                 let snapshot = history::snapshot_seq(w)
                     .map_err(|e| kip_lang::KipError::internal(e.message))?;
-                each(Some(w), &mut done, &mut failed);
+                each(Some(w), None, &mut done, &mut failed);
                 let h = w.txn_history();
                 one_tx = Some((snapshot, h.seq().zip(h.at_ms())));
                 if failed {
@@ -170,7 +194,7 @@ fn run(nexus: &Nexus, req: &Request, access: Access, budget: &Budget) -> Value {
             Err(_) => {}
         }
     } else {
-        each(None, &mut done, &mut failed);
+        each(None, None, &mut done, &mut failed);
     }
     // §33.2: one receipt per committed transaction; several transactions (a
     // sequence of writes) each put theirs in their operation's extensions.
@@ -194,6 +218,10 @@ fn run(nexus: &Nexus, req: &Request, access: Access, budget: &Budget) -> Value {
                 receipt,
             )
         }
+        None if shared.is_some() => (
+            json!({"space_id": DEFAULT_SPACE, "snapshot_seq": shared}),
+            Value::Null,
+        ),
         None if receipts.len() == 1 => (Value::Null, receipts[0].clone()),
         None => (Value::Null, Value::Null),
     };
@@ -286,6 +314,7 @@ fn run_op(
     (index, op): (usize, &Operation),
     access: Access,
     tx: Option<&mut dyn GraphWrite>,
+    snap: Option<&dyn GraphRead>,
     context: &mut Map<String, Value>,
 ) -> Result<Value, V2Error> {
     let Some(text) = op.command.as_deref() else {
@@ -372,12 +401,12 @@ fn run_op(
                 };
                 match tx {
                     Some(w) => idempotency::describe(w, &k, access),
-                    None => read_v2(nexus, |g| idempotency::describe(g, &k, access)),
+                    None => read_v2(nexus, snap, |g| idempotency::describe(g, &k, access)),
                 }
             }
             Meta::Describe(Describe::SchemaEnvironment(None)) => match tx {
                 Some(w) => packages::describe(w),
-                None => read_v2(nexus, packages::describe),
+                None => read_v2(nexus, snap, packages::describe),
             },
             Meta::Describe(Describe::SchemaEnvironment(Some(clause))) => {
                 let read = |g: &dyn GraphRead| {
@@ -386,7 +415,7 @@ fn run_op(
                 };
                 match tx {
                     Some(w) => read(w),
-                    None => read_v2(nexus, read),
+                    None => read_v2(nexus, snap, read),
                 }
             }
             Meta::Describe(Describe::Named { what, value }) if schema_meta::describes(what) => {
@@ -397,7 +426,7 @@ fn run_op(
                 };
                 match tx {
                     Some(w) => run(w),
-                    None => read_v2(nexus, run),
+                    None => read_v2(nexus, snap, run),
                 }
             }
             Meta::List { what, .. } if schema_meta::lists(what) => {
@@ -406,12 +435,12 @@ fn run_op(
                 };
                 match tx {
                     Some(w) => run(w),
-                    None => read_v2(nexus, run),
+                    None => read_v2(nexus, snap, run),
                 }
             }
             Meta::List { what, .. } if what == "SCHEMA PACKAGES" => match tx {
                 Some(w) => packages::listing(w),
-                None => read_v2(nexus, packages::listing),
+                None => read_v2(nexus, snap, packages::listing),
             },
             Meta::Describe(Describe::Capabilities) => Ok(describe::capabilities(access)),
             Meta::Describe(Describe::ExecutionContext) => Ok(describe::execution_context(access)),
@@ -478,7 +507,7 @@ fn run_op(
                 };
                 match tx {
                     Some(w) => read(w),
-                    None => read_v2(nexus, read),
+                    None => read_v2(nexus, snap, read),
                 }
             }
             Meta::History {
@@ -528,7 +557,7 @@ fn run_op(
                 };
                 match tx {
                     Some(w) => read(w),
-                    None => read_v2(nexus, read),
+                    None => read_v2(nexus, snap, read),
                 }
             }
             Meta::Changes {
@@ -554,7 +583,7 @@ fn run_op(
                 };
                 match tx {
                     Some(w) => read(w),
-                    None => read_v2(nexus, read),
+                    None => read_v2(nexus, snap, read),
                 }
             }
             Meta::Search(s) => {
@@ -596,7 +625,7 @@ fn run_op(
                 )
                 .with_hint("page the query in a request of its own")),
                 Some(w) => query_at(w, q, &param, context, &mut run),
-                None => read_v2(nexus, |g| query_at(g, q, &param, context, &mut run)),
+                None => read_v2(nexus, snap, |g| query_at(g, q, &param, context, &mut run)),
             }
         }
         StatementKind::Mutation(m) => {
@@ -707,11 +736,17 @@ fn whole(v: &Value, what: &str) -> Result<u64, V2Error> {
     })
 }
 
-/// Runs a 2.0 read on a snapshot.
+/// Runs a 2.0 read on a snapshot: the request's shared one if it has one, else a new
+/// one.
 fn read_v2(
     nexus: &Nexus,
+    snap: Option<&dyn GraphRead>,
     f: impl FnOnce(&dyn crate::store::GraphRead) -> Result<Value, V2Error>,
 ) -> Result<Value, V2Error> {
+    if let Some(g) = snap {
+        // An atomic read-only batch: every operation on the one snapshot.
+        return f(g);
+    }
     let mut failure = None;
     let r = nexus.read(|g| {
         f(g).map_err(|e| {
