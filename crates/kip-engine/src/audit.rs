@@ -36,6 +36,15 @@ pub const MAX_PAGE: usize = 100;
 pub const MAX_QUEUED: usize = 100_000;
 /// Most records one pass of dropping old parameters rewrites ([`AuditConfig::params_max_age`]).
 pub const PARAMS_BATCH: usize = 10_000;
+
+/// What [`Audit::scrub`] removes from a record: everything that may hold content.
+const SCRUBBED: [&str; 5] = [
+    "command",
+    "commands",
+    "parameters",
+    "arguments",
+    "request_clipped",
+];
 /// Largest record kept, in bytes: a bigger one (a batch of a hundred long commands)
 /// keeps its request cut to fit, with the request's size and CRC-32 digest.
 pub const MAX_RECORD: usize = 64 * 1024;
@@ -350,6 +359,39 @@ impl Audit {
         let _one = lock(&self.flushing);
         let age = lock(&self.config).params_max_age;
         self.drop_old_parameters(age, true)
+    }
+
+    /// Strips the command texts, parameters and arguments of every record that holds
+    /// one of `needles` (the content of elements a PURGE destroyed, Specification
+    /// §60.3): the record keeps its id, time, interface, method and outcome and says
+    /// `"scrubbed": "purge"`. Returns how many records it rewrote.
+    pub fn scrub(&self, needles: &[String]) -> Result<u64, KipError> {
+        if needles.is_empty() {
+            return Ok(0);
+        }
+        self.flush()?;
+        let _one = lock(&self.flushing);
+        let mut rewrite = Vec::new();
+        self.store
+            .audit_range(0, u64::MAX, false, &mut |seq, bytes| {
+                let text = String::from_utf8_lossy(bytes);
+                if !needles.iter().any(|n| text.contains(n.as_str())) {
+                    return Ok(true);
+                }
+                let Ok(Value::Object(mut rec)) = serde_json::from_slice::<Value>(bytes) else {
+                    return Ok(true);
+                };
+                for key in SCRUBBED {
+                    rec.remove(key);
+                }
+                rec.insert("scrubbed".into(), json!("purge"));
+                rewrite.push((seq, Value::Object(rec).to_string().into_bytes()));
+                Ok(true)
+            })?;
+        for chunk in rewrite.chunks(PARAMS_BATCH) {
+            self.store.audit_rewrite(chunk)?;
+        }
+        Ok(rewrite.len() as u64)
     }
 
     /// Drops the parameters and arguments of the records older than `max_age` (once a

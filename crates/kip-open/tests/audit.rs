@@ -226,3 +226,49 @@ fn old_records_lose_their_parameters() {
         .any(|r| r["command"].as_str().is_some_and(|c| c.contains("UPSERT"))));
     assert!(old.iter().all(|r| r["outcome"] == "ok"));
 }
+
+/// §60.3 (issue 48): a PURGE destroys the element's content in the audit log too: the
+/// records whose command texts or parameters held it lose them (they keep their time,
+/// method and outcome and say `scrubbed`); records about other things are untouched.
+#[test]
+fn a_purge_scrubs_its_content_from_the_audit_log() {
+    let n = common::nexus();
+    // Request-level parameters are what the audit record keeps.
+    let kip2 = |cmd: &str, params: Value| {
+        n.execute_audited(
+            &json!({"kip": "2.0", "parameters": params, "operations": [{"command": cmd}]}),
+            Access::ReadWrite,
+            &Budget::default(),
+            "test",
+        )
+    };
+    let r = kip2(
+        r#"CREATE EVIDENCE ?e { SET FIELDS { evidence_class: "user_statement", payload: "my \"secret\" diary" } }"#,
+        json!({}),
+    );
+    let e = r["results"][0]["result"]["handles"]["e"].clone();
+    kip2(
+        "FIND(?e) WHERE { ?e EVIDENCE {payload: :p} }",
+        json!({"p": "my \"secret\" diary"}),
+    );
+    kip2(
+        r#"CREATE CONCEPT ?x { TYPE "Person" NAME "Unrelated" }"#,
+        json!({}),
+    );
+    let r = kip2(r#"PURGE :e CONFIRM "PURGE""#, json!({"e": e}));
+    assert_eq!(r["status"], "succeeded", "{r}");
+    let (all, _) = n.admin().audit().list(None, 100).expect("list");
+    let text = serde_json::to_string(&all).expect("json");
+    assert!(!text.contains("diary"), "{text}");
+    let scrubbed = all.iter().filter(|r| r["scrubbed"] == "purge").count();
+    assert_eq!(scrubbed, 2, "{text}");
+    assert!(
+        text.contains("Unrelated"),
+        "other records keep their commands"
+    );
+    // Nothing is left pending.
+    let pending = n
+        .read(|g| Ok(g.meta("kip2.audit_scrub_pending")?))
+        .expect("read");
+    assert!(pending.is_none_or(|p| p.is_empty()));
+}

@@ -31,6 +31,7 @@ mod check;
 mod memory;
 mod recall;
 mod requests;
+pub(crate) mod scrub;
 #[cfg(feature = "testing")]
 mod testing;
 mod usage;
@@ -195,7 +196,7 @@ impl Nexus {
         if backend.read(crate::bootstrap::bootstrap_needed)? {
             backend.write(|w| boot(w), false)?;
         }
-        Ok(Nexus {
+        let nexus = Nexus {
             audit: crate::audit::Audit::start(backend.clone()),
             store: backend,
             limits: QueryLimits::default(),
@@ -205,7 +206,11 @@ impl Nexus {
             sleeping: Mutex::new(()),
             requests: requests::Pruner::default(),
             cursors: Default::default(),
-        })
+        };
+        // A purge's audit scrub that a crash interrupted is finished before anything
+        // else reads the log.
+        nexus.finish_purge_scrub();
+        Ok(nexus)
     }
 
     /// Storage administration: the backend, checkpoints, usage, the integrity check,

@@ -114,6 +114,49 @@ fn referrers(w: &dyn GraphWrite, id: ElementId) -> V2Result<Vec<String>> {
     Ok(out)
 }
 
+/// The strings of an element's content (its name, key, payload, attributes, facets:
+/// 4 characters or more) as they may appear in an audit record's JSON: as written,
+/// JSON-escaped once (a parameter), and twice (a string literal inside a command text).
+fn needles(view: &Value) -> Vec<String> {
+    fn strings(v: &Value, out: &mut Vec<String>) {
+        match v {
+            Value::String(s) if s.chars().count() >= 4 => out.push(s.clone()),
+            Value::Array(a) => a.iter().for_each(|x| strings(x, out)),
+            Value::Object(o) => o.values().for_each(|x| strings(x, out)),
+            _ => {}
+        }
+    }
+    let mut raw = Vec::new();
+    for k in [
+        "name",
+        "key",
+        "payload",
+        "content",
+        "attributes",
+        "facets",
+        "metadata",
+    ] {
+        if let Some(v) = view.get(k) {
+            strings(v, &mut raw);
+        }
+    }
+    let escape = |s: &str| {
+        let j = Value::String(s.to_string()).to_string();
+        j[1..j.len() - 1].to_string()
+    };
+    let mut out = Vec::new();
+    for s in raw {
+        let once = escape(&s);
+        let twice = escape(&once);
+        for n in [s, once, twice] {
+            if !out.contains(&n) {
+                out.push(n);
+            }
+        }
+    }
+    out
+}
+
 /// PURGE of one element (§60.3).
 pub fn purge(w: &mut dyn GraphWrite, id: ElementId, policy: &str) -> V2Result<()> {
     match policy {
@@ -154,6 +197,8 @@ pub fn purge(w: &mut dyn GraphWrite, id: ElementId, policy: &str) -> V2Result<()
         .with_detail("referenced_by", refs));
     }
     let digest = super::request::digest(&view);
+    // The content's strings, to scrub from the audit log once this commits.
+    crate::nexus::scrub::defer(w, needles(&view))?;
     let rec = record(w, id)?;
     match id.kind {
         ElementKind::Concept => {

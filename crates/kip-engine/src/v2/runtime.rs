@@ -181,7 +181,10 @@ fn run(nexus: &Nexus, req: &Request, access: Access, budget: &Budget) -> Value {
             dry_run,
         );
         match committed {
-            Ok(()) if !dry_run => nexus.after_write(),
+            Ok(()) if !dry_run => {
+                nexus.after_write();
+                nexus.finish_purge_scrub();
+            }
             Ok(()) => {}
             Err(e) if !failed => {
                 // The commit itself failed: nothing of the request is applied.
@@ -668,6 +671,7 @@ fn run_op(
                     match r {
                         Ok(v) => {
                             nexus.after_write();
+                            nexus.finish_purge_scrub();
                             let receipt = match tx {
                                 (_, Some((seq, at))) => history::receipt(seq, at),
                                 (snap, None) => history::no_effect(snap),
