@@ -117,7 +117,8 @@ pub fn bootstrap(w: &mut dyn GraphWrite) -> Result<(), KipError> {
 pub fn bootstrap_needed(r: &dyn crate::store::GraphRead) -> Result<bool, KipError> {
     Ok(r.meta(RC11_BOOTSTRAP_KEY)?.is_none()
         || r.meta(VERSIONED_KEY)?.is_none()
-        || !kip_storage::history::is_on(r)?)
+        || !kip_storage::history::is_on(r)?
+        || !crate::v2::tokens::has_key(r)?)
 }
 
 /// [`bootstrap`] with the given capsules.
@@ -156,6 +157,7 @@ pub fn bootstrap_with(w: &mut dyn GraphWrite, capsules: &[(&str, &str)]) -> Resu
     // History starts from the bootstrapped state (commit 0 of the default space; a
     // memory from before history starts from what it holds when first opened).
     kip_storage::history::start(w)?;
+    crate::v2::tokens::ensure_key(w)?;
     Ok(())
 }
 

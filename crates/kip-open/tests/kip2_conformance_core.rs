@@ -639,23 +639,40 @@ fn kip2_schema_012_schema_environment_is_space_specific() {
 }
 
 #[test]
-fn kip2_schema_014_schema_precondition_detects_change_unsupported_for_now() {
+fn kip2_schema_014_schema_precondition_detects_change() {
     let n = nexus();
-    let r = send(
+    // The environment changes (an install: version = its seq).
+    n.admin()
+        .install_schema_package(&secondary(), true)
+        .expect("installs");
+    let version = ok(&n, "DESCRIBE SCHEMA ENVIRONMENT")["schema_environment_version"].clone();
+    assert_eq!(version, json!(1));
+    let stale = send(
         &n,
-        json!({"kip": "2.0", "preconditions": {"schema_environment_version": 17}, "operations": [
+        json!({"kip": "2.0", "preconditions": {"schema_environment_version": 0}, "operations": [
             {"command": r#"CREATE CONCEPT ?x { TYPE "Person" NAME "Stale" }"#}
         ]}),
     );
-    assert_eq!(code(&r), "UnsupportedCapability", "{r}");
-    assert_eq!(r["results"], json!([]), "nothing ran");
+    assert_eq!(code(&stale), "SchemaEnvironmentChanged", "{stale}");
+    assert_eq!(
+        stale["results"][0]["error"]["details"]["actual"], 1,
+        "{stale}"
+    );
     assert_eq!(
         count(
             &n,
             r#"FIND(COUNT(?c)) WHERE { ?c CONCEPT {name: "Stale"} }"#
         ),
-        json!(0)
+        json!(0),
+        "no write"
     );
+    let current = send(
+        &n,
+        json!({"kip": "2.0", "preconditions": {"schema_environment_version": version}, "operations": [
+            {"command": r#"CREATE CONCEPT ?x { TYPE "Person" NAME "Fresh" }"#}
+        ]}),
+    );
+    assert_eq!(current["status"], "succeeded", "{current}");
 }
 
 #[test]

@@ -170,25 +170,59 @@ fn kip2_rt_015_retry_may_change_request_id_but_preserve_logical_tx() {
 }
 
 #[test]
-fn kip2_rt_016_snapshot_token_is_opaque_unsupported_for_now() {
+fn kip2_rt_016_snapshot_token_is_opaque() {
     let n = nexus();
-    let r = send(
-        &n,
-        json!({"kip": "2.0", "read": {"snapshot_token": "snap:seq=17;edited=true"}, "operations": [
-            {"command": "FIND(COUNT(?c)) WHERE { ?c CONCEPT {} }"}]}),
+    ok(&n, r#"CREATE CONCEPT ?x { TYPE "Person" NAME "First" }"#);
+    let token = ok(&n, "SNAPSHOT")["snapshot_token"]
+        .as_str()
+        .expect("a token")
+        .to_string();
+    ok(&n, r#"CREATE CONCEPT ?x { TYPE "Person" NAME "Second" }"#);
+    let at = |t: &str| {
+        send(
+            &n,
+            json!({"kip": "2.0", "read": {"snapshot_token": t}, "operations": [
+                {"command": r#"FIND(COUNT(?c)) WHERE { ?c CONCEPT {type: "Person"} }"#}]}),
+        )
+    };
+    // The token reads the coordinate it was issued for.
+    let r = at(&token);
+    assert_eq!(r["results"][0]["result"], json!([1]), "{r}");
+    assert_eq!(r["results"][0]["context"]["snapshot_seq"], 1, "{r}");
+    // An edited coordinate (seq 1 -> 2, the MAC kept) is refused, not read.
+    let edited = token.replacen("0000000000000001", "0000000000000002", 1);
+    assert_ne!(edited, token);
+    let r = at(&edited);
+    assert_eq!(
+        r["results"][0]["error"]["code"], "InvalidRequestEnvelope",
+        "{r}"
     );
-    refused_before_running(&r, "UnsupportedCapability");
+    let r = at("snap:seq=17;edited=true");
+    assert_eq!(
+        r["results"][0]["error"]["code"], "InvalidRequestEnvelope",
+        "{r}"
+    );
 }
 
 #[test]
-fn kip2_rt_017_snapshot_token_is_not_authorization_unsupported_for_now() {
+fn kip2_rt_017_snapshot_token_is_not_authorization() {
     let n = nexus();
+    ok(&n, r#"CREATE CONCEPT ?x { TYPE "Person" NAME "Reader" }"#);
+    let token = ok(&n, "SNAPSHOT")["snapshot_token"].clone();
+    // A token binds a coordinate only: it grants nothing. The read-only endpoint stays
+    // read-only with it, and a write with it is authorized as without it.
     let r = send_ro(
         &n,
-        json!({"kip": "2.0", "read": {"snapshot_token": "issued-before-revocation"}, "operations": [
-            {"command": "FIND(?e.payload) WHERE { ?e EVIDENCE {} }"}]}),
+        json!({"kip": "2.0", "read": {"snapshot_token": token}, "operations": [
+            {"command": r#"CREATE CONCEPT ?x { TYPE "Person" NAME "Intruder" }"#}]}),
     );
-    refused_before_running(&r, "UnsupportedCapability");
+    assert_eq!(r["results"][0]["error"]["code"], "ReadonlyViolation", "{r}");
+    let r = send_ro(
+        &n,
+        json!({"kip": "2.0", "read": {"snapshot_token": token}, "operations": [
+            {"command": r#"FIND(?c.name) WHERE { ?c CONCEPT {type: "Person"} }"#}]}),
+    );
+    assert_eq!(r["results"][0]["result"], json!(["Reader"]), "{r}");
 }
 
 #[test]

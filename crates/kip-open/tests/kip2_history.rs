@@ -311,3 +311,61 @@ fn kip2_hist_004_historical_schema_environment_reconstruction() {
     assert!(has(&ok(&n, "DESCRIBE SCHEMA ENVIRONMENT AS OF SEQ 2")));
     assert_eq!(then["snapshot_seq"], 1);
 }
+
+#[test]
+fn a_space_seq_precondition_guards_a_write() {
+    let n = nexus();
+    seed(&n);
+    let write = |seq: u64, name: &str| {
+        send(
+            &n,
+            json!({"kip": "2.0", "preconditions": {"space_seq": seq}, "operations": [
+                {"command": format!(r#"CREATE CONCEPT ?x {{ TYPE "Person" NAME "{name}" }}"#)}]}),
+        )
+    };
+    let stale = write(0, "Stale");
+    assert_eq!(error_of(&stale), "PreconditionFailed", "{stale}");
+    assert_eq!(stale["results"][0]["error"]["details"]["actual"], 1);
+    assert_eq!(ok(&n, "SNAPSHOT")["snapshot_seq"], 1, "nothing committed");
+    let fresh = write(1, "Fresh");
+    assert_eq!(fresh["receipt"]["space_seq"], 2, "{fresh}");
+    // Several transactions cannot share one precondition.
+    let r = send(
+        &n,
+        json!({"kip": "2.0", "execution": {"mode": "sequence"}, "preconditions": {"space_seq": 2},
+               "operations": [{"command": "SNAPSHOT"}, {"command": "SNAPSHOT"}]}),
+    );
+    assert_eq!(r["error"]["code"], "InvalidRequestEnvelope", "{r}");
+    // In an atomic request it is checked once, in its transaction.
+    let r = send(
+        &n,
+        json!({"kip": "2.0", "execution": {"mode": "atomic"}, "preconditions": {"space_seq": 1},
+               "operations": [{"command": r#"CREATE CONCEPT ?x { TYPE "Person" NAME "A" }"#},
+                              {"command": r#"CREATE CONCEPT ?x { TYPE "Person" NAME "B" }"#}]}),
+    );
+    assert_eq!(error_of(&r), "PreconditionFailed", "{r}");
+    assert_eq!(r["results"][1]["status"], "skipped", "{r}");
+}
+
+#[test]
+fn a_read_response_carries_its_snapshot_and_token() {
+    let n = nexus();
+    seed(&n);
+    let r = run(&n, "FIND(COUNT(?c)) WHERE { ?c CONCEPT {} }");
+    assert_eq!(r["snapshot"]["snapshot_seq"], 1, "{r}");
+    let token = r["snapshot"]["snapshot_token"]
+        .as_str()
+        .expect("token")
+        .to_string();
+    assert!(token.starts_with("kips_"), "{token}");
+    ok(&n, r#"CREATE CONCEPT ?x { TYPE "Person" NAME "Later" }"#);
+    let again = send(
+        &n,
+        json!({"kip": "2.0", "read": {"snapshot_token": token}, "operations": [
+            {"command": "FIND(COUNT(?c)) WHERE { ?c CONCEPT {} }"}]}),
+    );
+    assert_eq!(
+        again["results"][0]["result"], r["results"][0]["result"],
+        "{again}"
+    );
+}

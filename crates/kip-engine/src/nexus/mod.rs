@@ -74,6 +74,8 @@ pub struct Nexus {
     requests: requests::Pruner,
     /// The open KIP 2.0 KQL cursors (`v2/cursors.rs`).
     cursors: crate::v2::cursors::Cursors,
+    /// The memory's snapshot-token key, once read (`v2/tokens.rs`).
+    token_key: std::sync::OnceLock<Vec<u8>>,
 }
 
 impl Drop for Nexus {
@@ -206,6 +208,7 @@ impl Nexus {
             sleeping: Mutex::new(()),
             requests: requests::Pruner::default(),
             cursors: Default::default(),
+            token_key: Default::default(),
         };
         // A purge's audit scrub that a crash interrupted is finished before anything
         // else reads the log.
@@ -277,6 +280,11 @@ impl Nexus {
     /// The open KIP 2.0 KQL cursors of this memory.
     pub(crate) fn cursors(&self) -> &crate::v2::cursors::Cursors {
         &self.cursors
+    }
+
+    /// Where the memory's snapshot-token key is kept once read (`v2/tokens.rs`).
+    pub(crate) fn token_key(&self) -> &std::sync::OnceLock<Vec<u8>> {
+        &self.token_key
     }
 
     /// Replaces the query limits.

@@ -104,7 +104,16 @@ const CAPABILITIES: &[(&str, bool, &str)] = &[
         true,
         "FIND ... AS OF SEQ | TX \"kip:space:default#n\" | TIME; SNAPSHOT [AS OF], DESCRIBE SNAPSHOT, HISTORY ELEMENT | SPACE [FROM SEQ] [TO SEQ] [LIMIT], CHANGES AFTER SEQ | SINCE a change cursor; every commit has a space_seq and a receipt (not yet: HISTORY CURSOR, history horizons)",
     ),
-    ("snapshot_tokens", false, "read.snapshot_token"),
+    (
+        "snapshot_tokens",
+        true,
+        "a response's snapshot.snapshot_token and SNAPSHOT's; read.snapshot_token reads every FIND of the request at that coordinate (authenticated: an edited token is refused; it grants nothing)",
+    ),
+    (
+        "commit_preconditions",
+        true,
+        "preconditions.space_seq (PreconditionFailed) and schema_environment_version (SchemaEnvironmentChanged), checked in the transaction they bind",
+    ),
     (
         "retention",
         true,

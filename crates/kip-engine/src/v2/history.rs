@@ -63,19 +63,7 @@ pub fn resolve(
         Ok(history::commit(g, SpaceId::DEFAULT, seq)?)
     };
     match clause {
-        AsOfClause::Seq(s) => {
-            let seq = whole(&value(s)?, "AS OF SEQ")?;
-            if seq > last.seq {
-                return Err(unavailable(format!(
-                    "the space has not reached seq {seq}: its newest commit is seq {}; a coordinate is never rounded to the present",
-                    last.seq
-                ))
-                .with_detail("space_seq", last.seq));
-            }
-            commit_of(seq)?.ok_or_else(|| {
-                unavailable(format!("seq {seq} is before the history this memory keeps"))
-            })
-        }
+        AsOfClause::Seq(s) => at_seq(g, whole(&value(s)?, "AS OF SEQ")?),
         AsOfClause::Tx(t) => {
             let v = value(t)?;
             let text = v.as_str().ok_or_else(|| {
@@ -118,6 +106,23 @@ pub fn resolve(
             })
         }
     }
+}
+
+/// The commit of seq `seq`: refused when the space has not reached it, or when it is
+/// before the history the memory keeps.
+pub fn at_seq(g: &dyn GraphRead, seq: u64) -> V2Result<CommitRecord> {
+    let last = newest(g)?.ok_or_else(|| {
+        unavailable("this memory records no history yet: there is no coordinate to read".into())
+    })?;
+    if seq > last.seq {
+        return Err(unavailable(format!(
+            "the space has not reached seq {seq}: its newest commit is seq {}; a coordinate is never rounded to the present",
+            last.seq
+        ))
+        .with_detail("space_seq", last.seq));
+    }
+    history::commit(g, SpaceId::DEFAULT, seq)?
+        .ok_or_else(|| unavailable(format!("seq {seq} is before the history this memory keeps")))
 }
 
 /// A read of `g` after commit `c`.
@@ -377,4 +382,40 @@ pub fn changes_since(g: &dyn GraphRead, cursor: &Value, limit: usize) -> V2Resul
     .with_hint(format!(
         "start again with CHANGES AFTER SEQ n (the newest seq is {last}); HISTORY SPACE lists the commits"
     )))
+}
+
+/// The request's `preconditions` (§35.4), checked in the transaction they bind: the
+/// space at another seq is `PreconditionFailed`, the Schema Environment at another
+/// version `SchemaEnvironmentChanged`; nothing runs then.
+pub fn check_preconditions(g: &dyn GraphRead, pre: Option<&Map<String, Value>>) -> V2Result<()> {
+    let Some(pre) = pre else {
+        return Ok(());
+    };
+    if let Some(v) = pre.get("space_seq") {
+        let want = whole(v, "preconditions.space_seq")?;
+        let have = snapshot_seq(g)?;
+        if want != have {
+            return Err(V2Error::new(
+                Code::PreconditionFailed,
+                format!("the space is at seq {have}, the request expects {want}"),
+            )
+            .with_hint("read again (SNAPSHOT) and decide on the current state")
+            .with_detail("expected", want)
+            .with_detail("actual", have));
+        }
+    }
+    if let Some(v) = pre.get("schema_environment_version") {
+        let want = whole(v, "preconditions.schema_environment_version")?;
+        let have = super::packages::version(g)?;
+        if want != have {
+            return Err(V2Error::new(
+                Code::SchemaEnvironmentChanged,
+                format!("the Schema Environment is at version {have}, the request expects {want}"),
+            )
+            .with_hint("DESCRIBE SCHEMA ENVIRONMENT, then send the request for the current one")
+            .with_detail("expected", want)
+            .with_detail("actual", have));
+        }
+    }
+    Ok(())
 }

@@ -51,6 +51,7 @@ mod schema_meta;
 mod search;
 mod solve;
 mod structural;
+pub(crate) mod tokens;
 mod tuples;
 mod validate;
 

@@ -243,6 +243,12 @@ fn versions(g: &dyn GraphRead) -> V2Result<Vec<EnvVersion>> {
     }
 }
 
+/// The Schema Environment's version (§35.4 `schema_environment_version`): the seq of
+/// its last change since history began (0: unchanged since).
+pub fn version(g: &dyn GraphRead) -> V2Result<u64> {
+    Ok(versions(g)?.last().map_or(0, |v| v.from))
+}
+
 /// The environment of the packages that were active after commit `seq` (artifacts are
 /// immutable and never removed, so today's copies are those of then).
 fn environment_at(g: &dyn GraphRead, seq: u64) -> V2Result<Environment> {
@@ -279,13 +285,21 @@ pub fn listing(g: &dyn GraphRead) -> V2Result<Value> {
 
 /// `DESCRIBE SCHEMA ENVIRONMENT`: the active packages and their local names.
 pub fn describe(g: &dyn GraphRead) -> V2Result<Value> {
-    describe_env(&*environment(g)?)
+    let mut v = describe_env(&*environment(g)?)?;
+    v["schema_environment_version"] = json!(version(g)?);
+    Ok(v)
 }
 
 /// `DESCRIBE SCHEMA ENVIRONMENT AS OF ...`: the environment after commit `seq`.
 pub fn describe_at(g: &dyn GraphRead, seq: u64) -> V2Result<Value> {
     let mut v = describe_env(&environment_at(g, seq)?)?;
     v["snapshot_seq"] = json!(seq);
+    let at = versions(g)?
+        .iter()
+        .rev()
+        .find(|e| e.from <= seq)
+        .map_or(0, |e| e.from);
+    v["schema_environment_version"] = json!(at);
     Ok(v)
 }
 

@@ -137,6 +137,14 @@ pub fn digest(v: &Value) -> String {
 }
 
 impl Request {
+    /// `read.snapshot_token`, when the request reads at one (§78).
+    pub fn snapshot_token(&self) -> Option<&str> {
+        self.read
+            .as_ref()
+            .and_then(|r| r.get("snapshot_token"))
+            .and_then(Value::as_str)
+    }
+
     /// The execution mode: the declared one, else `independent` (only a single
     /// operation may leave it out, and then the modes do not differ).
     pub fn mode(&self) -> &str {
@@ -316,16 +324,6 @@ fn check_unsupported(req: &Request) -> Result<(), V2Error> {
             "leave compatibility_profile out; KIP 1.x requests (without \"kip\") are served as they are",
         );
     }
-    if req
-        .read
-        .as_ref()
-        .is_some_and(|r| r.contains_key("snapshot_token"))
-    {
-        return refuse(
-            "reading at a snapshot token",
-            "leave read.snapshot_token out: each read sees the latest committed state",
-        );
-    }
     if req.ingest.is_some() {
         return refuse(
             "ingestion context (minting Evidence from request material)",
@@ -336,11 +334,16 @@ fn check_unsupported(req: &Request) -> Result<(), V2Error> {
         .preconditions
         .as_ref()
         .is_some_and(|p| p.keys().any(|k| k != "extensions"))
+        && req.mode() != "atomic"
+        && req.operations.len() > 1
     {
-        return refuse(
-            "commit preconditions (space_seq, schema_environment_version)",
-            "leave preconditions out",
-        );
+        // §35.4: a precondition binds one transaction; several operations outside
+        // an atomic request are several transactions.
+        return Err(V2Error::new(
+            Code::InvalidRequestEnvelope,
+            "preconditions bind one transaction: this request runs its operations as several",
+        )
+        .with_hint("send the operations with execution.mode \"atomic\", or one per request"));
     }
     let missing: Vec<&str> = req
         .requires

@@ -7,7 +7,7 @@ use super::describe;
 use super::error::{Code, V2Error};
 use super::eval::Ctx;
 use super::request::{self, Operation, Request, DEFAULT_SPACE};
-use super::{history, idempotency, mutate, packages, preview, schema_meta, search};
+use super::{history, idempotency, mutate, packages, preview, schema_meta, search, tokens};
 use crate::envelope::Access;
 use crate::nexus::{Budget, Nexus};
 use crate::store::{GraphRead, GraphWrite};
@@ -147,8 +147,11 @@ fn run(nexus: &Nexus, req: &Request, access: Access, budget: &Budget) -> Value {
         let r = nexus.read(|g| {
             let snapshot =
                 history::snapshot_seq(g).map_err(|e| kip_lang::KipError::internal(e.message))?;
-            each(None, Some(g), &mut done, &mut failed);
             shared = Some(snapshot);
+            match history::check_preconditions(g, req.preconditions.as_ref()) {
+                Ok(()) => each(None, Some(g), &mut done, &mut failed),
+                Err(e) => refuse_all(&mut done, &mut failed, (e, req.operations.len())),
+            }
             Ok(())
         });
         if let Err(e) = r {
@@ -167,7 +170,11 @@ fn run(nexus: &Nexus, req: &Request, access: Access, budget: &Budget) -> Value {
             |w| {
                 let snapshot = history::snapshot_seq(w)
                     .map_err(|e| kip_lang::KipError::internal(e.message))?;
-                each(Some(w), None, &mut done, &mut failed);
+                // §35.4: checked in the transaction they bind, before anything runs.
+                match history::check_preconditions(w, req.preconditions.as_ref()) {
+                    Ok(()) => each(Some(w), None, &mut done, &mut failed),
+                    Err(e) => refuse_all(&mut done, &mut failed, (e, req.operations.len())),
+                }
                 let h = w.txn_history();
                 one_tx = Some((snapshot, h.seq().zip(h.at_ms())));
                 if failed {
@@ -202,13 +209,19 @@ fn run(nexus: &Nexus, req: &Request, access: Access, budget: &Budget) -> Value {
     // §33.2: one receipt per committed transaction; several transactions (a
     // sequence of writes) each put theirs in their operation's extensions.
     let mut receipts: Vec<Value> = Vec::new();
+    // The snapshots the reads saw: one shared coordinate gets a top-level snapshot.
+    let mut read_at: Vec<u64> = Vec::new();
     for d in &mut done {
         if let Done::Succeeded(_, context) = d {
             if let Some(r) = context.remove(RECEIPT) {
                 receipts.push(r);
             }
+            if let Some(seq) = context.get("snapshot_seq").and_then(Value::as_u64) {
+                read_at.push(seq);
+            }
         }
     }
+    read_at.dedup();
     let (snapshot, receipt) = match one_tx {
         Some((snap, tx)) => {
             let receipt = match tx {
@@ -226,8 +239,19 @@ fn run(nexus: &Nexus, req: &Request, access: Access, budget: &Budget) -> Value {
             Value::Null,
         ),
         None if receipts.len() == 1 => (Value::Null, receipts[0].clone()),
+        None if receipts.is_empty() && read_at.len() == 1 => (
+            json!({"space_id": DEFAULT_SPACE, "snapshot_seq": read_at[0]}),
+            Value::Null,
+        ),
         None => (Value::Null, Value::Null),
     };
+    // §78: the snapshot's token, for reading that coordinate again.
+    let mut snapshot = snapshot;
+    if let Some(seq) = snapshot.get("snapshot_seq").and_then(Value::as_u64) {
+        if let Ok(Some(t)) = tokens::issue_now(nexus, seq) {
+            snapshot["snapshot_token"] = json!(t);
+        }
+    }
     if mode == "atomic" && failed {
         for d in &mut done {
             if matches!(d, Done::Succeeded(..)) {
@@ -303,6 +327,14 @@ fn run(nexus: &Nexus, req: &Request, access: Access, budget: &Budget) -> Value {
     Value::Object(out)
 }
 
+/// A request refused by its preconditions: the first operation fails with the reason,
+/// the others do not run.
+fn refuse_all(done: &mut Vec<Done>, failed: &mut bool, (e, n): (V2Error, usize)) {
+    done.push(Done::Failed(e));
+    done.extend((1..n).map(|_| Done::Skipped));
+    *failed = true;
+}
+
 /// Context keys that carry a write's receipt out of `run_op` (never sent as context):
 /// the receipt of the operation's own transaction, moved to the response's `receipt`
 /// (one transaction) and to the operation's extensions (several).
@@ -369,6 +401,14 @@ fn run_op(
                 .cloned(),
         }
     };
+    if tx.is_none() && snap.is_none() && !matches!(st.kind, StatementKind::Mutation(_)) {
+        // A read's preconditions (the request's only operation): the state it reads.
+        if let Some(pre) = req.preconditions.as_ref() {
+            read_v2(nexus, None, |g| {
+                history::check_preconditions(g, Some(pre)).map(|()| Value::Null)
+            })?;
+        }
+    }
     match &st.kind {
         StatementKind::Meta(m) => match m.as_ref() {
             Meta::Describe(Describe::Protocol) => Ok(describe::protocol()),
@@ -506,7 +546,11 @@ fn run_op(
                             )
                         })?,
                     };
-                    Ok(history::snapshot(&commit))
+                    let mut v = history::snapshot(&commit);
+                    if let Some(t) = tokens::issue(nexus, g, commit.seq)? {
+                        v["snapshot_token"] = json!(t);
+                    }
+                    Ok(v)
                 };
                 match tx {
                     Some(w) => read(w),
@@ -613,6 +657,7 @@ fn run_op(
             let digest = cursors::digest(q, &all);
             let page = nexus.limits().default_page;
             let cursors = nexus.cursors();
+            let token = req.snapshot_token();
             let mut run = |g: &dyn GraphRead, context: &mut Map<String, Value>| {
                 let ctx = Ctx::new(g, &params, max_rows)
                     .with_deadline(deadline)
@@ -627,8 +672,10 @@ fn run_op(
                     "CURSOR inside an atomic request (or a dry run): its pages could outlive a rollback",
                 )
                 .with_hint("page the query in a request of its own")),
-                Some(w) => query_at(w, q, &param, context, &mut run),
-                None => read_v2(nexus, snap, |g| query_at(g, q, &param, context, &mut run)),
+                Some(w) => query_at(nexus, w, (q, token), &param, context, &mut run),
+                None => read_v2(nexus, snap, |g| {
+                    query_at(nexus, g, (q, token), &param, context, &mut run)
+                }),
             }
         }
         StatementKind::Mutation(m) => {
@@ -654,14 +701,16 @@ fn run_op(
                         |w| {
                             let snapshot = history::snapshot_seq(w)
                                 .map_err(|e| kip_lang::KipError::internal(e.message))?;
-                            let v =
-                                idempotency::once(w, key, |w| mutate::run(w, &params, m, max_rows))
-                                    .map_err(|e| {
-                                        failure = Some(e);
-                                        kip_lang::KipError::internal(
-                                            "the mutation failed: rolled back",
-                                        )
-                                    })?;
+                            let v = history::check_preconditions(w, req.preconditions.as_ref())
+                                .and_then(|()| {
+                                    idempotency::once(w, key, |w| {
+                                        mutate::run(w, &params, m, max_rows)
+                                    })
+                                })
+                                .map_err(|e| {
+                                    failure = Some(e);
+                                    kip_lang::KipError::internal("the mutation failed: rolled back")
+                                })?;
                             let h = w.txn_history();
                             tx = (snapshot, h.seq().zip(h.at_ms()));
                             Ok(v)
@@ -695,8 +744,9 @@ type RunQuery<'r> =
 /// Runs query `q` on `g`, or on the space as it was when `q` reads `AS OF` (§48.1);
 /// the operation's context gets the snapshot it read.
 fn query_at(
+    nexus: &Nexus,
     g: &dyn GraphRead,
-    q: &kip_lang::v2::ast::Query,
+    (q, token): (&kip_lang::v2::ast::Query, Option<&str>),
     param: &dyn Fn(&Scalar) -> Option<Value>,
     context: &mut Map<String, Value>,
     run: &mut RunQuery<'_>,
@@ -705,13 +755,18 @@ fn query_at(
         // §48.3: the world-valid time the projection used, beside the snapshot read.
         context.insert("valid_at".into(), scalar(param, t)?);
     }
-    match &q.as_of {
+    // The query's own AS OF, else the request's snapshot token (§78), else now.
+    let commit = match (&q.as_of, token) {
+        (Some(clause), _) => Some(history::resolve(g, clause, &|s| scalar(param, s))?),
+        (None, Some(t)) => Some(history::at_seq(g, tokens::verify(nexus, g, t)?)?),
+        (None, None) => None,
+    };
+    match commit {
         None => {
             context.insert("snapshot_seq".into(), json!(history::snapshot_seq(g)?));
             run(g, context)
         }
-        Some(clause) => {
-            let commit = history::resolve(g, clause, &|s| scalar(param, s))?;
+        Some(commit) => {
             let past = history::view(g, &commit)?;
             context.insert("snapshot_seq".into(), json!(commit.seq));
             run(&past, context)

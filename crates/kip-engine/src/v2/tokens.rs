@@ -1,0 +1,116 @@
+//! Snapshot tokens (Specification §78, KIP2-RT-016/017): an opaque token that binds a
+//! readable coordinate of the space. `kips_` + the seq (16 hex digits) + the first 16
+//! bytes of HMAC-SHA256 over it under a per-memory key (32 random bytes from the OS,
+//! made at bootstrap, kept in `meta`): an edited coordinate does not verify and is
+//! refused, never read. A token grants nothing: every request is authorized as if it
+//! carried none (current governance, §68.2).
+
+use super::error::{Code, V2Error, V2Result};
+use crate::nexus::Nexus;
+use crate::store::{GraphRead, GraphWrite};
+use hmac::{KeyInit, Mac};
+use kip_lang::KipError;
+
+type HmacSha256 = hmac::Hmac<sha2::Sha256>;
+
+/// `meta` key of the token key.
+const KEY: &str = "kip2.snapshot_token_key";
+const PREFIX: &str = "kips_";
+
+/// Whether the memory has its token key (bootstrap makes one when not).
+pub fn has_key(g: &dyn GraphRead) -> Result<bool, KipError> {
+    Ok(g.meta(KEY)?.is_some_and(|k| k.len() == 32))
+}
+
+/// Makes the memory's token key, once (bootstrap).
+pub fn ensure_key(w: &mut dyn GraphWrite) -> Result<(), KipError> {
+    if has_key(w)? {
+        return Ok(());
+    }
+    let mut key = [0u8; 32];
+    getrandom::fill(&mut key).map_err(|e| {
+        KipError::internal(format!("no randomness for the snapshot-token key: {e}"))
+    })?;
+    w.set_meta(KEY, &key)?;
+    Ok(())
+}
+
+/// The memory's key: cached on the `Nexus` once `load` has read it.
+fn key(
+    nexus: &Nexus,
+    load: &mut dyn FnMut() -> V2Result<Option<Vec<u8>>>,
+) -> V2Result<Option<Vec<u8>>> {
+    if let Some(k) = nexus.token_key().get() {
+        return Ok(Some(k.clone()));
+    }
+    match load()?.filter(|k| k.len() == 32) {
+        Some(k) => Ok(Some(nexus.token_key().get_or_init(|| k).clone())),
+        None => Ok(None),
+    }
+}
+
+fn from(g: &dyn GraphRead) -> impl FnMut() -> V2Result<Option<Vec<u8>>> + '_ {
+    move || Ok(g.meta(KEY)?)
+}
+
+fn mac(key: &[u8], seq: u64) -> V2Result<HmacSha256> {
+    let mut m = HmacSha256::new_from_slice(key)
+        .map_err(|e| V2Error::new(Code::InternalError, format!("snapshot-token key: {e}")))?;
+    m.update(b"kip:space:default#");
+    m.update(&seq.to_be_bytes());
+    Ok(m)
+}
+
+/// The token of seq `seq` (`None`: the memory has no token key yet).
+pub fn issue(nexus: &Nexus, g: &dyn GraphRead, seq: u64) -> V2Result<Option<String>> {
+    issue_with(nexus, &mut from(g), seq)
+}
+
+/// [`issue`] outside a read (the key read in a snapshot of its own, once).
+pub fn issue_now(nexus: &Nexus, seq: u64) -> V2Result<Option<String>> {
+    let mut load = || -> V2Result<Option<Vec<u8>>> {
+        nexus
+            .read(|g| Ok(g.meta(KEY)?))
+            .map_err(|e| V2Error::from_kip(&e))
+    };
+    issue_with(nexus, &mut load, seq)
+}
+
+fn issue_with(
+    nexus: &Nexus,
+    load: &mut dyn FnMut() -> V2Result<Option<Vec<u8>>>,
+    seq: u64,
+) -> V2Result<Option<String>> {
+    let Some(k) = key(nexus, load)? else {
+        return Ok(None);
+    };
+    let tag = mac(&k, seq)?.finalize().into_bytes();
+    let hex: String = tag.iter().take(16).map(|b| format!("{b:02x}")).collect();
+    Ok(Some(format!("{PREFIX}{seq:016x}{hex}")))
+}
+
+/// The seq a token this memory issued binds; anything else (edited, truncated, another
+/// memory's) is refused.
+pub fn verify(nexus: &Nexus, g: &dyn GraphRead, token: &str) -> V2Result<u64> {
+    let refused = || {
+        V2Error::new(
+            Code::InvalidRequestEnvelope,
+            "read.snapshot_token is not a snapshot token this memory issued (tokens are opaque: an edited one is refused, never read)",
+        )
+        .with_hint("use the snapshot_token of an earlier response as it came, or leave read.snapshot_token out")
+    };
+    let body = token.strip_prefix(PREFIX).ok_or_else(refused)?;
+    if body.len() != 48 || !body.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return Err(refused());
+    }
+    let seq = u64::from_str_radix(&body[..16], 16).map_err(|_| refused())?;
+    let tag: Vec<u8> = (16..48)
+        .step_by(2)
+        .filter_map(|i| u8::from_str_radix(&body[i..i + 2], 16).ok())
+        .collect();
+    let k = key(nexus, &mut from(g))?.ok_or_else(refused)?;
+    mac(&k, seq)?
+        .verify_truncated_left(&tag)
+        .map_err(|_| refused())?;
+    Ok(seq)
+}
