@@ -369,3 +369,48 @@ fn a_read_response_carries_its_snapshot_and_token() {
         "{again}"
     );
 }
+
+#[test]
+fn a_history_horizon_cuts_the_past_and_keeps_the_present() {
+    let n = nexus();
+    let h = seed(&n);
+    for mood in ["calm", "busy", "tired"] {
+        ok_with(
+            &n,
+            &format!(r#"UPDATE :a SET ATTRIBUTES {{mood: "{mood}"}}"#),
+            json!({"a": h["alpha"]}),
+        );
+    }
+    let q = r#"FIND(?c.attributes.mood) WHERE { ?c CONCEPT {key: "p1"} }"#;
+    assert_eq!(ok(&n, &format!("{q} AS OF SEQ 2")), json!(["calm"]));
+    // Keep nothing older than now: the newest commit (seq 4) becomes the horizon.
+    let (horizon, cut) = n
+        .admin()
+        .prune_history(std::time::Duration::ZERO)
+        .expect("prune");
+    assert_eq!(horizon, Some(4));
+    assert_eq!(cut, 3, "the three updates' changes");
+    let r = run(&n, &format!("{q} AS OF SEQ 2"));
+    assert_eq!(error_of(&r), "HistoricalSnapshotUnavailable", "{r}");
+    assert_eq!(ok(&n, &format!("{q} AS OF SEQ 4")), json!(["tired"]));
+    assert_eq!(ok(&n, q), json!(["tired"]));
+    // Later changes are kept and read back as before.
+    ok_with(
+        &n,
+        r#"UPDATE :a SET ATTRIBUTES {mood: "rested"}"#,
+        json!({"a": h["alpha"]}),
+    );
+    assert_eq!(ok(&n, &format!("{q} AS OF SEQ 4")), json!(["tired"]));
+    let r = run(&n, "CHANGES AFTER SEQ 1");
+    assert_eq!(error_of(&r), "HistoricalSnapshotUnavailable", "{r}");
+    let c = ok(&n, "CHANGES AFTER SEQ 4");
+    assert_eq!(c["commits"].as_array().map(Vec::len), Some(1), "{c}");
+    let s = ok(&n, "HISTORY SPACE");
+    let seqs: Vec<u64> = s["commits"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|c| c["space_seq"].as_u64())
+        .collect();
+    assert_eq!(seqs, [5], "{s}");
+}

@@ -168,6 +168,13 @@ pub trait HistoryWrite: HistoryRead {
     fn put_commit(&mut self, space: SpaceId, seq: u64, record: &[u8]) -> StoreResult<()>;
     /// Removes every version chain entry of `key` (all parts): a purge.
     fn purge_versions(&mut self, space: SpaceId, key: u64) -> StoreResult<()>;
+    /// The history horizon (docs/storage.md §4): removes the commit records below
+    /// `horizon` (so reads below it are unavailable at once), then, oldest first, at
+    /// most `max` entries of the changes index with a seq at or below `horizon`
+    /// together with the version chain entries they list (`valid_to` = that seq).
+    /// Returns how many changes it removed. Reads `AS OF` a seq at or above `horizon`
+    /// are unaffected. Backends with a log log it.
+    fn prune_history(&mut self, space: SpaceId, horizon: u64, max: usize) -> StoreResult<u64>;
 }
 
 fn now_ms() -> u64 {
@@ -347,4 +354,45 @@ pub fn is_on(g: &(impl GraphRead + ?Sized)) -> StoreResult<bool> {
 /// gone; its entries in the changes index stay (ids only: the chronology survives).
 pub fn purge<T: GraphWrite + ?Sized>(t: &mut T, space: SpaceId, key: u64) -> StoreResult<()> {
     t.purge_versions(space, key)
+}
+
+/// Cuts the history of `space` below the last commit made at or before `before_ms`
+/// (the horizon; the newest commit always stays), at most `max` changes in this
+/// transaction. Returns the horizon's seq and how many changes went (`None`: nothing
+/// to cut).
+pub fn prune_before<T: GraphWrite + ?Sized>(
+    t: &mut T,
+    space: SpaceId,
+    before_ms: u64,
+    max: usize,
+) -> StoreResult<Option<(u64, u64)>> {
+    let Some(h) = commit_at_or_before(t, space, before_ms)? else {
+        return Ok(None);
+    };
+    if h.seq == 0 {
+        return Ok(None);
+    }
+    let n = t.prune_history(space, h.seq, max)?;
+    Ok(Some((h.seq, n)))
+}
+
+/// The oldest commit of `space` still kept (history may start above 0 after a cut).
+pub fn oldest(
+    g: &(impl HistoryRead + ?Sized),
+    space: SpaceId,
+) -> StoreResult<Option<CommitRecord>> {
+    let Some(newest) = last(g, space)? else {
+        return Ok(None);
+    };
+    // Kept commits are contiguous up to the newest: the first present one.
+    let (mut lo, mut hi) = (0u64, newest.seq);
+    while lo < hi {
+        let mid = lo + (hi - lo) / 2;
+        if g.commit_record(space, mid)?.is_some() {
+            hi = mid;
+        } else {
+            lo = mid + 1;
+        }
+    }
+    commit(g, space, lo)
 }

@@ -95,6 +95,30 @@ impl HistoryWrite for Tables {
         Ok(())
     }
 
+    fn prune_history(&mut self, space: SpaceId, horizon: u64, max: usize) -> StoreResult<u64> {
+        let commits: Vec<_> = self
+            .hist_commits
+            .range((space.0, 0)..(space.0, horizon))
+            .map(|(k, _)| *k)
+            .collect();
+        for k in commits {
+            self.hist_commits.remove(&k);
+        }
+        let changes: Vec<_> = self
+            .hist_changes
+            .range((space.0, 0, 0)..=(space.0, horizon, u64::MAX))
+            .take(max)
+            .copied()
+            .collect();
+        for (sp, seq, key) in &changes {
+            for part in [0u8, 1] {
+                self.hist_versions.remove(&(*sp, *key, part, *seq));
+            }
+            self.hist_changes.remove(&(*sp, *seq, *key));
+        }
+        Ok(changes.len() as u64)
+    }
+
     fn purge_versions(&mut self, space: SpaceId, key: u64) -> StoreResult<()> {
         let keys: Vec<_> = self
             .hist_versions

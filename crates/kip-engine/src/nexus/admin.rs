@@ -173,6 +173,41 @@ impl<'a> Admin<'a> {
             .read(|r| crate::export::export_capsule_to(r, out))
     }
 
+    /// Cuts the history of the default space below the last commit made at or before
+    /// `keep` ago (the newest commit always stays): reads `AS OF` an older coordinate
+    /// answer `HistoricalSnapshotUnavailable` from then on. Runs to the end, in
+    /// transactions of at most 10,000 changes. Returns the horizon's seq (`None`:
+    /// nothing was older) and the changes removed.
+    pub fn prune_history(&self, keep: std::time::Duration) -> Result<(Option<u64>, u64), KipError> {
+        let before = crate::time::now()
+            .checked_sub(keep)
+            .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+            .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
+        let mut total = 0u64;
+        loop {
+            let step = self.nexus.write(
+                |w| {
+                    Ok(kip_storage::history::prune_before(
+                        w,
+                        kip_storage::SpaceId::DEFAULT,
+                        before,
+                        10_000,
+                    )?)
+                },
+                false,
+            )?;
+            match step {
+                None => return Ok((None, total)),
+                Some((horizon, n)) => {
+                    total += n;
+                    if n < 10_000 {
+                        return Ok((Some(horizon), total));
+                    }
+                }
+            }
+        }
+    }
+
     /// The audit log (see [`crate::audit`]): interfaces record each call in it
     /// ([`Nexus::execute_audited`], [`MemoryTools::call_audited`](super::MemoryTools::call_audited));
     /// operators list, configure and purge it.

@@ -206,7 +206,7 @@ impl Nexus {
             semantic: None,
             wrote: Default::default(),
             sleeping: Mutex::new(()),
-            requests: requests::Pruner::default(),
+            requests: requests::Pruner::from_env(),
             cursors: Default::default(),
             token_key: Default::default(),
         };
@@ -280,6 +280,11 @@ impl Nexus {
     /// The open KIP 2.0 KQL cursors of this memory.
     pub(crate) fn cursors(&self) -> &crate::v2::cursors::Cursors {
         &self.cursors
+    }
+
+    /// The request log's and history's upkeep inside a write transaction (when due).
+    pub(crate) fn prune_logs(&self, w: &mut dyn GraphWrite) -> Result<(), KipError> {
+        self.requests.maybe_prune(w)
     }
 
     /// Where the memory's snapshot-token key is kept once read (`v2/tokens.rs`).

@@ -63,15 +63,63 @@ pub(crate) fn once(
     Ok(value)
 }
 
-/// When the write transactions last pruned the log.
+/// When the write transactions last pruned the log, and how long history is kept.
 #[derive(Debug, Default)]
 pub(crate) struct Pruner {
     last: Mutex<Option<Instant>>,
+    /// How long the space's history is kept (`None`: whole, the default); from
+    /// `KIP_HISTORY_KEEP_DAYS`.
+    history_keep: Option<Duration>,
+    last_history: Mutex<Option<Instant>>,
+}
+
+/// How often the write transactions cut history below its horizon.
+const HISTORY_EVERY: Duration = Duration::from_secs(60);
+
+/// The history kept, from `KIP_HISTORY_KEEP_DAYS` (days, a number ≥ 0; unset: all).
+fn history_keep_from_env() -> Option<Duration> {
+    let raw = std::env::var("KIP_HISTORY_KEEP_DAYS").ok()?;
+    match raw.trim().parse::<f64>() {
+        Ok(d) if d.is_finite() && d >= 0.0 => Some(Duration::from_secs_f64(d * 86_400.0)),
+        _ => {
+            tracing::warn!(
+                "KIP_HISTORY_KEEP_DAYS={raw:?} is not a number of days; history is kept whole"
+            );
+            None
+        }
+    }
 }
 
 impl Pruner {
+    /// A pruner with the history retention of the environment.
+    pub(crate) fn from_env() -> Pruner {
+        Pruner {
+            history_keep: history_keep_from_env(),
+            ..Pruner::default()
+        }
+    }
+
+    /// Cuts history older than the configured retention in `w` when it is time to
+    /// (at most [`PRUNE_MAX`] changes a time).
+    pub(crate) fn maybe_prune_history(&self, w: &mut dyn GraphWrite) -> Result<(), KipError> {
+        let Some(keep) = self.history_keep else {
+            return Ok(());
+        };
+        {
+            let mut last = self.last_history.lock().unwrap_or_else(|p| p.into_inner());
+            if last.is_some_and(|l| l.elapsed() < HISTORY_EVERY) {
+                return Ok(());
+            }
+            *last = Some(Instant::now());
+        }
+        let before = crate::time::now().checked_sub(keep).map_or(0, millis);
+        kip_storage::history::prune_before(w, kip_storage::SpaceId::DEFAULT, before, PRUNE_MAX)?;
+        Ok(())
+    }
+
     /// Prunes records older than [`WINDOW`] in `w` when it is time to.
     pub(crate) fn maybe_prune(&self, w: &mut dyn GraphWrite) -> Result<(), KipError> {
+        self.maybe_prune_history(w)?;
         {
             let mut last = self.last.lock().unwrap_or_else(|p| p.into_inner());
             if last.is_some_and(|l| l.elapsed() < PRUNE_EVERY) {

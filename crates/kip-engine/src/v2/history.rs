@@ -270,7 +270,10 @@ pub fn space(
     let Some(last) = newest(g)? else {
         return Ok(json!({"space_id": DEFAULT_SPACE, "commits": []}));
     };
-    let start = from.unwrap_or(1).max(1);
+    // Not below the oldest commit kept (a history horizon may have cut the rest).
+    // Commit `h` of a cut history is its base: its own changes went with the cut.
+    let first = history::oldest(g, SpaceId::DEFAULT)?.map_or(1, |c| c.seq + 1);
+    let start = from.unwrap_or(1).max(first);
     let end = to.unwrap_or(last.seq).min(last.seq);
     let mut commits = Vec::new();
     let mut seq = start;
@@ -328,6 +331,17 @@ pub fn changes_after(g: &dyn GraphRead, after: u64, limit: usize) -> V2Result<Va
             "the space has not reached seq {after}: its newest commit is seq {last}"
         )));
     }
+    if let Some(oldest) = history::oldest(g, SpaceId::DEFAULT)? {
+        if after < oldest.seq {
+            // The changes right after `after` were cut by the history horizon: a page
+            // from here would silently skip them.
+            return Err(unavailable(format!(
+                "the changes after seq {after} are past the history this memory keeps (it starts at seq {})",
+                oldest.seq
+            ))
+            .with_detail("oldest_seq", oldest.seq));
+        }
+    }
     let mut v = space(g, Some(after + 1), None, limit)?;
     let shown = v["commits"].as_array().map_or(0, Vec::len) as u64;
     v["after_seq"] = json!(after);
@@ -367,7 +381,15 @@ pub fn changes_since(g: &dyn GraphRead, cursor: &Value, limit: usize) -> V2Resul
     let last = newest(g)?.map_or(0, |c| c.seq);
     if let Some(rest) = text.strip_prefix(CHANGE_CURSOR) {
         return match rest.parse::<u64>() {
-            Ok(seq) if seq <= last => changes_after(g, seq, limit),
+            Ok(seq) if seq <= last => changes_after(g, seq, limit).map_err(|e| {
+                if e.code == Code::HistoricalSnapshotUnavailable {
+                    // The cursor's position was cut by the history horizon.
+                    V2Error::new(Code::ChangeCursorExpired, e.message)
+                        .with_hint("start again with CHANGES AFTER SEQ at the oldest seq kept (HISTORY SPACE shows it)")
+                } else {
+                    e
+                }
+            }),
             _ => Err(V2Error::new(
                 Code::ChangeCursorInvalid,
                 format!("\"{text}\" is not a change cursor of this memory's history (newest seq {last})"),

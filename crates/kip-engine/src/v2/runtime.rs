@@ -177,6 +177,9 @@ fn run(nexus: &Nexus, req: &Request, access: Access, budget: &Budget) -> Value {
                 }
                 let h = w.txn_history();
                 one_tx = Some((snapshot, h.seq().zip(h.at_ms())));
+                if !failed && !dry_run {
+                    nexus.prune_logs(w)?;
+                }
                 if failed {
                     Err(kip_lang::KipError::internal(
                         "an operation failed: the request is rolled back",
@@ -713,6 +716,7 @@ fn run_op(
                                 })?;
                             let h = w.txn_history();
                             tx = (snapshot, h.seq().zip(h.at_ms()));
+                            nexus.prune_logs(w)?;
                             Ok(v)
                         },
                         false,

@@ -150,6 +150,26 @@ pub fn history_keeps_the_past_and_reads_it_as_of(h: &dyn Harness) {
     check(&*b);
     let b = h.reopen(b);
     check(&*b);
+    // A horizon at seq 3: commits below go at once, changes at or below it with their
+    // versions; reads at 3 and later are as before.
+    let cut = write(&*b, |w| w.prune_history(sp, 3, 1));
+    assert_eq!(cut, 1, "at most `max` changes a call");
+    let cut = write(&*b, |w| w.prune_history(sp, 3, 100));
+    assert_eq!(cut, 1, "the rest of the changes at or below the horizon");
+    read(&*b, |g| {
+        assert!(
+            AsOf::new(g, sp, 2)?.is_none(),
+            "below the horizon: no coordinate"
+        );
+        assert_eq!(history::oldest(g, sp)?.map(|c| c.seq), Some(3));
+        let name = at(g, 3, |v| Ok(v.concept(x)?.map(|c| c.name)))?;
+        assert_eq!(name.as_deref(), Some("Beta"));
+        assert_eq!(
+            at(g, 4, |v| Ok(v.element(sp, e)?.map(|r| r.state)))?,
+            Some(obj(json!({"v": 1})))
+        );
+        Ok(())
+    });
     write(&*b, |w| history::purge(w, sp, ElemRef::Concept(x).encode()));
     read(&*b, |g| {
         assert_eq!(

@@ -144,6 +144,19 @@ impl HistoryWrite for PgTx<'_> {
         Ok(())
     }
 
+    fn prune_history(&mut self, sp: SpaceId, horizon: u64, max: usize) -> StoreResult<u64> {
+        self.execute(
+            "DELETE FROM kip_hist_commits WHERE space = $1 AND seq < $2",
+            &[&space(sp), &sq(horizon)],
+        )?;
+        let limit = i64::try_from(max).unwrap_or(i64::MAX);
+        let rows = self.query(
+            "WITH c AS (SELECT seq, key FROM kip_hist_changes                         WHERE space = $1 AND seq <= $2 ORDER BY seq, key LIMIT $3),                   v AS (DELETE FROM kip_hist_versions h USING c                         WHERE h.space = $1 AND h.key = c.key AND h.valid_to = c.seq)              DELETE FROM kip_hist_changes h USING c              WHERE h.space = $1 AND h.seq = c.seq AND h.key = c.key RETURNING h.seq",
+            &[&space(sp), &sq(horizon), &limit],
+        )?;
+        Ok(rows.len() as u64)
+    }
+
     fn purge_versions(&mut self, sp: SpaceId, key: u64) -> StoreResult<()> {
         self.execute(
             "DELETE FROM kip_hist_versions WHERE space = $1 AND key = $2",

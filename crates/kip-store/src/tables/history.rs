@@ -5,7 +5,7 @@
 //! commit records (their time) and purges of the chain are logged (`OP_PUT_COMMIT`,
 //! `OP_PURGE_VERSIONS`).
 
-use super::oplog::{OP_PURGE_VERSIONS, OP_PUT_COMMIT};
+use super::oplog::{OP_PRUNE_HISTORY, OP_PURGE_VERSIONS, OP_PUT_COMMIT};
 use super::*;
 use kip_storage::history::{HistoryRead, HistoryWrite, TxnHistory, Watermarks};
 use kip_storage::SpaceId;
@@ -206,6 +206,46 @@ impl HistoryWrite for WriteTables<'_> {
             .insert((space.0, seq), record)
             .map_err(storage_error)?;
         Ok(())
+    }
+
+    fn prune_history(&mut self, space: SpaceId, horizon: u64, max: usize) -> StoreResult<u64> {
+        self.log_op(
+            OP_PRUNE_HISTORY,
+            horizon,
+            &space.0.to_le_bytes(),
+            &(max as u64).to_le_bytes(),
+        );
+        let mut commits = Vec::new();
+        for item in self
+            .hist_commits
+            .range((space.0, 0)..(space.0, horizon))
+            .map_err(storage_error)?
+        {
+            commits.push(item.map_err(storage_error)?.0.value());
+        }
+        for k in commits {
+            self.hist_commits.remove(k).map_err(storage_error)?;
+        }
+        let mut changes = Vec::new();
+        for item in self
+            .hist_changes
+            .range((space.0, 0, 0)..=(space.0, horizon, u64::MAX))
+            .map_err(storage_error)?
+            .take(max)
+        {
+            changes.push(item.map_err(storage_error)?.0.value());
+        }
+        for (sp, seq, key) in &changes {
+            for part in [0u8, 1] {
+                self.hist_versions
+                    .remove((*sp, *key, part, *seq))
+                    .map_err(storage_error)?;
+            }
+            self.hist_changes
+                .remove((*sp, *seq, *key))
+                .map_err(storage_error)?;
+        }
+        Ok(changes.len() as u64)
     }
 
     fn purge_versions(&mut self, space: SpaceId, key: u64) -> StoreResult<()> {

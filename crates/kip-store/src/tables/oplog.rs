@@ -24,6 +24,9 @@ pub(super) const OP_PUT_ELEMENT: u8 = 8;
 pub(super) const OP_PUT_COMMIT: u8 = 9;
 /// The version chain of an element purged: id = the element key, a = the space.
 pub(super) const OP_PURGE_VERSIONS: u8 = 10;
+/// A cut of history below a horizon: id = the horizon, a = the space, b = the most
+/// changes (u64 LE).
+pub(super) const OP_PRUNE_HISTORY: u8 = 11;
 
 impl WriteTables<'_> {
     pub(super) fn log_op(&mut self, tag: u8, id: u64, a: &[u8], b: &[u8]) {
@@ -146,6 +149,22 @@ impl WriteTables<'_> {
                 OP_PUT_COMMIT => {
                     let space = super::history::logged_space(a)?;
                     kip_storage::history::apply_commit(self, space, id, b)?;
+                }
+                OP_PRUNE_HISTORY => {
+                    let space = super::history::logged_space(a)?;
+                    let max = <[u8; 8]>::try_from(b)
+                        .map(u64::from_le_bytes)
+                        .map_err(|_| {
+                            storage_error(crate::StoreError::Corruption(
+                                "write-ahead log: a history cut without its bound".into(),
+                            ))
+                        })?;
+                    kip_storage::HistoryWrite::prune_history(
+                        self,
+                        space,
+                        id,
+                        usize::try_from(max).unwrap_or(usize::MAX),
+                    )?;
                 }
                 OP_PURGE_VERSIONS => {
                     let space = super::history::logged_space(a)?;
