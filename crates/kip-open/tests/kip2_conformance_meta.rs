@@ -3,9 +3,8 @@
 //! own, through the wire (`Nexus::execute_json` with `"kip": "2.0"`), on whichever
 //! backend the test matrix selects. Each test is named after its case and asserts the
 //! case's normative outcome as docs/semantics.md ("KIP 2.0 on the one memory") maps it
-//! onto this store. A case for a feature that is not built yet (HISTORY, AS OF,
-//! CHANGES, capsules, VERIFY) asserts the honest `UnsupportedCapability`
-//! (`..._unsupported_for_now`).
+//! onto this store. A case for a feature that is not built yet (capsules, VERIFY)
+//! asserts the honest `UnsupportedCapability` (`..._unsupported_for_now`).
 
 mod common;
 use common::kip2::*;

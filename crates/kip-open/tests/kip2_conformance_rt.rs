@@ -3,9 +3,9 @@
 //! own, through the wire (`Nexus::execute_json` with `"kip": "2.0"`), on whichever
 //! backend the test matrix selects. Each test is named after its case and asserts the
 //! case's normative outcome as docs/semantics.md ("KIP 2.0 on the one memory") maps it
-//! onto this store. A case for a feature that is not built yet (snapshot tokens,
-//! streaming, artifact handles, cursors, ingestion context) asserts the honest
-//! `UnsupportedCapability` (`..._unsupported_for_now`).
+//! onto this store. A case for a feature that is not built yet (streaming, artifact
+//! handles, ingestion context) asserts the honest `UnsupportedCapability`
+//! (`..._unsupported_for_now`).
 
 mod common;
 use common::kip2::*;
@@ -431,4 +431,49 @@ fn kip2_rt_031_ingestion_context_mints_faithful_evidence_unsupported_for_now() {
         json!(0),
         "no evidence minted"
     );
+}
+
+#[test]
+fn kip2_rt_009_independent_may_use_separate_snapshots_and_contexts_identify_them() {
+    let n = nexus();
+    ok(&n, r#"CREATE CONCEPT ?x { TYPE "Person" NAME "Before" }"#);
+    let r = send(
+        &n,
+        json!({"kip": "2.0", "execution": {"mode": "independent"}, "operations": [
+            {"command": r#"FIND(COUNT(?c)) WHERE { ?c CONCEPT {type: "Person"} }"#},
+            {"command": r#"CREATE CONCEPT ?x { TYPE "Person" NAME "Between" }"#},
+            {"command": r#"FIND(COUNT(?c)) WHERE { ?c CONCEPT {type: "Person"} }"#}
+        ]}),
+    );
+    assert_eq!(r["status"], "succeeded", "{r}");
+    // Each read names the snapshot it saw; the write between them is a commit of its own.
+    assert_eq!(r["results"][0]["context"]["snapshot_seq"], 1, "{r}");
+    assert_eq!(
+        r["results"][1]["extensions"]["kip-nexus/receipt"]["space_seq"], 2,
+        "{r}"
+    );
+    assert_eq!(r["results"][2]["context"]["snapshot_seq"], 2, "{r}");
+    assert_eq!(r["results"][0]["result"], json!([1]));
+    assert_eq!(r["results"][2]["result"], json!([2]));
+    // Two snapshots: no single top-level snapshot stands for the request.
+    assert!(r["snapshot"].is_null(), "{r}");
+}
+
+#[test]
+fn kip2_rt_011_sequence_is_not_shared_snapshot() {
+    let n = nexus();
+    let r = send(
+        &n,
+        json!({"kip": "2.0", "execution": {"mode": "sequence"}, "operations": [
+            {"command": "SNAPSHOT"},
+            {"command": r#"CREATE CONCEPT ?x { TYPE "Person" NAME "Mid" }"#},
+            {"command": r#"FIND(COUNT(?c)) WHERE { ?c CONCEPT {type: "Person"} }"#}
+        ]}),
+    );
+    assert_eq!(r["status"], "succeeded", "{r}");
+    // The sequence is not advertised as one transaction: no atomic receipt for all,
+    // and the last read reports the snapshot it actually read (after the write).
+    assert_eq!(r["results"][0]["result"]["snapshot_seq"], 0, "{r}");
+    assert_eq!(r["results"][2]["context"]["snapshot_seq"], 1, "{r}");
+    assert!(r["execution"]["mode"] == "sequence", "{r}");
 }
