@@ -414,3 +414,70 @@ fn a_history_horizon_cuts_the_past_and_keeps_the_present() {
         .collect();
     assert_eq!(seqs, [5], "{s}");
 }
+
+#[test]
+fn kip2_hist_007_belief_then_differs_from_current_belief_about_then() {
+    let n = nexus();
+    let h = ok(
+        &n,
+        r#"MUTATE {
+  CREATE CONCEPT ?alice { TYPE "Person" NAME "Alice" SET FIELDS {key: "alice"} }
+  CREATE CONCEPT ?berlin { TYPE "Preference" NAME "Berlin" }
+  ENSURE PROPOSITION ?p (?alice, "prefers", ?berlin)
+  CREATE ASSERTION ?a { SET FIELDS { proposition: ?p, asserted_by: ?alice, stance: "support", mode: "stated", confidence: 0.9,
+                                     valid_time: {from: "2020-01-01T00:00:00Z", until: "2021-01-01T00:00:00Z"} } }
+}"#,
+    )["handles"]
+        .clone();
+    // Later the memory learns the claim was wrong: retracted at seq 2.
+    ok_with(&n, "RETRACT ASSERTION :a", json!({"a": h["a"]}));
+    let belief = |tail: &str| {
+        ok_with(
+            &n,
+            &format!("FIND(?b.status) WHERE {{ ?p PROPOSITION (id: :p) ?b BELIEF (?p) }}{tail}"),
+            json!({"p": h["p"]}),
+        )
+    };
+    let about_2020 = r#" FOR TIME "2020-06-01T00:00:00Z""#;
+    // What the memory believed then about mid-2020 ...
+    assert_eq!(
+        belief(&format!(" AS OF SEQ 1{about_2020}")),
+        json!(["accepted"])
+    );
+    // ... and what it believes now about mid-2020: separately expressible, different.
+    assert_ne!(belief(about_2020), json!(["accepted"]));
+}
+
+#[test]
+fn kip2_hist_008_merge_preserves_historical_raw_endpoint() {
+    let n = nexus();
+    let h = ok(
+        &n,
+        r#"MUTATE {
+  CREATE CONCEPT ?a { TYPE "Person" NAME "Alice" SET FIELDS {key: "alice"} }
+  CREATE CONCEPT ?b { TYPE "Person" NAME "Alice B" SET FIELDS {key: "alice-2"} }
+  CREATE CONCEPT ?dark { TYPE "Preference" NAME "Dark" }
+  ENSURE PROPOSITION ?q (?b, "prefers", ?dark)
+}"#,
+    )["handles"]
+        .clone();
+    ok_with(
+        &n,
+        "MERGE CONCEPT :s INTO :t",
+        json!({"s": h["b"], "t": h["a"]}),
+    );
+    let q = "FIND(?p.subject) WHERE { ?p PROPOSITION (id: :q) }";
+    // Before the merge and after it, the raw endpoint is the merged source.
+    assert_eq!(
+        ok_with(&n, &format!("{q} AS OF SEQ 1"), json!({"q": h["q"]})),
+        json!([h["b"]])
+    );
+    assert_eq!(ok_with(&n, q, json!({"q": h["q"]})), json!([h["b"]]));
+    // The source's own state then had no merge; now it has.
+    let merged = "FIND(?c.merged_into) WHERE { ?c CONCEPT {id: :b, state: \"merged\"} }";
+    assert_eq!(ok_with(&n, merged, json!({"b": h["b"]})), json!([h["a"]]));
+    assert_eq!(
+        ok_with(&n, &format!("{merged} AS OF SEQ 1"), json!({"b": h["b"]})),
+        json!([])
+    );
+}
