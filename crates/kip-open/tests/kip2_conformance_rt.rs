@@ -416,20 +416,60 @@ fn kip2_rt_030_cursor_families_are_non_interchangeable() {
 }
 
 #[test]
-fn kip2_rt_031_ingestion_context_mints_faithful_evidence_unsupported_for_now() {
+fn kip2_rt_031_ingestion_context_mints_faithful_evidence() {
+    use sha2::{Digest, Sha256};
     let n = nexus();
-    let r = send(
-        &n,
-        json!({"kip": "2.0", "execution": {"mode": "atomic", "idempotency_key": "rt-031"},
-            "ingest": {"evidence": [{"key": "msg", "evidence_class": "user_statement",
-                "payload": "I moved to Singapore.", "client_key": "message:9"}]},
-            "operations": [{"command": "FIND(?e.payload) WHERE { ?e EVIDENCE {id: :msg} }"}]}),
+    let payload = "I moved to Singapore. \"Finally\" \u{1F680}";
+    let request = json!({"kip": "2.0", "execution": {"mode": "atomic", "idempotency_key": "rt-031"},
+        "ingest": {"evidence": [{"key": "msg", "evidence_class": "user_statement",
+            "payload": payload, "client_key": "message:9", "source_actor": "alice",
+            "observed_at": "2026-08-14T01:00:00Z"}]},
+        "operations": [
+            {"command": r#"CREATE CONCEPT ?a { TYPE "Person" NAME "Alice" SET FIELDS {key: "alice"} }"#},
+            {"command": "FIND(?e.payload, ?e.content_digest) WHERE { ?e EVIDENCE {id: :msg} }"}]});
+    let r = send(&n, request.clone());
+    assert_eq!(r["status"], "succeeded", "{r}");
+    let digest: String = Sha256::digest(payload.as_bytes())
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    // The payload byte for byte, its digest that of the transport's bytes.
+    assert_eq!(
+        r["results"][1]["result"],
+        json!([[payload, format!("sha256:{digest}")]]),
+        "{r}"
     );
-    refused_before_running(&r, "UnsupportedCapability");
+    // One logical write: one commit.
+    assert_eq!(r["receipt"]["space_seq"], 1, "{r}");
+    // A retry (same keys) mints no second Evidence.
+    let again = send(&n, request);
+    assert_eq!(again["status"], "succeeded", "{again}");
     assert_eq!(
         count(&n, "FIND(COUNT(?e)) WHERE { ?e EVIDENCE {} }"),
-        json!(0),
-        "no evidence minted"
+        json!(1)
+    );
+    // An aborted transaction mints nothing.
+    let aborted = send(
+        &n,
+        json!({"kip": "2.0", "execution": {"mode": "atomic"},
+            "ingest": {"evidence": [{"key": "m2", "evidence_class": "user_statement", "payload": "lost"}]},
+            "operations": [{"command": "RETRACT ASSERTION :m2"}]}),
+    );
+    assert_ne!(aborted["status"], "succeeded", "{aborted}");
+    assert_eq!(
+        count(&n, "FIND(COUNT(?e)) WHERE { ?e EVIDENCE {} }"),
+        json!(1)
+    );
+    // A read-only endpoint does not mint.
+    let ro = send_ro(
+        &n,
+        json!({"kip": "2.0",
+            "ingest": {"evidence": [{"key": "m3", "evidence_class": "user_statement", "payload": "no"}]},
+            "operations": [{"command": "FIND(?e) WHERE { ?e EVIDENCE {id: :m3} }"}]}),
+    );
+    assert_eq!(
+        ro["results"][0]["error"]["code"], "ReadonlyViolation",
+        "{ro}"
     );
 }
 

@@ -123,8 +123,8 @@ const CAPABILITIES: &[(&str, bool, &str)] = &[
     ("capsules", false, "EXPORT CAPSULE, VERIFY, PREVIEW IMPORT"),
     (
         "ingestion_context",
-        false,
-        "ingest.evidence minted into Evidence",
+        true,
+        "ingest.evidence minted into Evidence in the request's one transaction, the payload as sent (content_digest of its bytes), each key bound as a parameter; client_key (or the request's idempotency key) makes it retry-safe (not yet: payload_artifact)",
     ),
     (
         "validate_preview",

@@ -31,6 +31,7 @@ mod expr;
 mod functions;
 mod history;
 mod idempotency;
+mod ingest;
 mod merge;
 mod migration;
 mod model;

@@ -325,10 +325,15 @@ fn check_unsupported(req: &Request) -> Result<(), V2Error> {
         );
     }
     if req.ingest.is_some() {
-        return refuse(
-            "ingestion context (minting Evidence from request material)",
-            "leave ingest out",
-        );
+        super::ingest::entries(req)?;
+        if req.mode() != "atomic" && req.operations.len() > 1 {
+            // §71.1: the Evidence is minted inside the request's one transaction.
+            return Err(V2Error::new(
+                Code::InvalidRequestEnvelope,
+                "an ingestion context is minted in one transaction: this request runs its operations as several",
+            )
+            .with_hint("send the operations with execution.mode \"atomic\", or one per request"));
+        }
     }
     if req
         .preconditions

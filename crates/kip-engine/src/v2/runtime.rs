@@ -85,6 +85,7 @@ fn run(nexus: &Nexus, req: &Request, access: Access, budget: &Budget) -> Value {
     let mut failed = false;
     let mut each = |tx: Option<&mut dyn GraphWrite>,
                     snap: Option<&dyn GraphRead>,
+                    minted: &Map<String, Value>,
                     done: &mut Vec<Done>,
                     failed: &mut bool| {
         let mut tx = tx;
@@ -105,9 +106,10 @@ fn run(nexus: &Nexus, req: &Request, access: Access, budget: &Budget) -> Value {
                 .with_hint("send it again with a longer options.deadline_ms"))
             } else {
                 let at = (index, op);
+                let on = (req, minted);
                 match &mut tx {
-                    Some(w) => run_op(nexus, req, at, access, Some(&mut **w), None, &mut extra),
-                    None => run_op(nexus, req, at, access, None, snap, &mut extra),
+                    Some(w) => run_op(nexus, on, at, access, Some(&mut **w), None, &mut extra),
+                    None => run_op(nexus, on, at, access, None, snap, &mut extra),
                 }
             };
             let outcome = outcome.and_then(|v| {
@@ -141,7 +143,15 @@ fn run(nexus: &Nexus, req: &Request, access: Access, budget: &Budget) -> Value {
     let mut one_tx: Option<(u64, Option<(u64, u64)>)> = None;
     // The snapshot an atomic read-only batch shared.
     let mut shared: Option<u64> = None;
-    if mode == "atomic" && access == Access::ReadOnly {
+    if req.ingest.is_some() && access == Access::ReadOnly {
+        // Minting Evidence is a write.
+        let e = V2Error::new(
+            Code::ReadonlyViolation,
+            "execute_kip_readonly does not mint Evidence: the ingestion context is a write",
+        )
+        .with_hint("send the request through execute_kip");
+        refuse_all(&mut done, &mut failed, (e, req.operations.len()));
+    } else if mode == "atomic" && access == Access::ReadOnly {
         // KIP2-RT-013: an atomic read-only batch reads one shared snapshot and commits
         // nothing (no receipt).
         let r = nexus.read(|g| {
@@ -149,7 +159,7 @@ fn run(nexus: &Nexus, req: &Request, access: Access, budget: &Budget) -> Value {
                 history::snapshot_seq(g).map_err(|e| kip_lang::KipError::internal(e.message))?;
             shared = Some(snapshot);
             match history::check_preconditions(g, req.preconditions.as_ref()) {
-                Ok(()) => each(None, Some(g), &mut done, &mut failed),
+                Ok(()) => each(None, Some(g), &Map::new(), &mut done, &mut failed),
                 Err(e) => refuse_all(&mut done, &mut failed, (e, req.operations.len())),
             }
             Ok(())
@@ -163,7 +173,7 @@ fn run(nexus: &Nexus, req: &Request, access: Access, budget: &Budget) -> Value {
                 .collect();
             failed = true;
         }
-    } else if (mode == "atomic" || dry_run) && access != Access::ReadOnly {
+    } else if (mode == "atomic" || dry_run || req.ingest.is_some()) && access != Access::ReadOnly {
         // All or none (§76): every operation in one write transaction, aborted when
         // one fails. A dry run runs the same way and is always aborted.
         let committed = nexus.write(
@@ -171,8 +181,11 @@ fn run(nexus: &Nexus, req: &Request, access: Access, budget: &Budget) -> Value {
                 let snapshot = history::snapshot_seq(w)
                     .map_err(|e| kip_lang::KipError::internal(e.message))?;
                 // §35.4: checked in the transaction they bind, before anything runs.
-                match history::check_preconditions(w, req.preconditions.as_ref()) {
-                    Ok(()) => each(Some(w), None, &mut done, &mut failed),
+                // §71.1: ingested Evidence is minted first, in the same transaction.
+                match history::check_preconditions(w, req.preconditions.as_ref())
+                    .and_then(|()| super::ingest::mint(w, req))
+                {
+                    Ok(minted) => each(Some(w), None, &minted, &mut done, &mut failed),
                     Err(e) => refuse_all(&mut done, &mut failed, (e, req.operations.len())),
                 }
                 let h = w.txn_history();
@@ -207,7 +220,7 @@ fn run(nexus: &Nexus, req: &Request, access: Access, budget: &Budget) -> Value {
             Err(_) => {}
         }
     } else {
-        each(None, None, &mut done, &mut failed);
+        each(None, None, &Map::new(), &mut done, &mut failed);
     }
     // §33.2: one receipt per committed transaction; several transactions (a
     // sequence of writes) each put theirs in their operation's extensions.
@@ -348,7 +361,7 @@ const OP_RECEIPT: &str = "\u{0}op_receipt";
 /// to its result's `context`.
 fn run_op(
     nexus: &Nexus,
-    req: &Request,
+    (req, minted): (&Request, &Map<String, Value>),
     (index, op): (usize, &Operation),
     access: Access,
     tx: Option<&mut dyn GraphWrite>,
@@ -385,7 +398,10 @@ fn run_op(
         }
     }
     for name in st.parameters() {
-        if !op.parameters.contains_key(&name) && !req.parameters.contains_key(&name) {
+        if !op.parameters.contains_key(&name)
+            && !req.parameters.contains_key(&name)
+            && !minted.contains_key(&name)
+        {
             return Err(V2Error::new(
                 Code::InvalidRequestEnvelope,
                 format!("the command uses :{name}, which neither the operation nor the request supplies"),
@@ -401,6 +417,7 @@ fn run_op(
                 .parameters
                 .get(p)
                 .or_else(|| req.parameters.get(p))
+                .or_else(|| minted.get(p))
                 .cloned(),
         }
     };
@@ -657,6 +674,7 @@ fn run_op(
             .and_then(|t| Instant::now().checked_add(t));
             let mut all = req.parameters.clone();
             all.extend(op.parameters.clone());
+            all.extend(minted.clone());
             let digest = cursors::digest(q, &all);
             let page = nexus.limits().default_page;
             let cursors = nexus.cursors();

@@ -6,9 +6,28 @@
 use kip_engine::{Access, Nexus};
 use serde_json::{json, Value};
 
+fn response_schema() -> &'static jsonschema::Validator {
+    static V: std::sync::OnceLock<jsonschema::Validator> = std::sync::OnceLock::new();
+    V.get_or_init(|| {
+        let text = include_str!("../../../../spec/kip2/schemas/kip-response.schema.json");
+        let schema: Value = serde_json::from_str(text).expect("response schema is JSON");
+        jsonschema::draft202012::new(&schema).expect("response schema compiles")
+    })
+}
+
+/// Every response of the suites is checked against `kip-response.schema.json`.
+fn checked(r: Value) -> Value {
+    let errors: Vec<String> = response_schema()
+        .iter_errors(&r)
+        .map(|e| format!("{} at {}", e, e.instance_path()))
+        .collect();
+    assert!(errors.is_empty(), "response breaks the schema: {errors:?}\n{r:#}");
+    r
+}
+
 /// Sends a KIP 2.0 request with read-write access; the response.
 pub fn send(n: &Nexus, request: Value) -> Value {
-    n.execute_json(&request, Access::ReadWrite).to_json()
+    checked(n.execute_json(&request, Access::ReadWrite).to_json())
 }
 
 /// One operation with its parameters.
@@ -47,7 +66,7 @@ pub fn code(r: &Value) -> String {
 
 /// Sends a KIP 2.0 request with read-only access (`execute_kip_readonly`).
 pub fn send_ro(n: &Nexus, request: Value) -> Value {
-    n.execute_json(&request, Access::ReadOnly).to_json()
+    checked(n.execute_json(&request, Access::ReadOnly).to_json())
 }
 
 /// The first value a (COUNT) query answers.
