@@ -107,6 +107,8 @@ pub struct TxnHistory {
     at_ms: u64,
     /// The watermarks when it began (those of the previous commit).
     start: Watermarks,
+    /// The (element key, part) pairs whose replaced state it has kept already.
+    kept: std::collections::HashSet<(u64, u8)>,
 }
 
 impl TxnHistory {
@@ -281,11 +283,9 @@ pub fn record<T: GraphRead + HistoryWrite + ?Sized>(
         // Created by this transaction: no earlier state to keep.
         return Ok(());
     }
-    if let Some((valid_to, _)) = t.version_after(space, key, part, seq - 1)? {
-        if valid_to == seq {
-            // Kept at this transaction's first change of it.
-            return Ok(());
-        }
+    if !t.txn_history().kept.insert((key, part)) {
+        // Kept at this transaction's first change of it.
+        return Ok(());
     }
     let bytes = old(t)?.unwrap_or_default();
     t.put_version(space, key, part, seq, &bytes)?;

@@ -217,7 +217,8 @@ pub fn element(
             if k == key {
                 seqs.push(seq);
             }
-            Ok(true)
+            // A page is enough (the scan is over every change since `from`).
+            Ok(seqs.len() < limit)
         },
     )?;
     let exists_now = match eid.kind {

@@ -21,7 +21,10 @@ fn checked(r: Value) -> Value {
         .iter_errors(&r)
         .map(|e| format!("{} at {}", e, e.instance_path()))
         .collect();
-    assert!(errors.is_empty(), "response breaks the schema: {errors:?}\n{r:#}");
+    assert!(
+        errors.is_empty(),
+        "response breaks the schema: {errors:?}\n{r:#}"
+    );
     r
 }
 
