@@ -272,3 +272,92 @@ fn a_purge_scrubs_its_content_from_the_audit_log() {
         .expect("read");
     assert!(pending.is_none_or(|p| p.is_empty()));
 }
+
+/// Issue 48: a purge removes the content from every place this project keeps it: the
+/// graph (reads by name and id), the text index (SEARCH), the past (AS OF, HISTORY),
+/// the audit log, and what an export produces afterwards.
+#[test]
+fn a_purge_leaves_its_content_in_no_place() {
+    let n = common::nexus();
+    let kip2 = |cmd: &str, params: Value| {
+        n.execute_audited(
+            &json!({"kip": "2.0", "parameters": params, "operations": [{"command": cmd}]}),
+            Access::ReadWrite,
+            &Budget::default(),
+            "test",
+        )
+    };
+    let secret = "Zanzibarine quokkas";
+    let r = kip2(
+        r#"CREATE CONCEPT ?c { TYPE "Person" NAME :name SET ATTRIBUTES { description: :d } }"#,
+        json!({"name": secret, "d": "a Zanzibarine quokka keeper"}),
+    );
+    let c = r["results"][0]["result"]["handles"]["c"].clone();
+    // A description set and replaced: only the past holds the first one.
+    kip2(
+        r#"UPDATE :c SET ATTRIBUTES { description: "feeds the marsupial colony" }"#,
+        json!({"c": c}),
+    );
+    kip2(
+        r#"UPDATE :c SET ATTRIBUTES { description: "keeps Zanzibarine quokkas at home" }"#,
+        json!({"c": c}),
+    );
+    let found = kip2(r#"SEARCH CONCEPT "Zanzibarine" MODE "keyword""#, json!({}));
+    assert!(
+        found.to_string().contains(secret),
+        "indexed before: {found}"
+    );
+    let r = kip2(r#"PURGE :c CONFIRM "PURGE""#, json!({"c": c}));
+    assert_eq!(r["status"], "succeeded", "{r}");
+    let everywhere = [
+        kip2(
+            "FIND(?c) WHERE { ?c CONCEPT {name: :n} }",
+            json!({"n": secret}),
+        ),
+        kip2("FIND(?c) WHERE { ?c CONCEPT {id: :c} }", json!({"c": c})),
+        kip2(r#"SEARCH CONCEPT "Zanzibarine" MODE "keyword""#, json!({})),
+        kip2(
+            "FIND(?c.name, ?c.attributes) WHERE { ?c CONCEPT {id: :c} } AS OF SEQ 1",
+            json!({"c": c}),
+        ),
+        kip2(
+            "FIND(?c.name, ?c.attributes) WHERE { ?c CONCEPT {id: :c} } AS OF SEQ 2",
+            json!({"c": c}),
+        ),
+        kip2("HISTORY ELEMENT :c", json!({"c": c})),
+        kip2("HISTORY SPACE", json!({})),
+    ];
+    let holds = |text: &str| text.contains("Zanzibarine") || text.contains("marsupial");
+    for r in &everywhere {
+        assert!(!holds(&r.to_string()), "{r}");
+    }
+    let export = n.admin().export_capsule().expect("export");
+    assert!(!holds(&export), "export");
+    let dump = n.admin().dump().expect("dump").to_string();
+    assert!(!holds(&dump), "dump");
+    // The audit records made up to the purge hold none of its content strings (the
+    // checks above, made after it, name what they look for themselves).
+    let (all, _) = n.admin().audit().list(None, 100).expect("list");
+    let purge_at = all
+        .iter()
+        .find(|r| {
+            r["commands"][0]
+                .as_str()
+                .is_some_and(|c| c.starts_with("PURGE"))
+        })
+        .and_then(|r| r["id"].as_str()?.parse::<u64>().ok())
+        .expect("the purge is recorded");
+    let before: Vec<&Value> = all
+        .iter()
+        .filter(|r| r["id"].as_str().and_then(|i| i.parse::<u64>().ok()) < Some(purge_at))
+        .collect();
+    let text = serde_json::to_string(&before).expect("json");
+    for content in [
+        secret,
+        "a Zanzibarine quokka keeper",
+        "feeds the marsupial colony",
+        "keeps Zanzibarine quokkas at home",
+    ] {
+        assert!(!text.contains(content), "{content}: {text}");
+    }
+}

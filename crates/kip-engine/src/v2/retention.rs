@@ -157,6 +157,44 @@ fn needles(view: &Value) -> Vec<String> {
     out
 }
 
+/// The content strings of the element's past states (the version chain), which a
+/// purge also destroys: an earlier name or description must leave the audit log too.
+fn past_needles(w: &dyn GraphWrite, id: ElementId) -> V2Result<Vec<String>> {
+    use kip_storage::history::{PART_RECORD, PART_ROW};
+    let key = id.encode();
+    let mut out = Vec::new();
+    for part in [PART_ROW, PART_RECORD] {
+        let mut after = 0u64;
+        while let Some((valid_to, bytes)) = w.version_after(SPACE, key, part, after)? {
+            after = valid_to;
+            if bytes.is_empty() {
+                continue;
+            }
+            let past = match (part, id.kind) {
+                (PART_ROW, ElementKind::Concept) => {
+                    let c: kip_storage::ConceptRecord = kip_storage::decode(&bytes)?;
+                    json!({"name": c.name, "attributes": c.attributes})
+                }
+                (PART_ROW, _) => {
+                    let p: kip_storage::PropRecord = kip_storage::decode(&bytes)?;
+                    json!({"attributes": p.attributes})
+                }
+                _ => {
+                    let r = kip_storage::ElementRecord::decode(&bytes)?;
+                    json!({
+                        "payload": r.payload.get("payload"),
+                        "key": r.payload.get("key"),
+                        "name": r.state.get("name"),
+                        "facets": r.state.get("facets"),
+                    })
+                }
+            };
+            out.extend(needles(&past));
+        }
+    }
+    Ok(out)
+}
+
 /// PURGE of one element (§60.3).
 pub fn purge(w: &mut dyn GraphWrite, id: ElementId, policy: &str) -> V2Result<()> {
     match policy {
@@ -198,7 +236,13 @@ pub fn purge(w: &mut dyn GraphWrite, id: ElementId, policy: &str) -> V2Result<()
     }
     let digest = super::request::digest(&view);
     // The content's strings, to scrub from the audit log once this commits.
-    crate::nexus::scrub::defer(w, needles(&view))?;
+    let mut strings = needles(&view);
+    for n in past_needles(w, id)? {
+        if !strings.contains(&n) {
+            strings.push(n);
+        }
+    }
+    crate::nexus::scrub::defer(w, strings)?;
     let rec = record(w, id)?;
     match id.kind {
         ElementKind::Concept => {
