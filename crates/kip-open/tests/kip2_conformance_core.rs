@@ -771,3 +771,38 @@ fn kip2_schema_010_ordinary_kml_cannot_activate_schema() {
     let r = run(&n, r#"CREATE CONCEPT ?g { TYPE "Gadget" NAME "thing" }"#);
     assert_eq!(code(&r), "SchemaSymbolNotFound", "{r:#}");
 }
+
+#[test]
+fn kip2_hist_005_historical_records_keep_exact_schema_meaning() {
+    let n = nexus();
+    install(&n, &core_domain("1.0.0"));
+    let h = ok(
+        &n,
+        r#"CREATE CONCEPT ?p { TYPE "kip://test/core-domain@1.0.0/Project" NAME "Apollo" SET FIELDS {key: "apollo"} }"#,
+    )["handles"]
+        .clone();
+    let written_at = ok(&n, "SNAPSHOT")["snapshot_seq"].clone();
+    // A newer version of the package arrives later.
+    install(&n, &core_domain("2.0.0"));
+    let v1 = "kip://test/core-domain@1.0.0/Project";
+    let q = "FIND(?c.schema_ref) WHERE { ?c CONCEPT {id: :p} }";
+    // Read as of when it was written, and now: the exact identity it was written with,
+    // never the newer default.
+    assert_eq!(
+        ok_with(
+            &n,
+            &format!("{q} AS OF SEQ {written_at}"),
+            json!({"p": h["p"]})
+        ),
+        json!([v1])
+    );
+    assert_eq!(ok_with(&n, q, json!({"p": h["p"]})), json!([v1]));
+    // The environment then had only 1.0.0.
+    let then = ok(
+        &n,
+        &format!("DESCRIBE SCHEMA ENVIRONMENT AS OF SEQ {written_at}"),
+    );
+    let packages = then["packages"].to_string();
+    assert!(packages.contains("core-domain@1.0.0"), "{then}");
+    assert!(!packages.contains("core-domain@2.0.0"), "{then}");
+}
