@@ -621,3 +621,42 @@ fn history_is_replayed_exactly_after_a_crash() {
     );
     drop(n);
 }
+
+/// Issue 48: after a PURGE the write-ahead log file no longer holds the records that
+/// wrote the purged content (a checkpoint only zeroes the log's first header).
+#[test]
+fn a_purge_erases_the_write_ahead_log() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let dir = tmp.path().join("live");
+    let n = Nexus::open(&dir).expect("open");
+    let kip2 = |cmd: &str, params: serde_json::Value| {
+        let r = n
+            .execute_json(
+                &serde_json::json!({"kip": "2.0", "operations": [{"command": cmd, "parameters": params}]}),
+                kip_engine::Access::ReadWrite,
+            )
+            .to_json();
+        assert_eq!(r["status"], "succeeded", "{cmd}: {r}");
+        r["results"][0]["result"].clone()
+    };
+    let h = kip2(
+        r#"CREATE EVIDENCE ?e { SET FIELDS { evidence_class: "user_statement", payload: "my Zanzibarine diary" } }"#,
+        serde_json::json!({}),
+    );
+    let wal = std::fs::read(dir.join(WAL_FILE)).expect("log");
+    let holds = |bytes: &[u8]| bytes.windows(11).any(|w| w == b"Zanzibarine");
+    assert!(holds(&wal), "the write went through the log");
+    kip2(
+        r#"PURGE :e CONFIRM "PURGE""#,
+        serde_json::json!({"e": h["handles"]["e"]}),
+    );
+    let wal = std::fs::read(dir.join(WAL_FILE)).expect("log");
+    assert!(!holds(&wal), "the log no longer holds the purged content");
+    drop(n);
+    // The memory opens as it was left.
+    let r = Nexus::open(&dir).expect("reopen");
+    assert_eq!(
+        r.admin().check_integrity().expect("check"),
+        Vec::<String>::new()
+    );
+}

@@ -139,6 +139,10 @@ pub trait LocalLog: Send + Sync {
     /// Bytes in the log not yet checkpointed.
     fn log_len(&self) -> u64;
 
+    /// Checkpoints and then empties the log file entirely (not only its first header):
+    /// after a purge, the records that carried the purged content must leave the file.
+    fn erase_log(&self) -> StoreResult<()>;
+
     /// Reads the backend's files into the OS page cache (at most `max_bytes`); returns
     /// the bytes read.
     fn prewarm(&self, max_bytes: u64) -> std::io::Result<u64>;

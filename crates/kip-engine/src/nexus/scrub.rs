@@ -2,7 +2,9 @@
 //! audit log's command texts and parameters either. The purge's transaction leaves the
 //! strings to look for in `meta` ([`PENDING`]), durably with the purge; the runtime
 //! scrubs the log once the purge has committed, and an open finishes a scrub that a
-//! crash interrupted. Then the pending list is cleared.
+//! crash interrupted. Then the pending list is cleared, and a backend with a log of
+//! its own (redb's write-ahead log) empties the log file, which still held the
+//! records that wrote the content.
 
 use super::Nexus;
 use crate::store::GraphWrite;
@@ -56,6 +58,10 @@ impl Nexus {
             return Ok(0);
         }
         let n = self.audit.scrub(&needles)?;
+        // The write-ahead log still holds the records that wrote the content.
+        if let Some(log) = self.store.local_log() {
+            log.erase_log()?;
+        }
         self.write(
             |w| {
                 // Only what was scrubbed: a purge that committed meanwhile stays.

@@ -389,6 +389,18 @@ impl Store {
         }
     }
 
+    /// Checkpoints, then empties the write-ahead log file entirely (a checkpoint only
+    /// zeroes its first header, so older records stay in the file until overwritten):
+    /// after a purge, the records that carried the purged content leave the file.
+    pub fn erase_log(&self) -> StoreResult<()> {
+        let _gate = lock(&self.gate);
+        self.checkpoint_gated()?;
+        match &self.wal {
+            Some(wal) => lock(wal).wipe(),
+            None => Ok(()),
+        }
+    }
+
     /// Makes a write transaction fold its index changes into the tables once it holds
     /// `n` of them (default 524,288). For tests, which use a small value to exercise
     /// folds inside transactions.
@@ -547,6 +559,10 @@ impl crate::backend::LocalLog for Store {
 
     fn log_len(&self) -> u64 {
         self.wal_len()
+    }
+
+    fn erase_log(&self) -> StoreResult<()> {
+        Store::erase_log(self)
     }
 
     fn prewarm(&self, max_bytes: u64) -> std::io::Result<u64> {
