@@ -38,12 +38,13 @@ pub const MAX_QUEUED: usize = 100_000;
 pub const PARAMS_BATCH: usize = 10_000;
 
 /// What [`Audit::scrub`] removes from a record: everything that may hold content.
-const SCRUBBED: [&str; 5] = [
+const SCRUBBED: [&str; 6] = [
     "command",
     "commands",
     "parameters",
     "arguments",
     "request_clipped",
+    "error",
 ];
 /// Largest record kept, in bytes: a bigger one (a batch of a hundred long commands)
 /// keeps its request cut to fit, with the request's size and CRC-32 digest.

@@ -285,16 +285,23 @@ impl ElementRead for AsOf<'_> {
         target: ElementId,
         f: &mut dyn FnMut(&str, ElementId) -> StoreResult<Continue>,
     ) -> StoreResult<()> {
-        // References are written once, with their source: a source that existed at
-        // the coordinate made them by then.
-        let wm = self.wm;
+        // References are written once, with their source's record: a source whose
+        // record existed at the coordinate made them by then (a record added later to
+        // an older element did not).
+        if space != self.space {
+            return self.g.scan_referrers(space, target, f);
+        }
+        let mut found = Vec::new();
         self.g.scan_referrers(space, target, &mut |role, source| {
-            if space != self.space || wm.existed(source.encode()) {
-                f(role, source)
-            } else {
-                Ok(true)
+            found.push((role.to_string(), source));
+            Ok(true)
+        })?;
+        for (role, source) in found {
+            if self.element(space, source)?.is_some() && !f(&role, source)? {
+                break;
             }
-        })
+        }
+        Ok(())
     }
 }
 

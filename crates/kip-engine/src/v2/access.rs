@@ -189,6 +189,11 @@ pub fn walk<'q>(ctx: &Ctx, q: &'q Query) -> Option<Walk<'q>> {
         return None;
     };
     let attr = attr_of(e, var)?;
+    // The counts are today's: in a read of the past they cannot say that every
+    // concept of the type had a value then.
+    if ctx.past {
+        return None;
+    }
     let all = ctx.g.stat(Stat::Type(&concept_type)).ok()?;
     let indexed = ctx.g.stat(Stat::Attr(&concept_type, attr)).ok()?;
     if all != indexed {

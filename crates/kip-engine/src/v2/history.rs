@@ -306,7 +306,8 @@ fn commit_json(g: &dyn GraphRead, c: &CommitRecord) -> V2Result<Value> {
         let w1 = c.watermarks;
         for (name, a, b) in [
             ("C", w0.concept, w1.concept),
-            ("P", w0.prop, w1.prop),
+            // Propositions and assertions share one counter.
+            ("P|A", w0.prop, w1.prop),
             ("E", w0.evidence, w1.evidence),
             ("X", w0.activity, w1.activity),
         ] {

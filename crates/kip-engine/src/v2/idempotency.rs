@@ -38,6 +38,18 @@ pub fn key_of(
     ))
 }
 
+/// What a write under a key did: its result, the transaction that committed it (seq,
+/// time in ms; `None`: it changed nothing), and whether this is a replay of it.
+#[derive(Debug)]
+pub struct Once {
+    /// The result.
+    pub value: Value,
+    /// The committing transaction's seq and time.
+    pub tx: Option<(u64, u64)>,
+    /// Answered from the record (the write ran before).
+    pub replayed: bool,
+}
+
 /// The recorded outcome of `key`: `Some` when this request already ran it, an error
 /// when another request used the key.
 pub fn recorded(g: &dyn GraphRead, key: &str, digest: &str) -> V2Result<Option<Value>> {
@@ -57,12 +69,18 @@ pub fn recorded(g: &dyn GraphRead, key: &str, digest: &str) -> V2Result<Option<V
         )
         .with_hint("resend the original request unchanged, or use a new key for a new intent"));
     }
-    Ok(Some(rec["result"].clone()))
+    Ok(Some(rec))
 }
 
 /// Records `result` under `key`, in the transaction that applied it.
-pub fn record(w: &mut dyn GraphWrite, key: &str, digest: &str, result: &Value) -> V2Result<()> {
-    let bytes = serde_json::to_vec(&json!({"digest": digest, "result": result}))
+pub fn record(
+    w: &mut dyn GraphWrite,
+    key: &str,
+    digest: &str,
+    result: &Value,
+    tx: Option<(u64, u64)>,
+) -> V2Result<()> {
+    let bytes = serde_json::to_vec(&json!({"digest": digest, "result": result, "tx": tx}))
         .map_err(|e| V2Error::new(Code::InternalError, format!("recording: {e}")))?;
     let now = crate::time::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -77,16 +95,51 @@ pub fn once(
     w: &mut dyn GraphWrite,
     key: Option<&(String, String)>,
     run: impl FnOnce(&mut dyn GraphWrite) -> V2Result<Value>,
-) -> V2Result<Value> {
-    let Some((key, digest)) = key else {
-        return run(w);
+) -> V2Result<Once> {
+    let tx_of = |w: &mut dyn GraphWrite| {
+        let h = w.txn_history();
+        h.seq().zip(h.at_ms())
     };
-    if let Some(v) = recorded(w, key, digest)? {
-        return Ok(v);
+    let Some((key, digest)) = key else {
+        let value = run(w)?;
+        return Ok(Once {
+            value,
+            tx: tx_of(w),
+            replayed: false,
+        });
+    };
+    if let Some(rec) = recorded(w, key, digest)? {
+        // §34.3: the original outcome, with the transaction that committed it.
+        let tx = rec["tx"]
+            .as_array()
+            .and_then(|a| Some((a.first()?.as_u64()?, a.get(1)?.as_u64()?)));
+        return Ok(Once {
+            value: rec["result"].clone(),
+            tx,
+            replayed: true,
+        });
     }
-    let v = run(w)?;
-    record(w, key, digest, &v)?;
-    Ok(v)
+    let value = run(w)?;
+    let tx = tx_of(w);
+    record(w, key, digest, &value, tx)?;
+    Ok(Once {
+        value,
+        tx,
+        replayed: false,
+    })
+}
+
+/// Whether any write operation of `req` is answered from the request log (a retry of
+/// a request that committed): its preconditions held when it first ran.
+pub fn replays(g: &dyn GraphRead, req: &Request, access: Access) -> V2Result<bool> {
+    for (i, op) in req.operations.iter().enumerate() {
+        if let Some((key, _)) = key_of(req, op, i, access) {
+            if g.request_record(&key)?.is_some() {
+                return Ok(true);
+            }
+        }
+    }
+    Ok(false)
 }
 
 /// `DESCRIBE TRANSACTION BY IDEMPOTENCY KEY k` (§68): what the key's transaction did.

@@ -185,6 +185,11 @@ fn save(w: &mut dyn GraphWrite, all: &[Installed]) -> V2Result<()> {
     let before = active_refs(&list(w)?);
     let bytes = serde_json::to_vec(all)
         .map_err(|e| V2Error::new(Code::InternalError, format!("packages: {e}")))?;
+    if w.meta(META_KEY)?.unwrap_or_default() == bytes {
+        // Nothing changed (a re-install, an activation of an active package): no
+        // transaction of the space (§32.8).
+        return Ok(());
+    }
     w.set_meta(META_KEY, &bytes)?;
     // A change of the Schema Environment is a transaction of the space (it may write
     // nothing else), and which packages were active from which seq is kept, so

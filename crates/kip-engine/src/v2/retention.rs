@@ -173,11 +173,11 @@ fn past_needles(w: &dyn GraphWrite, id: ElementId) -> V2Result<Vec<String>> {
             let past = match (part, id.kind) {
                 (PART_ROW, ElementKind::Concept) => {
                     let c: kip_storage::ConceptRecord = kip_storage::decode(&bytes)?;
-                    json!({"name": c.name, "attributes": c.attributes})
+                    json!({"name": c.name, "attributes": c.attributes, "metadata": c.metadata})
                 }
                 (PART_ROW, _) => {
                     let p: kip_storage::PropRecord = kip_storage::decode(&bytes)?;
-                    json!({"attributes": p.attributes})
+                    json!({"attributes": p.attributes, "metadata": p.metadata})
                 }
                 _ => {
                     let r = kip_storage::ElementRecord::decode(&bytes)?;

@@ -180,9 +180,15 @@ fn run(nexus: &Nexus, req: &Request, access: Access, budget: &Budget) -> Value {
             |w| {
                 let snapshot = history::snapshot_seq(w)
                     .map_err(|e| kip_lang::KipError::internal(e.message))?;
-                // §35.4: checked in the transaction they bind, before anything runs.
+                // §35.4: checked in the transaction they bind, before anything runs
+                // (a retry of a request that committed is answered from its records).
                 // §71.1: ingested Evidence is minted first, in the same transaction.
-                match history::check_preconditions(w, req.preconditions.as_ref())
+                let pre = match idempotency::replays(w, req, access) {
+                    Ok(true) => None,
+                    Ok(false) => req.preconditions.as_ref(),
+                    Err(e) => return Err(kip_lang::KipError::internal(e.message)),
+                };
+                match history::check_preconditions(w, pre)
                     .and_then(|()| super::ingest::mint(w, req))
                 {
                     Ok(minted) => each(Some(w), None, &minted, &mut done, &mut failed),
@@ -227,10 +233,17 @@ fn run(nexus: &Nexus, req: &Request, access: Access, budget: &Budget) -> Value {
     let mut receipts: Vec<Value> = Vec::new();
     // The snapshots the reads saw: one shared coordinate gets a top-level snapshot.
     let mut read_at: Vec<u64> = Vec::new();
+    // The original transaction of a replayed atomic request.
+    let mut replayed: Option<(u64, u64)> = None;
     for d in &mut done {
         if let Done::Succeeded(_, context) = d {
             if let Some(r) = context.remove(RECEIPT) {
                 receipts.push(r);
+            }
+            if let Some(t) = context.remove(REPLAYED) {
+                replayed = t
+                    .as_array()
+                    .and_then(|a| Some((a.first()?.as_u64()?, a.get(1)?.as_u64()?)));
             }
             if let Some(seq) = context.get("snapshot_seq").and_then(Value::as_u64) {
                 read_at.push(seq);
@@ -240,7 +253,7 @@ fn run(nexus: &Nexus, req: &Request, access: Access, budget: &Budget) -> Value {
     read_at.dedup();
     let (snapshot, receipt) = match one_tx {
         Some((snap, tx)) => {
-            let receipt = match tx {
+            let receipt = match tx.or(replayed) {
                 _ if dry_run || failed => Value::Null,
                 Some((seq, at)) => history::receipt(seq, at),
                 None => history::no_effect(snap),
@@ -356,6 +369,12 @@ fn refuse_all(done: &mut Vec<Done>, failed: &mut bool, (e, n): (V2Error, usize))
 /// (one transaction) and to the operation's extensions (several).
 const RECEIPT: &str = "\u{0}receipt";
 const OP_RECEIPT: &str = "\u{0}op_receipt";
+/// The most commits or changes one HISTORY / CHANGES answers (page with FROM SEQ or
+/// the change cursor).
+const MAX_HISTORY_PAGE: usize = 1_000;
+
+/// Context key: the seq and time of the transaction a replayed operation committed in.
+const REPLAYED: &str = "\u{0}replayed";
 
 /// Parses, classifies and runs one operation; `context` takes what the operation adds
 /// to its result's `context`.
@@ -598,9 +617,9 @@ fn run_op(
                 };
                 let (from, to) = (seq(from_seq)?, seq(to_seq)?);
                 let limit = match limit {
-                    Some(l) => {
-                        usize::try_from(whole(&scalar(&param, l)?, "LIMIT")?).unwrap_or(usize::MAX)
-                    }
+                    Some(l) => usize::try_from(whole(&scalar(&param, l)?, "LIMIT")?)
+                        .unwrap_or(usize::MAX)
+                        .min(MAX_HISTORY_PAGE),
                     None => nexus.limits().default_page,
                 };
                 let id = element
@@ -639,9 +658,9 @@ fn run_op(
                     None
                 };
                 let limit = match limit {
-                    Some(l) => {
-                        usize::try_from(whole(&scalar(&param, l)?, "LIMIT")?).unwrap_or(usize::MAX)
-                    }
+                    Some(l) => usize::try_from(whole(&scalar(&param, l)?, "LIMIT")?)
+                        .unwrap_or(usize::MAX)
+                        .min(MAX_HISTORY_PAGE),
                     None => nexus.limits().default_page,
                 };
                 let read = |g: &dyn GraphRead| match after {
@@ -713,7 +732,12 @@ fn run_op(
             };
             match tx {
                 Some(w) => {
-                    idempotency::once(w, key, |w| mutate::run(w, &params, m, max_rows)).map(mark)
+                    let done = idempotency::once(w, key, |w| mutate::run(w, &params, m, max_rows))?;
+                    if let (true, Some(t)) = (done.replayed, done.tx) {
+                        // A retried atomic request: its original transaction's receipt.
+                        context.insert(REPLAYED.into(), json!([t.0, t.1]));
+                    }
+                    Ok(mark(done.value))
                 }
                 None => {
                     let mut failure = None;
@@ -722,20 +746,20 @@ fn run_op(
                         |w| {
                             let snapshot = history::snapshot_seq(w)
                                 .map_err(|e| kip_lang::KipError::internal(e.message))?;
-                            let v = history::check_preconditions(w, req.preconditions.as_ref())
-                                .and_then(|()| {
-                                    idempotency::once(w, key, |w| {
-                                        mutate::run(w, &params, m, max_rows)
-                                    })
-                                })
-                                .map_err(|e| {
-                                    failure = Some(e);
-                                    kip_lang::KipError::internal("the mutation failed: rolled back")
-                                })?;
-                            let h = w.txn_history();
-                            tx = (snapshot, h.seq().zip(h.at_ms()));
+                            // The preconditions bind the write when it runs; a retry of
+                            // one that committed is answered from its record (§34.3).
+                            let pre = req.preconditions.as_ref();
+                            let done = idempotency::once(w, key, |w| {
+                                history::check_preconditions(w, pre)?;
+                                mutate::run(w, &params, m, max_rows)
+                            })
+                            .map_err(|e| {
+                                failure = Some(e);
+                                kip_lang::KipError::internal("the mutation failed: rolled back")
+                            })?;
+                            tx = (snapshot, done.tx);
                             nexus.prune_logs(w)?;
-                            Ok(v)
+                            Ok(done.value)
                         },
                         false,
                     );

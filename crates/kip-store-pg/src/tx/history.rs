@@ -66,17 +66,27 @@ impl HistoryRead for PgTx<'_> {
         after: u64,
         f: &mut dyn FnMut(u64, u64) -> StoreResult<Continue>,
     ) -> StoreResult<()> {
-        let rows = self.query(
-            "SELECT seq, key FROM kip_hist_changes WHERE space = $1 AND seq > $2 \
-             ORDER BY seq, key",
-            &[&space(sp), &sq(after)],
-        )?;
-        for r in rows {
-            if !f(unsq(get::<i64>(&r, 0)?), uk(get::<i64>(&r, 1)?))? {
-                break;
+        // Keyset pages, so a caller that stops early reads little.
+        const PAGE: i64 = 1_000;
+        let (mut seq, mut key) = (sq(after), i64::MAX);
+        loop {
+            let rows = self.query(
+                "SELECT seq, key FROM kip_hist_changes WHERE space = $1 AND (seq, key) > ($2, $3) \
+                 ORDER BY seq, key LIMIT $4",
+                &[&space(sp), &seq, &key, &PAGE],
+            )?;
+            let n = rows.len();
+            for r in rows {
+                seq = get::<i64>(&r, 0)?;
+                key = get::<i64>(&r, 1)?;
+                if !f(unsq(seq), uk(key))? {
+                    return Ok(());
+                }
+            }
+            if (n as i64) < PAGE {
+                return Ok(());
             }
         }
-        Ok(())
     }
 }
 
