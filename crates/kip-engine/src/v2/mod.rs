@@ -21,6 +21,7 @@
 
 mod access;
 mod belief;
+mod chronology;
 mod client_keys;
 mod concepts;
 pub(crate) mod cursors;

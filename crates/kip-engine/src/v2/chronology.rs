@@ -1,0 +1,136 @@
+//! The META statements of cognitive time (Specification §68, §48.1): SNAPSHOT and
+//! DESCRIBE SNAPSHOT [AS OF], DESCRIBE SCHEMA ENVIRONMENT AS OF, HISTORY ELEMENT |
+//! SPACE and CHANGES AFTER SEQ | SINCE: their scalars read, then answered by
+//! `history.rs` on the operation's snapshot (the request's transaction, its shared
+//! snapshot, or a new one: the caller's `on`).
+
+use super::error::{Code, V2Error};
+use super::runtime::{scalar, whole};
+use super::{history, packages, tokens};
+use crate::nexus::Nexus;
+use crate::store::GraphRead;
+use kip_lang::v2::ast::{Describe, Meta, Scalar};
+use serde_json::{json, Value};
+
+/// The most commits or changes one HISTORY / CHANGES answers (page with FROM SEQ or
+/// the change cursor).
+const MAX_HISTORY_PAGE: usize = 1_000;
+
+/// Runs a read on the operation's snapshot.
+pub(super) type On<'a> =
+    dyn Fn(&dyn Fn(&dyn GraphRead) -> Result<Value, V2Error>) -> Result<Value, V2Error> + 'a;
+
+/// Whether `m` is one of the statements this module answers.
+pub(super) fn handles(m: &Meta) -> bool {
+    matches!(
+        m,
+        Meta::Snapshot(_)
+            | Meta::Describe(Describe::Snapshot(_))
+            | Meta::Describe(Describe::SchemaEnvironment(Some(_)))
+            | Meta::History { .. }
+            | Meta::Changes { .. }
+    )
+}
+
+fn limit_of(
+    nexus: &Nexus,
+    param: &dyn Fn(&Scalar) -> Option<Value>,
+    limit: &Option<Scalar>,
+) -> Result<usize, V2Error> {
+    Ok(match limit {
+        Some(l) => usize::try_from(whole(&scalar(param, l)?, "LIMIT")?)
+            .unwrap_or(usize::MAX)
+            .min(MAX_HISTORY_PAGE),
+        None => nexus.limits().default_page,
+    })
+}
+
+/// Answers `m` (one [`handles`] accepts).
+pub(super) fn run(
+    nexus: &Nexus,
+    m: &Meta,
+    param: &dyn Fn(&Scalar) -> Option<Value>,
+    on: &On<'_>,
+) -> Result<Value, V2Error> {
+    match m {
+        Meta::Describe(Describe::SchemaEnvironment(Some(clause))) => on(&|g| {
+            let commit = history::resolve(g, clause, &|s| scalar(param, s))?;
+            packages::describe_at(g, commit.seq)
+        }),
+        Meta::Snapshot(clause) | Meta::Describe(Describe::Snapshot(clause)) => on(&|g| {
+            let commit = match clause {
+                Some(c) => history::resolve(g, c, &|s| scalar(param, s))?,
+                None => history::newest(g)?.ok_or_else(|| {
+                    V2Error::new(
+                        Code::HistoricalSnapshotUnavailable,
+                        "this memory records no history yet",
+                    )
+                })?,
+            };
+            let mut v = history::snapshot(&commit);
+            if let Some(t) = tokens::issue(nexus, g, commit.seq)? {
+                v["snapshot_token"] = json!(t);
+            }
+            Ok(v)
+        }),
+        Meta::History {
+            element,
+            from_seq,
+            to_seq,
+            limit,
+            cursor,
+        } => {
+            if cursor.is_some() {
+                return Err(V2Error::new(
+                    Code::UnsupportedCapability,
+                    "HISTORY ... CURSOR is not supported by this runtime: page with FROM SEQ",
+                )
+                .with_hint("HISTORY SPACE FROM SEQ 101 LIMIT 100"));
+            }
+            let seq = |s: &Option<Scalar>| -> Result<Option<u64>, V2Error> {
+                s.as_ref()
+                    .map(|s| whole(&scalar(param, s)?, "SEQ"))
+                    .transpose()
+            };
+            let (from, to) = (seq(from_seq)?, seq(to_seq)?);
+            let limit = limit_of(nexus, param, limit)?;
+            let id = element
+                .as_ref()
+                .map(|e| {
+                    scalar(param, e)?
+                        .as_str()
+                        .map(str::to_string)
+                        .ok_or_else(|| {
+                            V2Error::new(Code::TypeMismatch, "HISTORY ELEMENT takes an element id")
+                                .with_hint("HISTORY ELEMENT \"C:12\"")
+                        })
+                })
+                .transpose()?;
+            on(&|g| match &id {
+                Some(id) => history::element(g, id, from, to, limit),
+                None => history::space(g, from, to, limit),
+            })
+        }
+        Meta::Changes {
+            after_seq,
+            from,
+            limit,
+        } => {
+            let from = scalar(param, from)?;
+            let after = if *after_seq {
+                Some(whole(&from, "CHANGES AFTER SEQ")?)
+            } else {
+                None
+            };
+            let limit = limit_of(nexus, param, limit)?;
+            on(&|g| match after {
+                Some(seq) => history::changes_after(g, seq, limit),
+                None => history::changes_since(g, &from, limit),
+            })
+        }
+        _ => Err(V2Error::new(
+            Code::InternalError,
+            "a META statement of history was routed to the wrong executor",
+        )),
+    }
+}
