@@ -2,7 +2,7 @@
 //! mode, each parsed, classified and checked before it runs, and the response
 //! envelope with per-operation and top-level status.
 //!
-//! Kept in one file (about 810 lines) and two long functions, knowingly: `run` decides
+//! Kept in one file (about 820 lines) and two long functions, knowingly: `run` decides
 //! the request's transactions (atomic write, shared read-only snapshot, one per
 //! operation) and `run_op` routes each statement kind; both share the private
 //! context keys that carry receipts out of an operation, and splitting them would pass
