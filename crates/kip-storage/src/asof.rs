@@ -168,14 +168,32 @@ impl<'a> AsOf<'a> {
         Ok(())
     }
 
-    /// A link scan: the current scan's unchanged links and `extra`, ordered by `key`.
-    fn links<K: Ord>(
+    /// The links of `node` (as subject when `forward`, else as object), with
+    /// predicate `p` if given: the current scan's unchanged links merged with the
+    /// changed ones as they were, in the index's order (predicate, other end).
+    fn links(
         &self,
-        extra: Vec<(String, ElemRef, u64)>,
-        key: fn(&str, ElemRef, u64) -> K,
-        scan: &mut dyn FnMut(&mut LinkFn<'_>) -> StoreResult<()>,
+        (node, p, forward): (ElemRef, Option<&str>, bool),
         f: &mut LinkFn<'_>,
     ) -> StoreResult<()> {
+        let mut extra: Vec<(String, ElemRef, u64)> = Vec::new();
+        for (id, r) in self.changed_props()? {
+            let (end, other) = if forward {
+                (r.subject, r.object)
+            } else {
+                (r.object, r.subject)
+            };
+            if end == node && p.is_none_or(|p| r.predicate == p) {
+                extra.push((r.predicate, other, id));
+            }
+        }
+        let scan = |cb: &mut LinkFn<'_>| {
+            if forward {
+                self.g.scan_out(node, p, cb)
+            } else {
+                self.g.scan_in(node, p, cb)
+            }
+        };
         if extra.is_empty() {
             return scan(&mut |p, v, id| {
                 if self.unchanged(ElemRef::Prop(id).encode()) {
@@ -185,15 +203,14 @@ impl<'a> AsOf<'a> {
                 }
             });
         }
-        let mut all = extra;
         scan(&mut |p, v, id| {
             if self.unchanged(ElemRef::Prop(id).encode()) {
-                all.push((p.to_string(), v, id));
+                extra.push((p.to_string(), v, id));
             }
             Ok(true)
         })?;
-        all.sort_by_key(|(p, v, id)| key(p, *v, *id));
-        for (p, v, id) in all {
+        extra.sort_by(|a, b| (&a.0, a.1.encode(), a.2).cmp(&(&b.0, b.1.encode(), b.2)));
+        for (p, v, id) in extra {
             if !f(&p, v, id)? {
                 break;
             }
@@ -383,19 +400,7 @@ impl GraphRead for AsOf<'_> {
         p: Option<&str>,
         f: &mut dyn FnMut(&str, ElemRef, u64) -> StoreResult<Continue>,
     ) -> StoreResult<()> {
-        let extra = self
-            .changed_props()?
-            .into_iter()
-            .filter(|(_, r)| r.subject == s && p.is_none_or(|p| r.predicate == p))
-            .map(|(id, r)| (r.predicate, r.object, id))
-            .collect();
-        let g = self.g;
-        self.links(
-            extra,
-            |p, o, id| (p.to_string(), o.encode(), id),
-            &mut |cb| g.scan_out(s, p, cb),
-            f,
-        )
+        self.links((s, p, true), f)
     }
 
     fn scan_in(
@@ -404,19 +409,7 @@ impl GraphRead for AsOf<'_> {
         p: Option<&str>,
         f: &mut dyn FnMut(&str, ElemRef, u64) -> StoreResult<Continue>,
     ) -> StoreResult<()> {
-        let extra = self
-            .changed_props()?
-            .into_iter()
-            .filter(|(_, r)| r.object == o && p.is_none_or(|p| r.predicate == p))
-            .map(|(id, r)| (r.predicate, r.subject, id))
-            .collect();
-        let g = self.g;
-        self.links(
-            extra,
-            |p, s, id| (p.to_string(), s.encode(), id),
-            &mut |cb| g.scan_in(o, p, cb),
-            f,
-        )
+        self.links((o, p, false), f)
     }
 
     fn scan_predicate(
