@@ -10,8 +10,11 @@
 //!   state that was current up to and including seq `valid_to - 1`. `part` tells the
 //!   graph row of a concept or link ([`PART_ROW`]) from its KIP 2.0 record
 //!   ([`PART_RECORD`]); an empty value means "absent" (a record added later to an
-//!   element that existed). The change is listed under its seq in the changes index.
-//!   Creations write no chain entry: the watermarks of a commit say which ids existed.
+//!   element that existed). The keys a commit changed or ended are listed once per
+//!   commit, under its seq, when it commits ([`HistoryWrite::put_changes`]: one write
+//!   per transaction, not one per change; the per-change entry cost 1.3-1.6x on bulk
+//!   updates, docs/performance.md "History"). Creations write no chain entry: the
+//!   watermarks of a commit say which ids existed.
 //! - What a read `AS OF SEQ k` sees is computed from those by [`crate::asof::AsOf`].
 //!
 //! Backends store the entries ([`HistoryRead`] / [`HistoryWrite`] primitives); the
@@ -112,6 +115,93 @@ pub struct TxnHistory {
 }
 
 impl TxnHistory {
+    /// The element keys this transaction changed or ended (sorted, distinct): what
+    /// its commit lists.
+    fn changed_keys(&self) -> Vec<u64> {
+        let mut keys: Vec<u64> = self.kept.iter().map(|(k, _)| *k).collect();
+        keys.sort_unstable();
+        keys.dedup();
+        keys
+    }
+}
+
+/// For a backend's `scan_changes` inside a write transaction: the stored changes
+/// (`stored`, which scans them with the callback it is given), then the changes of the
+/// transaction itself (`h`), which its commit will list under its seq (above every
+/// stored one). So a read `AS OF` an earlier seq inside a write sees the transaction's
+/// own changes as changes.
+pub fn scan_with_pending(
+    h: &TxnHistory,
+    space: SpaceId,
+    after: u64,
+    f: &mut dyn FnMut(u64, u64) -> StoreResult<Continue>,
+    stored: impl FnOnce(&mut dyn FnMut(u64, u64) -> StoreResult<Continue>) -> StoreResult<()>,
+) -> StoreResult<()> {
+    let mut go = true;
+    stored(&mut |seq, key| {
+        go = f(seq, key)?;
+        Ok(go)
+    })?;
+    let Some(seq) = h
+        .seq
+        .filter(|s| *s > after && go && space == SpaceId::DEFAULT)
+    else {
+        return Ok(());
+    };
+    for key in h.changed_keys() {
+        if !f(seq, key)? {
+            break;
+        }
+    }
+    Ok(())
+}
+
+/// The stored form of a commit's changed keys (for backends that keep them as one
+/// value): ascending keys as LEB128 varints of their differences.
+pub fn pack_keys(keys: &[u64]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(keys.len() * 2);
+    let mut prev = 0u64;
+    for &k in keys {
+        let mut d = k.wrapping_sub(prev);
+        prev = k;
+        loop {
+            let byte = (d & 0x7f) as u8;
+            d >>= 7;
+            if d == 0 {
+                out.push(byte);
+                break;
+            }
+            out.push(byte | 0x80);
+        }
+    }
+    out
+}
+
+/// Reads [`pack_keys`]' bytes.
+pub fn unpack_keys(bytes: &[u8]) -> StoreResult<Vec<u64>> {
+    let bad = || crate::StoreError::Corruption("history: a malformed list of changed keys".into());
+    let mut keys = Vec::new();
+    let (mut prev, mut d, mut shift) = (0u64, 0u64, 0u32);
+    for &b in bytes {
+        if shift > 63 {
+            return Err(bad());
+        }
+        d |= u64::from(b & 0x7f) << shift;
+        if b & 0x80 == 0 {
+            prev = prev.wrapping_add(d);
+            keys.push(prev);
+            (d, shift) = (0, 0);
+        } else {
+            shift += 7;
+        }
+    }
+    if shift != 0 {
+        return Err(bad());
+    }
+    Ok(keys)
+}
+
+impl TxnHistory {
     /// The seq this transaction commits as, if it changed something under history.
     pub fn seq(&self) -> Option<u64> {
         self.seq
@@ -138,7 +228,8 @@ pub trait HistoryRead {
         part: u8,
         seq: u64,
     ) -> StoreResult<Option<(u64, Vec<u8>)>>;
-    /// The changes index from `after + 1` on, in seq then key order: `f(seq, key)`.
+    /// The changes index from `after + 1` on, in seq then key order: `f(seq, key)`
+    /// (inside a write transaction, its own changes too: [`scan_with_pending`]).
     fn scan_changes(
         &self,
         space: SpaceId,
@@ -149,13 +240,15 @@ pub trait HistoryRead {
 
 /// Writing the history primitives, inside a write transaction. Backends with a log
 /// log [`HistoryWrite::put_commit`] and [`HistoryWrite::purge_versions`]; the version
-/// and change entries are derived (re-made by a replay through the upkeep driver).
+/// and change entries are derived (re-made by a replay through the upkeep driver and
+/// [`apply_commit`]).
 pub trait HistoryWrite: HistoryRead {
     /// The transaction's history state (see [`TxnHistory`]).
     fn txn_history(&mut self) -> &mut TxnHistory;
     /// The id counters as this transaction sees them.
     fn id_watermarks(&self) -> StoreResult<Watermarks>;
-    /// Stores a version chain entry.
+    /// Stores a version chain entry (a backend may buffer it until commit, as long as
+    /// its own reads and purges see the buffer).
     fn put_version(
         &mut self,
         space: SpaceId,
@@ -164,17 +257,18 @@ pub trait HistoryWrite: HistoryRead {
         valid_to: u64,
         state: &[u8],
     ) -> StoreResult<()>;
-    /// Lists `key` as changed by `seq`.
-    fn put_change(&mut self, space: SpaceId, seq: u64, key: u64) -> StoreResult<()>;
+    /// Lists `keys` (sorted, distinct) as what commit `seq` changed or ended; called
+    /// once per commit, before [`HistoryWrite::put_commit`].
+    fn put_changes(&mut self, space: SpaceId, seq: u64, keys: &[u64]) -> StoreResult<()>;
     /// Stores a commit record.
     fn put_commit(&mut self, space: SpaceId, seq: u64, record: &[u8]) -> StoreResult<()>;
     /// Removes every version chain entry of `key` (all parts): a purge.
     fn purge_versions(&mut self, space: SpaceId, key: u64) -> StoreResult<()>;
     /// The history horizon (docs/storage.md §4): removes the commit records below
-    /// `horizon` (so reads below it are unavailable at once), then, oldest first, at
-    /// most `max` entries of the changes index with a seq at or below `horizon`
-    /// together with the version chain entries they list (`valid_to` = that seq).
-    /// Returns how many changes it removed. Reads `AS OF` a seq at or above `horizon`
+    /// `horizon` (so reads below it are unavailable at once), then, oldest first, the
+    /// change lists of commits at or below `horizon` together with the version chain
+    /// entries they list (`valid_to` = that seq), until about `max` changes went (a
+    /// backend may finish the commit it is in). Returns how many changes it removed. Reads `AS OF` a seq at or above `horizon`
     /// are unaffected. Backends with a log log it.
     fn prune_history(&mut self, space: SpaceId, horizon: u64, max: usize) -> StoreResult<u64>;
 }
@@ -288,8 +382,22 @@ pub fn record<T: GraphRead + HistoryWrite + ?Sized>(
         return Ok(());
     }
     let bytes = old(t)?.unwrap_or_default();
-    t.put_version(space, key, part, seq, &bytes)?;
-    t.put_change(space, seq, key)
+    t.put_version(space, key, part, seq, &bytes)
+}
+
+/// Writes what a transaction's commit lists: its changed keys, then its record.
+fn put_commit_with_changes<T: HistoryWrite + ?Sized>(
+    t: &mut T,
+    space: SpaceId,
+    seq: u64,
+    h: &TxnHistory,
+    record: &[u8],
+) -> StoreResult<()> {
+    let keys = h.changed_keys();
+    if !keys.is_empty() {
+        t.put_changes(space, seq, &keys)?;
+    }
+    t.put_commit(space, seq, record)
 }
 
 /// Ends a write transaction that commits: stores its commit record when it changed
@@ -307,12 +415,13 @@ pub fn finish<T: GraphRead + HistoryWrite + ?Sized>(
         at_ms: h.at_ms,
         watermarks: t.id_watermarks()?,
     };
-    t.put_commit(SpaceId::DEFAULT, seq, &rec.encode()?)?;
+    put_commit_with_changes(t, SpaceId::DEFAULT, seq, &h, &rec.encode()?)?;
     Ok(Some(rec))
 }
 
 /// A logged commit record, applied on replay: stored as logged (its time is the
-/// original one), ending the replayed transaction's history state.
+/// original one) with the changes the replayed transaction re-derived, ending its
+/// history state.
 pub fn apply_commit<T: GraphRead + HistoryWrite + ?Sized>(
     t: &mut T,
     space: SpaceId,
@@ -320,8 +429,8 @@ pub fn apply_commit<T: GraphRead + HistoryWrite + ?Sized>(
     record: &[u8],
 ) -> StoreResult<()> {
     CommitRecord::decode(record)?;
-    *t.txn_history() = TxnHistory::default();
-    t.put_commit(space, seq, record)
+    let h = std::mem::take(t.txn_history());
+    put_commit_with_changes(t, space, seq, &h, record)
 }
 
 /// Turns history on (idempotent): the state now is commit 0 of the default space,
@@ -395,4 +504,30 @@ pub fn oldest(
         }
     }
     commit(g, space, lo)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn changed_keys_pack_and_unpack_exactly() {
+        for keys in [
+            vec![],
+            vec![0],
+            vec![1, 2, 3, 130, 16_384, 1 << 40, u64::MAX - 1, u64::MAX],
+            (0..1000).map(|i| i * 4 + 1).collect::<Vec<_>>(),
+        ] {
+            let bytes = pack_keys(&keys);
+            assert_eq!(unpack_keys(&bytes).unwrap(), keys);
+        }
+        // Close keys take a byte each.
+        assert_eq!(pack_keys(&(10..110).collect::<Vec<_>>()).len(), 100);
+    }
+
+    #[test]
+    fn a_malformed_key_list_is_corruption_not_a_panic() {
+        assert!(unpack_keys(&[0x80]).is_err(), "unterminated");
+        assert!(unpack_keys(&[0xff; 11]).is_err(), "too long");
+    }
 }

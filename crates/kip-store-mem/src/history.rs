@@ -45,15 +45,19 @@ impl HistoryRead for Tables {
         if after == u64::MAX {
             return Ok(());
         }
-        for (_, seq, key) in self
-            .hist_changes
-            .range((space.0, after + 1, 0)..=(space.0, u64::MAX, u64::MAX))
-        {
-            if !f(*seq, *key)? {
-                break;
+        kip_storage::history::scan_with_pending(&self.txn_history, space, after, f, |f| {
+            for ((_, seq), keys) in self
+                .hist_changes
+                .range((space.0, after + 1)..=(space.0, u64::MAX))
+            {
+                for key in keys.iter() {
+                    if !f(*seq, *key)? {
+                        return Ok(());
+                    }
+                }
             }
-        }
-        Ok(())
+            Ok(())
+        })
     }
 }
 
@@ -84,8 +88,9 @@ impl HistoryWrite for Tables {
         Ok(())
     }
 
-    fn put_change(&mut self, space: SpaceId, seq: u64, key: u64) -> StoreResult<()> {
-        self.hist_changes.insert((space.0, seq, key));
+    fn put_changes(&mut self, space: SpaceId, seq: u64, keys: &[u64]) -> StoreResult<()> {
+        self.hist_changes
+            .insert((space.0, seq), Arc::new(keys.to_vec()));
         Ok(())
     }
 
@@ -104,19 +109,25 @@ impl HistoryWrite for Tables {
         for k in commits {
             self.hist_commits.remove(&k);
         }
-        let changes: Vec<_> = self
-            .hist_changes
-            .range((space.0, 0, 0)..=(space.0, horizon, u64::MAX))
-            .take(max)
-            .copied()
-            .collect();
-        for (sp, seq, key) in &changes {
-            for part in [0u8, 1] {
-                self.hist_versions.remove(&(*sp, *key, part, *seq));
+        // Whole commits' lists, oldest first, until `max` changes went.
+        let mut lists = Vec::new();
+        let mut n = 0usize;
+        for ((_, seq), keys) in self.hist_changes.range((space.0, 0)..=(space.0, horizon)) {
+            if n >= max {
+                break;
             }
-            self.hist_changes.remove(&(*sp, *seq, *key));
+            n += keys.len();
+            lists.push((*seq, keys.clone()));
         }
-        Ok(changes.len() as u64)
+        for (seq, keys) in &lists {
+            for key in keys.iter() {
+                for part in [0u8, 1] {
+                    self.hist_versions.remove(&(space.0, *key, part, *seq));
+                }
+            }
+            self.hist_changes.remove(&(space.0, *seq));
+        }
+        Ok(n as u64)
     }
 
     fn purge_versions(&mut self, space: SpaceId, key: u64) -> StoreResult<()> {

@@ -62,9 +62,10 @@ struct Tables {
     next_activity: u64,
     vectors_on: bool,
     /// History (`kip_storage::history`): version chain (space, key, part, valid_to) ->
-    /// state, changes (space, seq, key), commits (space, seq) -> record.
+    /// state, changes (space, seq) -> the keys that commit changed, commits (space,
+    /// seq) -> record.
     hist_versions: OrdMap<(u32, u64, u8, u64), Arc<Vec<u8>>>,
-    hist_changes: OrdSet<(u32, u64, u64)>,
+    hist_changes: OrdMap<(u32, u64), Arc<Vec<u64>>>,
     hist_commits: OrdMap<(u32, u64), Arc<Vec<u8>>>,
     /// The write transaction's history state (reset when it commits).
     txn_history: kip_storage::history::TxnHistory,

@@ -106,6 +106,9 @@ pub(crate) struct Buffer {
     pub(crate) attrs: BTreeMap<(String, String, String, i64), bool>,
     /// Embedding marks.
     pub(crate) marks: BTreeMap<i64, bool>,
+    /// History version chain entries: (space, key, part, valid_to) -> state. Only
+    /// added (each is written once, by the transaction that replaced the state).
+    pub(crate) versions: BTreeMap<(i32, i64, i16, i64), Vec<u8>>,
 }
 
 impl Buffer {
@@ -115,6 +118,7 @@ impl Buffer {
             && self.postings.is_empty()
             && self.attrs.is_empty()
             && self.marks.is_empty()
+            && self.versions.is_empty()
     }
 
     pub(crate) fn len(&self) -> usize {
@@ -123,6 +127,7 @@ impl Buffer {
             + self.postings.len()
             + self.attrs.len()
             + self.marks.len()
+            + self.versions.len()
     }
 
     /// Moves every pending change into `batch` (one part per table and kind of
@@ -396,6 +401,31 @@ impl Buffer {
                 "INSERT INTO kip_embed_marks (elem) SELECT * FROM unnest(?1::bigint[]) \
                  ON CONFLICT DO NOTHING",
                 vec![Box::new(added)],
+            );
+        }
+
+        let versions = std::mem::take(&mut self.versions);
+        if !versions.is_empty() {
+            let (mut sp, mut keys, mut parts, mut tos, mut states) =
+                (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
+            for ((s, k, p, t), state) in versions {
+                sp.push(s);
+                keys.push(k);
+                parts.push(p);
+                tos.push(t);
+                states.push(state);
+            }
+            batch.add(
+                "INSERT INTO kip_hist_versions (space, key, part, valid_to, state) \
+                 SELECT * FROM unnest(?1::integer[], ?2::bigint[], ?3::smallint[], ?4::bigint[], ?5::bytea[]) \
+                 ON CONFLICT DO NOTHING",
+                vec![
+                    Box::new(sp),
+                    Box::new(keys),
+                    Box::new(parts),
+                    Box::new(tos),
+                    Box::new(states),
+                ],
             );
         }
     }

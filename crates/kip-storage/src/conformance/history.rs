@@ -148,6 +148,25 @@ pub fn history_keeps_the_past_and_reads_it_as_of(h: &dyn Harness) {
         })
     };
     check(&*b);
+    // Inside a write, a read AS OF an earlier seq sees the write's own change as a
+    // change (its commit lists it only when it commits).
+    let inside = b.write(
+        |w| {
+            let old = w.concept(x)?;
+            w.put_concept(x, &concept("Person", "Delta", json!({})), old.as_ref())?;
+            let then = at(w, 5, |v| Ok(v.concept(x)?.map(|c| c.name)))?;
+            assert_eq!(
+                then.as_deref(),
+                Some("Beta"),
+                "as of seq 5, inside the write"
+            );
+            assert_eq!(w.concept(x)?.map(|c| c.name).as_deref(), Some("Delta"));
+            Err::<(), _>(StoreError::Other("rolled back".into()))
+        },
+        false,
+    );
+    assert!(inside.is_err());
+    check(&*b);
     let b = h.reopen(b);
     check(&*b);
     // A horizon at seq 3: commits below go at once, changes at or below it with their

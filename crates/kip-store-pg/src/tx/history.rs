@@ -1,7 +1,9 @@
 //! The history primitives (`kip_storage::history`) in PostgreSQL: `kip_hist_versions`
 //! (space, key, part, valid_to) -> state, `kip_hist_changes` (space, seq, key) and
 //! `kip_hist_commits` (space, seq) -> record (schema migration 5), element keys stored
-//! with [`ek`]. Written directly (not through the row buffer), in the transaction.
+//! with [`ek`]. Version entries go through the row buffer (written with the
+//! transaction's other rows, in one statement); a commit's changes are one statement;
+//! commit records are written directly.
 
 use super::{ek, uk, PgTx, LAST_IDS};
 use crate::conn::get;
@@ -54,13 +56,40 @@ impl HistoryRead for PgTx<'_> {
              ORDER BY valid_to LIMIT 1",
             &[&space(sp), &ek(key), &i16::from(part), &sq(seq)],
         )?;
-        match row {
-            Some(r) => Ok(Some((unsq(get::<i64>(&r, 0)?), get::<Vec<u8>>(&r, 1)?))),
-            None => Ok(None),
+        if let Some(r) = row {
+            return Ok(Some((unsq(get::<i64>(&r, 0)?), get::<Vec<u8>>(&r, 1)?)));
         }
+        // This transaction's own (not yet written) entries come after every stored one.
+        let from = (
+            space(sp),
+            ek(key),
+            i16::from(part),
+            sq(seq.saturating_add(1)),
+        );
+        let to = (space(sp), ek(key), i16::from(part), i64::MAX);
+        Ok(self
+            .buf
+            .borrow()
+            .versions
+            .range(from..=to)
+            .next()
+            .map(|((_, _, _, t), v)| (unsq(*t), v.clone())))
     }
 
     fn scan_changes(
+        &self,
+        sp: SpaceId,
+        after: u64,
+        f: &mut dyn FnMut(u64, u64) -> StoreResult<Continue>,
+    ) -> StoreResult<()> {
+        kip_storage::history::scan_with_pending(&self.txn_history, sp, after, f, |f| {
+            self.scan_stored_changes(sp, after, f)
+        })
+    }
+}
+
+impl PgTx<'_> {
+    fn scan_stored_changes(
         &self,
         sp: SpaceId,
         after: u64,
@@ -122,25 +151,19 @@ impl HistoryWrite for PgTx<'_> {
         valid_to: u64,
         state: &[u8],
     ) -> StoreResult<()> {
-        self.execute(
-            "INSERT INTO kip_hist_versions (space, key, part, valid_to, state) \
-             VALUES ($1, $2, $3, $4, $5) ON CONFLICT DO NOTHING",
-            &[
-                &space(sp),
-                &ek(key),
-                &i16::from(part),
-                &sq(valid_to),
-                &state,
-            ],
-        )?;
-        Ok(())
+        self.buf.get_mut().versions.insert(
+            (space(sp), ek(key), i16::from(part), sq(valid_to)),
+            state.to_vec(),
+        );
+        self.grew()
     }
 
-    fn put_change(&mut self, sp: SpaceId, seq: u64, key: u64) -> StoreResult<()> {
+    fn put_changes(&mut self, sp: SpaceId, seq: u64, keys: &[u64]) -> StoreResult<()> {
+        let keys: Vec<i64> = keys.iter().map(|k| ek(*k)).collect();
         self.execute(
-            "INSERT INTO kip_hist_changes (space, seq, key) VALUES ($1, $2, $3) \
-             ON CONFLICT DO NOTHING",
-            &[&space(sp), &sq(seq), &ek(key)],
+            "INSERT INTO kip_hist_changes (space, seq, key) \
+             SELECT $1, $2, k FROM unnest($3::bigint[]) AS k ON CONFLICT DO NOTHING",
+            &[&space(sp), &sq(seq), &keys],
         )?;
         Ok(())
     }
@@ -168,6 +191,11 @@ impl HistoryWrite for PgTx<'_> {
     }
 
     fn purge_versions(&mut self, sp: SpaceId, key: u64) -> StoreResult<()> {
+        let (s, k) = (space(sp), ek(key));
+        self.buf
+            .get_mut()
+            .versions
+            .retain(|(vs, vk, _, _), _| (*vs, *vk) != (s, k));
         self.execute(
             "DELETE FROM kip_hist_versions WHERE space = $1 AND key = $2",
             &[&space(sp), &ek(key)],

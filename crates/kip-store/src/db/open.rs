@@ -275,6 +275,8 @@ impl Store {
             // in this transaction.
             txn.delete_table(crate::OLD_POSTINGS)
                 .map_err(storage_error)?;
+            // History's changes index: one entry per change -> one list per commit.
+            crate::tables::convert_old_changes(&txn)?;
             let mut w = WriteTables::open(&txn, &store.overlay)?;
             let format = meta_u64(&w, FORMAT_KEY)?;
             if format.is_none() && !records.is_empty() {

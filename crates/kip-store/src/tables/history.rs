@@ -1,6 +1,7 @@
 //! The history primitives (`kip_storage::history`) in redb: `hist_versions` (space,
-//! element key, part, valid_to) -> state, `hist_changes` (space, seq, element key) ->
-//! () and `hist_commits` (space, seq) -> commit record. Versions and changes are
+//! element key, part, valid_to) -> state, `hist_change_sets` (space, seq) -> the keys
+//! that commit changed ([`kip_storage::history::pack_keys`]) and `hist_commits`
+//! (space, seq) -> commit record. Versions and changes are
 //! derived (the upkeep driver re-makes them when the write-ahead log is replayed);
 //! commit records (their time) and purges of the chain are logged (`OP_PUT_COMMIT`,
 //! `OP_PURGE_VERSIONS`).
@@ -13,9 +14,12 @@ use kip_storage::SpaceId;
 /// (space, element key, part, valid_to) -> the state valid before `valid_to`.
 pub(crate) const HIST_VERSIONS: TableDefinition<(u32, u64, u8, u64), &[u8]> =
     TableDefinition::new("hist_versions");
-/// (space, seq, element key) -> (): what each commit changed or ended.
-pub(crate) const HIST_CHANGES: TableDefinition<(u32, u64, u64), ()> =
-    TableDefinition::new("hist_changes");
+/// (space, seq) -> the element keys that commit changed or ended, packed.
+pub(crate) const HIST_CHANGES: TableDefinition<(u32, u64), &[u8]> =
+    TableDefinition::new("hist_change_sets");
+/// The layout of the first history build (one entry per change), converted by
+/// [`convert_old_changes`] when such a store opens.
+const OLD_HIST_CHANGES: TableDefinition<(u32, u64, u64), ()> = TableDefinition::new("hist_changes");
 /// (space, seq) -> commit record.
 pub(crate) const HIST_COMMITS: TableDefinition<(u32, u64), &[u8]> =
     TableDefinition::new("hist_commits");
@@ -23,7 +27,37 @@ pub(crate) const HIST_COMMITS: TableDefinition<(u32, u64), &[u8]> =
 /// The key of [`HIST_VERSIONS`].
 pub(crate) type VersionKey = (u32, u64, u8, u64);
 /// The key of [`HIST_CHANGES`].
-pub(crate) type ChangeKey = (u32, u64, u64);
+pub(crate) type ChangeKey = (u32, u64);
+
+/// Converts a store's changes index from one entry per change (`hist_changes`, the
+/// first history build's) to one list per commit, in the open's transaction.
+pub(crate) fn convert_old_changes(txn: &WriteTransaction) -> StoreResult<()> {
+    use redb::TableHandle;
+    let old = txn
+        .list_tables()
+        .map_err(storage_error)?
+        .any(|t| t.name() == OLD_HIST_CHANGES.name());
+    if !old {
+        return Ok(());
+    }
+    let mut lists: std::collections::BTreeMap<(u32, u64), Vec<u64>> = Default::default();
+    {
+        let t = txn.open_table(OLD_HIST_CHANGES).map_err(storage_error)?;
+        for item in t.iter().map_err(storage_error)? {
+            let (sp, seq, key) = item.map_err(storage_error)?.0.value();
+            lists.entry((sp, seq)).or_default().push(key);
+        }
+    }
+    {
+        let mut t = txn.open_table(HIST_CHANGES).map_err(storage_error)?;
+        for (k, keys) in lists {
+            let packed = kip_storage::history::pack_keys(&keys);
+            t.insert(k, packed.as_slice()).map_err(storage_error)?;
+        }
+    }
+    txn.delete_table(OLD_HIST_CHANGES).map_err(storage_error)?;
+    Ok(())
+}
 
 fn last_commit(
     t: &impl ReadableTable<(u32, u64), &'static [u8]>,
@@ -74,7 +108,7 @@ fn version_after(
 }
 
 fn scan_changes(
-    t: &impl ReadableTable<ChangeKey, ()>,
+    t: &impl ReadableTable<ChangeKey, &'static [u8]>,
     space: SpaceId,
     after: u64,
     f: &mut dyn FnMut(u64, u64) -> StoreResult<Continue>,
@@ -83,13 +117,15 @@ fn scan_changes(
         return Ok(());
     }
     for item in t
-        .range((space.0, after + 1, 0)..=(space.0, u64::MAX, u64::MAX))
+        .range((space.0, after + 1)..=(space.0, u64::MAX))
         .map_err(storage_error)?
     {
-        let (k, _) = item.map_err(storage_error)?;
-        let (_, seq, key) = k.value();
-        if !f(seq, key)? {
-            break;
+        let (k, v) = item.map_err(storage_error)?;
+        let seq = k.value().1;
+        for key in kip_storage::history::unpack_keys(v.value())? {
+            if !f(seq, key)? {
+                return Ok(());
+            }
         }
     }
     Ok(())
@@ -161,7 +197,9 @@ impl HistoryRead for WriteTables<'_> {
         after: u64,
         f: &mut dyn FnMut(u64, u64) -> StoreResult<Continue>,
     ) -> StoreResult<()> {
-        scan_changes(&self.hist_changes, space, after, f)
+        kip_storage::history::scan_with_pending(&self.txn_history, space, after, f, |f| {
+            scan_changes(&self.hist_changes, space, after, f)
+        })
     }
 }
 
@@ -193,9 +231,10 @@ impl HistoryWrite for WriteTables<'_> {
         Ok(())
     }
 
-    fn put_change(&mut self, space: SpaceId, seq: u64, key: u64) -> StoreResult<()> {
+    fn put_changes(&mut self, space: SpaceId, seq: u64, keys: &[u64]) -> StoreResult<()> {
+        let packed = kip_storage::history::pack_keys(keys);
         self.hist_changes
-            .insert((space.0, seq, key), ())
+            .insert((space.0, seq), packed.as_slice())
             .map_err(storage_error)?;
         Ok(())
     }
@@ -226,26 +265,35 @@ impl HistoryWrite for WriteTables<'_> {
         for k in commits {
             self.hist_commits.remove(k).map_err(storage_error)?;
         }
-        let mut changes = Vec::new();
+        // Whole commits' lists, oldest first, until `max` changes went.
+        let mut lists = Vec::new();
+        let mut n = 0usize;
         for item in self
             .hist_changes
-            .range((space.0, 0, 0)..=(space.0, horizon, u64::MAX))
+            .range((space.0, 0)..=(space.0, horizon))
             .map_err(storage_error)?
-            .take(max)
         {
-            changes.push(item.map_err(storage_error)?.0.value());
+            if n >= max {
+                break;
+            }
+            let (k, v) = item.map_err(storage_error)?;
+            let keys = kip_storage::history::unpack_keys(v.value())?;
+            n += keys.len();
+            lists.push((k.value().1, keys));
         }
-        for (sp, seq, key) in &changes {
-            for part in [0u8, 1] {
-                self.hist_versions
-                    .remove((*sp, *key, part, *seq))
-                    .map_err(storage_error)?;
+        for (seq, keys) in &lists {
+            for key in keys {
+                for part in [0u8, 1] {
+                    self.hist_versions
+                        .remove((space.0, *key, part, *seq))
+                        .map_err(storage_error)?;
+                }
             }
             self.hist_changes
-                .remove((*sp, *seq, *key))
+                .remove((space.0, *seq))
                 .map_err(storage_error)?;
         }
-        Ok(changes.len() as u64)
+        Ok(n as u64)
     }
 
     fn purge_versions(&mut self, space: SpaceId, key: u64) -> StoreResult<()> {
@@ -274,4 +322,45 @@ pub(super) fn logged_space(a: &[u8]) -> StoreResult<SpaceId> {
         ))
     })?;
     Ok(SpaceId(u32::from_le_bytes(sp)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_first_builds_changes_index_converts_to_one_list_per_commit() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = redb::Database::create(dir.path().join("t.redb")).unwrap();
+        let txn = db.begin_write().unwrap();
+        {
+            let mut t = txn.open_table(OLD_HIST_CHANGES).unwrap();
+            for (seq, key) in [(1, 7), (1, 3), (2, 9), (4, 1 << 40)] {
+                t.insert((SpaceId::DEFAULT.0, seq, key), ()).unwrap();
+            }
+        }
+        txn.commit().unwrap();
+        let txn = db.begin_write().unwrap();
+        convert_old_changes(&txn).unwrap();
+        {
+            let t = txn.open_table(HIST_CHANGES).unwrap();
+            let mut seen = Vec::new();
+            scan_changes(&t, SpaceId::DEFAULT, 0, &mut |seq, key| {
+                seen.push((seq, key));
+                Ok(true)
+            })
+            .unwrap();
+            assert_eq!(seen, vec![(1, 3), (1, 7), (2, 9), (4, 1 << 40)]);
+        }
+        use redb::TableHandle;
+        assert!(
+            !txn.list_tables()
+                .unwrap()
+                .any(|t| t.name() == OLD_HIST_CHANGES.name()),
+            "the old table is gone"
+        );
+        // A store without the old table: nothing to do.
+        convert_old_changes(&txn).unwrap();
+        txn.commit().unwrap();
+    }
 }

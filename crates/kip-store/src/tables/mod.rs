@@ -28,7 +28,9 @@ mod ceiling;
 mod elements;
 mod history;
 pub(crate) use elements::{RefKey, ELEMENTS, ELEMENT_REFS};
-pub(crate) use history::{ChangeKey, VersionKey, HIST_CHANGES, HIST_COMMITS, HIST_VERSIONS};
+pub(crate) use history::{
+    convert_old_changes, ChangeKey, VersionKey, HIST_CHANGES, HIST_COMMITS, HIST_VERSIONS,
+};
 mod graph_write;
 mod oplog;
 use oplog::{
@@ -177,7 +179,7 @@ pub struct ReadTables {
     /// History (`tables/history.rs`); `None` in a store written before it existed and
     /// not yet opened for writing.
     hist_versions: Option<ReadOnlyTable<VersionKey, &'static [u8]>>,
-    hist_changes: Option<ReadOnlyTable<ChangeKey, ()>>,
+    hist_changes: Option<ReadOnlyTable<ChangeKey, &'static [u8]>>,
     hist_commits: Option<ReadOnlyTable<(u32, u64), &'static [u8]>>,
     overlay: Arc<Overlay>,
     snapshot: Snapshot,
@@ -302,7 +304,7 @@ pub struct WriteTables<'t> {
     elements: Table<'t, (u32, u64), &'static [u8]>,
     element_refs: Table<'t, RefKey, ()>,
     hist_versions: Table<'t, VersionKey, &'static [u8]>,
-    hist_changes: Table<'t, ChangeKey, ()>,
+    hist_changes: Table<'t, ChangeKey, &'static [u8]>,
     hist_commits: Table<'t, (u32, u64), &'static [u8]>,
     /// This transaction's place in history (`kip_storage::history`).
     txn_history: kip_storage::history::TxnHistory,
