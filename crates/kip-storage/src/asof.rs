@@ -85,7 +85,7 @@ impl<'a> AsOf<'a> {
             return Ok(At::Current);
         }
         Ok(
-            match self.g.version_after(self.space, key, part, self.seq)? {
+            match history::state_after(self.g, self.space, key, part, self.seq)? {
                 Some((_, b)) if b.is_empty() => At::Absent,
                 Some((_, b)) => At::Bytes(b),
                 None => At::Current,

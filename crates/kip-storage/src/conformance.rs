@@ -41,7 +41,7 @@ pub trait Harness: Sync {
 pub type Check = fn(&dyn Harness);
 
 /// Every check, by name.
-pub const CHECKS: [(&str, Check); 14] = [
+pub const CHECKS: [(&str, Check); 15] = [
     ("writes_are_atomic", writes_are_atomic),
     ("a_write_sees_its_own_changes", a_write_sees_its_own_changes),
     ("reads_see_one_snapshot", reads_see_one_snapshot),
@@ -76,6 +76,10 @@ pub const CHECKS: [(&str, Check); 14] = [
     (
         "history_keeps_the_past_and_reads_it_as_of",
         history_keeps_the_past_and_reads_it_as_of,
+    ),
+    (
+        "history_reads_every_past_state_of_a_busy_element",
+        history_reads_every_past_state_of_a_busy_element,
     ),
 ];
 
@@ -642,7 +646,8 @@ macro_rules! conformance_tests {
             committed_writes_survive_reopening, concurrent_writers_are_serialized,
             ids_are_never_reused, indexes_follow_the_records, audit_log_keeps_what_it_is_told,
             request_records_commit_with_their_writes, element_records_are_written_once_and_kept,
-            element_references_and_numbers_hold, history_keeps_the_past_and_reads_it_as_of);
+            element_references_and_numbers_hold, history_keeps_the_past_and_reads_it_as_of,
+            history_reads_every_past_state_of_a_busy_element);
     };
     ($harness:expr, ignore = $reason:literal) => {
         $crate::conformance_tests!(@each $harness, [$reason], writes_are_atomic, a_write_sees_its_own_changes,
@@ -650,7 +655,8 @@ macro_rules! conformance_tests {
             committed_writes_survive_reopening, concurrent_writers_are_serialized,
             ids_are_never_reused, indexes_follow_the_records, audit_log_keeps_what_it_is_told,
             request_records_commit_with_their_writes, element_records_are_written_once_and_kept,
-            element_references_and_numbers_hold, history_keeps_the_past_and_reads_it_as_of);
+            element_references_and_numbers_hold, history_keeps_the_past_and_reads_it_as_of,
+            history_reads_every_past_state_of_a_busy_element);
     };
     (@each $harness:expr, [], $($name:ident),*) => {
         $(

@@ -87,9 +87,14 @@ pub fn concept_put<T: IndexTarget>(
     old: Option<&ConceptRecord>,
 ) -> StoreResult<()> {
     let key = ElemRef::Concept(id).encode();
-    history::record(t, SpaceId::DEFAULT, key, PART_ROW, |_| {
-        old.map(encode).transpose()
-    })?;
+    history::record(
+        t,
+        SpaceId::DEFAULT,
+        key,
+        PART_ROW,
+        |_| old.map(encode).transpose(),
+        || encode(rec).map(Some),
+    )?;
     if old.is_none_or(|o| text::concept_text_changed(o, rec)) {
         if let Some(o) = old {
             unindex_text(t, key, &text::concept_doc(o))?;
@@ -118,9 +123,14 @@ pub fn concept_put<T: IndexTarget>(
 /// Concept `id`, stored as `rec`, is deleted (its links are already gone).
 pub fn concept_delete<T: IndexTarget>(t: &mut T, id: u64, rec: &ConceptRecord) -> StoreResult<()> {
     let key = ElemRef::Concept(id).encode();
-    history::record(t, SpaceId::DEFAULT, key, PART_ROW, |_| {
-        encode(rec).map(Some)
-    })?;
+    history::record(
+        t,
+        SpaceId::DEFAULT,
+        key,
+        PART_ROW,
+        |_| encode(rec).map(Some),
+        || Ok(None),
+    )?;
     unindex_text(t, key, &text::concept_doc(rec))?;
     if t.vectors_on() {
         // Marked, not unmarked: the embedding worker then drops its copy of the vector.
@@ -139,9 +149,14 @@ pub fn prop_put<T: IndexTarget>(
     old: Option<&PropRecord>,
 ) -> StoreResult<()> {
     let key = ElemRef::Prop(id).encode();
-    history::record(t, SpaceId::DEFAULT, key, PART_ROW, |_| {
-        old.map(encode).transpose()
-    })?;
+    history::record(
+        t,
+        SpaceId::DEFAULT,
+        key,
+        PART_ROW,
+        |_| old.map(encode).transpose(),
+        || encode(rec).map(Some),
+    )?;
     let same_key = old.is_some_and(|o| {
         o.subject == rec.subject && o.predicate == rec.predicate && o.object == rec.object
     });
@@ -160,9 +175,14 @@ pub fn prop_put<T: IndexTarget>(
 /// Link `id`, stored as `rec`, is deleted.
 pub fn prop_delete<T: IndexTarget>(t: &mut T, id: u64, rec: &PropRecord) -> StoreResult<()> {
     let key = ElemRef::Prop(id).encode();
-    history::record(t, SpaceId::DEFAULT, key, PART_ROW, |_| {
-        encode(rec).map(Some)
-    })?;
+    history::record(
+        t,
+        SpaceId::DEFAULT,
+        key,
+        PART_ROW,
+        |_| encode(rec).map(Some),
+        || Ok(None),
+    )?;
     if t.vectors_on() {
         t.mark(key)?;
         t.drop_vector(key)?;
@@ -170,13 +190,23 @@ pub fn prop_delete<T: IndexTarget>(t: &mut T, id: u64, rec: &PropRecord) -> Stor
     file_link_key(t, id, rec, false)
 }
 
-/// Element record `id` of `space` is about to be stored (created, its state replaced,
-/// or purged to a stub): keeps the record it replaces in the version chain. Every
-/// backend calls it from `store_element`, before writing.
-pub fn element_put<T: IndexTarget>(t: &mut T, space: SpaceId, id: ElementId) -> StoreResult<()> {
-    history::record(t, space, id.encode(), PART_RECORD, |t| {
-        t.element(space, id)?.map(|r| r.encode()).transpose()
-    })
+/// Element record `id` of `space` is about to be stored as `rec` (created, its state
+/// replaced, or purged to a stub): keeps the record it replaces in the version chain.
+/// Every backend calls it from `store_element`, before writing.
+pub fn element_put<T: IndexTarget>(
+    t: &mut T,
+    space: SpaceId,
+    id: ElementId,
+    rec: &crate::ElementRecord,
+) -> StoreResult<()> {
+    history::record(
+        t,
+        space,
+        id.encode(),
+        PART_RECORD,
+        |t| t.element(space, id)?.map(|r| r.encode()).transpose(),
+        || rec.encode().map(Some),
+    )
 }
 
 /// Adds a document to the text index (a document without terms is not indexed, and

@@ -79,7 +79,7 @@ impl ElementWrite for Tables {
         rec: &ElementRecord,
         new_refs: &[ElementRef],
     ) -> StoreResult<()> {
-        kip_storage::upkeep::element_put(self, space, id)?;
+        kip_storage::upkeep::element_put(self, space, id, rec)?;
         self.elements
             .insert((space.0, id.encode()), Arc::new(rec.clone()));
         for (role, target) in new_refs {

@@ -106,8 +106,9 @@ pub(crate) struct Buffer {
     pub(crate) attrs: BTreeMap<(String, String, String, i64), bool>,
     /// Embedding marks.
     pub(crate) marks: BTreeMap<i64, bool>,
-    /// History version chain entries: (space, key, part, valid_to) -> state. Only
-    /// added (each is written once, by the transaction that replaced the state).
+    /// History version chain entries: (space, key, part, valid_to) -> state, written
+    /// by the transaction that replaced the state (which may re-write its own entry:
+    /// `kip_storage::history::record`).
     pub(crate) versions: BTreeMap<(i32, i64, i16, i64), Vec<u8>>,
 }
 
@@ -418,7 +419,7 @@ impl Buffer {
             batch.add(
                 "INSERT INTO kip_hist_versions (space, key, part, valid_to, state) \
                  SELECT * FROM unnest(?1::integer[], ?2::bigint[], ?3::smallint[], ?4::bigint[], ?5::bytea[]) \
-                 ON CONFLICT DO NOTHING",
+                 ON CONFLICT (space, key, part, valid_to) DO UPDATE SET state = excluded.state",
                 vec![
                     Box::new(sp),
                     Box::new(keys),

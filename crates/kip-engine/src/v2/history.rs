@@ -238,7 +238,7 @@ pub fn element(
         let mut replaced = Map::new();
         for (part, name) in [(PART_ROW, "row"), (PART_RECORD, "record")] {
             if let Some((valid_to, bytes)) =
-                g.version_after(SpaceId::DEFAULT, key, part, seq - 1)?
+                history::state_after(g, SpaceId::DEFAULT, key, part, seq - 1)?
             {
                 if valid_to == seq {
                     replaced.insert(name.into(), state_json(part, eid.kind, &bytes)?);

@@ -164,9 +164,7 @@ fn past_needles(w: &dyn GraphWrite, id: ElementId) -> V2Result<Vec<String>> {
     let key = id.encode();
     let mut out = Vec::new();
     for part in [PART_ROW, PART_RECORD] {
-        let mut after = 0u64;
-        while let Some((valid_to, bytes)) = w.version_after(SPACE, key, part, after)? {
-            after = valid_to;
+        for (_, bytes) in kip_storage::history::past_states(w, SPACE, key, part)? {
             if bytes.is_empty() {
                 continue;
             }

@@ -204,3 +204,94 @@ pub fn history_keeps_the_past_and_reads_it_as_of(h: &dyn Harness) {
         Ok(())
     });
 }
+
+/// History of a busy element: many changes of one concept, link and element record
+/// (stored as reverse deltas with a whole state now and then), several changes of one
+/// element inside one write, and a deletion at the end; a read `AS OF` every seq sees
+/// exactly the state of then, before and after reopening, and `past_states` lists
+/// them all.
+pub fn history_reads_every_past_state_of_a_busy_element(h: &dyn Harness) {
+    let b = h.fresh();
+    let sp = SpaceId::DEFAULT;
+    let other = super::create(&*b, "Thing", "other", json!({}));
+    write(&*b, |w| history::start(w).map(|_| ()));
+    let long = "a description long enough that a whole copy costs more than a delta";
+    let state = |i: u64| json!({"description": long, "rank": i, "note": format!("n{}", i % 3)});
+    let (x, l, e) = write(&*b, |w| {
+        let x = w.alloc_concept_id()?;
+        w.put_concept(x, &concept("Doc", "busy", state(0)), None)?;
+        let l = w.alloc_prop_id()?;
+        let mut rec = link(x, "cites", other);
+        rec.attributes = obj(state(0));
+        w.put_prop(l, &rec, None)?;
+        let n = w.alloc_element_number(ElementKind::Evidence)?;
+        let e = ElementId::new(ElementKind::Evidence, n);
+        w.create_element(sp, e, obj(json!({"content": long})), obj(state(0)), &[])?;
+        Ok((x, l, e))
+    });
+    // Seqs 2..=41: one change of each a commit; seq 42: three changes in one write.
+    for i in 1..=40u64 {
+        write(&*b, |w| {
+            let old = w.concept(x)?;
+            w.put_concept(x, &concept("Doc", "busy", state(i)), old.as_ref())?;
+            let old = w.prop(l)?.ok_or_else(|| StoreError::Other("link".into()))?;
+            let mut rec = old.clone();
+            rec.attributes = obj(state(i));
+            w.put_prop(l, &rec, Some(&old))?;
+            w.set_element_state(sp, e, obj(state(i))).map(|_| ())
+        });
+    }
+    write(&*b, |w| {
+        for i in [100, 101, 102] {
+            let old = w.concept(x)?;
+            w.put_concept(x, &concept("Doc", "busy", state(i)), old.as_ref())?;
+            w.set_element_state(sp, e, obj(state(i)))?;
+        }
+        Ok(())
+    });
+    // Seq 43: the link is deleted.
+    write(&*b, |w| {
+        let old = w.prop(l)?.ok_or_else(|| StoreError::Other("link".into()))?;
+        w.delete_prop(l, &old)
+    });
+    let expected = |seq: u64| -> u64 {
+        match seq {
+            1 => 0,
+            2..=41 => seq - 1,
+            _ => 102,
+        }
+    };
+    let check = |b: &(dyn crate::backend::Backend + 'static)| {
+        read(b, |g| {
+            assert_eq!(history::last(g, sp)?.map(|c| c.seq), Some(43));
+            for seq in 1..=43u64 {
+                let want = obj(state(expected(seq)));
+                at(g, seq, |v| {
+                    let c = v.concept(x)?.map(|c| c.attributes);
+                    assert_eq!(c.as_ref(), Some(&want), "the concept as of seq {seq}");
+                    let r = v.element(sp, e)?.map(|r| r.state);
+                    assert_eq!(r.as_ref(), Some(&want), "the record as of seq {seq}");
+                    let p = v.prop(l)?.map(|p| p.attributes);
+                    if seq < 43 {
+                        let want = obj(state(expected(seq).min(40)));
+                        assert_eq!(p.as_ref(), Some(&want), "the link as of seq {seq}");
+                    } else {
+                        assert_eq!(p, None, "the link is deleted at seq 43");
+                    }
+                    Ok(())
+                })?;
+            }
+            let past = history::past_states(g, sp, ElemRef::Concept(x).encode(), PART_ROW)?;
+            assert_eq!(past.len(), 41, "one kept state per changing commit");
+            for (i, (valid_to, bytes)) in past.iter().enumerate() {
+                let c: crate::ConceptRecord = crate::decode(bytes)?;
+                assert_eq!(*valid_to, i as u64 + 2);
+                assert_eq!(c.attributes, obj(state(i as u64)));
+            }
+            Ok(())
+        })
+    };
+    check(&*b);
+    let b = h.reopen(b);
+    check(&*b);
+}

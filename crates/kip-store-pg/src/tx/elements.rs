@@ -114,7 +114,7 @@ impl ElementWrite for PgTx<'_> {
         rec: &ElementRecord,
         new_refs: &[ElementRef],
     ) -> StoreResult<()> {
-        kip_storage::upkeep::element_put(self, sp, id)?;
+        kip_storage::upkeep::element_put(self, sp, id, rec)?;
         let bytes = rec.encode()?;
         self.execute(
             "INSERT INTO kip_elements (space, id, rec) VALUES ($1, $2, $3) \

@@ -184,7 +184,7 @@ impl ElementWrite for WriteTables<'_> {
         rec: &ElementRecord,
         new_refs: &[ElementRef],
     ) -> StoreResult<()> {
-        kip_storage::upkeep::element_put(self, space, id)?;
+        kip_storage::upkeep::element_put(self, space, id, rec)?;
         let bytes = rec.encode()?;
         let a = encode_put(space, new_refs)?;
         self.log_op(OP_PUT_ELEMENT, id.encode(), &a, &bytes);
