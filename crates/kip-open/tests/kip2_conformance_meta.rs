@@ -344,7 +344,25 @@ fn kip2_meta_022_expired_change_cursor_is_explicit() {
     );
     // A cursor from CHANGES continues where it stopped.
     let first = ok(&n, "CHANGES AFTER SEQ 0 LIMIT 10");
-    assert_eq!(first["cursor"], "kipchg_default_1", "{first}");
+    let cursor = first["cursor"].as_str().unwrap_or_default();
+    assert!(cursor.starts_with("kipchg_default_1_"), "{first}");
+    // An edited cursor of this memory (another seq under the same tag) is not read.
+    let edited = cursor.replacen("kipchg_default_1_", "kipchg_default_0_", 1);
+    let r = run_with(&n, "CHANGES SINCE :c", json!({"c": edited}));
+    assert_eq!(
+        r["results"][0]["error"]["code"], "ChangeCursorExpired",
+        "{r}"
+    );
+    // Another memory's cursor, at a seq this one has reached too, is not a position
+    // in this memory's history.
+    let other = nexus();
+    seed(&other);
+    let theirs = ok(&other, "CHANGES AFTER SEQ 0 LIMIT 10");
+    let r = run_with(&n, "CHANGES SINCE :c", json!({"c": theirs["cursor"]}));
+    assert_eq!(
+        r["results"][0]["error"]["code"], "ChangeCursorExpired",
+        "{r}"
+    );
     ok(&n, r#"CREATE CONCEPT ?x { TYPE "Person" NAME "Later" }"#);
     let next = ok_with(&n, "CHANGES SINCE :c", json!({"c": first["cursor"]}));
     let seqs: Vec<&Value> = next["commits"]

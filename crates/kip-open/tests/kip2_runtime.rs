@@ -385,3 +385,51 @@ fn a_request_without_kip_is_kip_1x() {
     assert!(r.get("kip").is_none());
     assert!(r["result"].is_object());
 }
+
+/// A write that committed in its own transaction and whose result then passes the
+/// response bound is reported with its receipt: the failure says the write stands, so
+/// an agent does not send it again.
+#[test]
+fn a_committed_write_over_the_response_bound_keeps_its_receipt() {
+    let mut n = nexus();
+    let mut limits = n.limits().clone();
+    limits.max_response_bytes = 20;
+    n.set_limits(limits);
+    let r = send(
+        &n,
+        json!({"kip": "2.0", "execution": {"mode": "independent"}, "operations": [
+            {"command": "CREATE CONCEPT ?x { TYPE \"Person\" NAME \"Bounded\" }"}
+        ]}),
+        Access::ReadWrite,
+    );
+    let e = &r["results"][0]["error"];
+    assert_eq!(e["code"], "ResultLimitExceeded", "{r}");
+    assert_eq!(e["details"]["receipt"]["status"], "committed", "{r}");
+    assert!(
+        e["details"]["receipt"]["space_seq"].as_u64().is_some(),
+        "{r}"
+    );
+    assert!(
+        e["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("committed"),
+        "{r}"
+    );
+    let mut limits = n.limits().clone();
+    limits.max_response_bytes = 1 << 20;
+    n.set_limits(limits);
+    let found = send(
+        &n,
+        json!({"kip": "2.0", "operations": [
+            {"command": "FIND(?p) WHERE { ?p CONCEPT {type: \"Person\", name: \"Bounded\"} }"}
+        ]}),
+        Access::ReadWrite,
+    );
+    assert_eq!(found["status"], "succeeded", "{found}");
+    assert_eq!(
+        found["results"][0]["result"].as_array().map(Vec::len),
+        Some(1),
+        "the write stands: {found}"
+    );
+}

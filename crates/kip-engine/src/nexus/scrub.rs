@@ -9,15 +9,25 @@
 use super::Nexus;
 use crate::store::GraphWrite;
 use kip_lang::KipError;
+use std::cell::Cell;
 
 /// `meta` key: the strings whose audit records are still to be scrubbed (a JSON list).
 pub(crate) const PENDING: &str = "kip2.audit_scrub_pending";
+
+thread_local! {
+    /// Set when a write on this thread deferred a scrub: the runtime's writes run on
+    /// the calling thread, so a write after which it is unset needs no look at the
+    /// pending list (a `meta` read, a round trip on PostgreSQL). A purge whose
+    /// transaction then aborts leaves it set: one read too many, never one too few.
+    static DEFERRED: Cell<bool> = const { Cell::new(false) };
+}
 
 /// Adds `needles` to the pending scrub, inside the purge's transaction.
 pub(crate) fn defer(w: &mut dyn GraphWrite, needles: Vec<String>) -> Result<(), KipError> {
     if needles.is_empty() {
         return Ok(());
     }
+    DEFERRED.set(true);
     let mut all = pending(w)?;
     for n in needles {
         if !all.contains(&n) {
@@ -41,6 +51,9 @@ impl Nexus {
     /// [`Nexus::scrub_purged`], with a failure logged: the purge has committed, and the
     /// pending list stays for the next purge or open to finish.
     pub(crate) fn finish_purge_scrub(&self) {
+        if !DEFERRED.take() {
+            return;
+        }
         if let Err(e) = self.scrub_purged() {
             tracing::warn!(
                 "audit log: the scrub after a purge failed ({}); it is retried at the next purge or open",

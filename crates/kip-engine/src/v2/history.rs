@@ -352,16 +352,14 @@ pub fn changes_after(g: &dyn GraphRead, after: u64, limit: usize) -> V2Result<Va
         v["more"] = json!(true);
     }
     // Where `CHANGES SINCE` continues: after the last commit shown.
-    v["cursor"] = json!(format!("{CHANGE_CURSOR}{}", after + shown));
+    v["cursor"] = json!(super::tokens::change_cursor(g, after + shown)?);
     Ok(v)
 }
 
-/// How this memory's change cursors begin (then the seq they continue after).
-const CHANGE_CURSOR: &str = "kipchg_default_";
-
 /// `CHANGES SINCE cursor [LIMIT n]`: [`changes_after`] the seq a change cursor names.
-/// A cursor of this memory's form that names no reached seq is `ChangeCursorInvalid`;
-/// a string this memory never issued (another memory's, or one it no longer knows) is
+/// A cursor of this memory's form that names no reached seq, or is not whole, is
+/// `ChangeCursorInvalid`; a string this memory never issued (another memory's cursor,
+/// whose tag does not verify under this memory's key, or one it no longer knows) is
 /// `ChangeCursorExpired`, never a silent restart from now (KIP2-META-022).
 pub fn changes_since(g: &dyn GraphRead, cursor: &Value, limit: usize) -> V2Result<Value> {
     let Some(text) = cursor.as_str().filter(|t| !t.is_empty()) else {
@@ -381,9 +379,10 @@ pub fn changes_since(g: &dyn GraphRead, cursor: &Value, limit: usize) -> V2Resul
         ));
     }
     let last = newest(g)?.map_or(0, |c| c.seq);
-    if let Some(rest) = text.strip_prefix(CHANGE_CURSOR) {
-        return match rest.parse::<u64>() {
-            Ok(seq) if seq <= last => changes_after(g, seq, limit).map_err(|e| {
+    if let Some(rest) = text.strip_prefix(super::tokens::CHANGE_CURSOR) {
+        use super::tokens::ChangeCursor;
+        return match super::tokens::read_change_cursor(g, rest)? {
+            ChangeCursor::After(seq) if seq <= last => changes_after(g, seq, limit).map_err(|e| {
                 if e.code == Code::HistoricalSnapshotUnavailable {
                     // The cursor's position was cut by the history horizon.
                     V2Error::new(Code::ChangeCursorExpired, e.message)
@@ -392,6 +391,13 @@ pub fn changes_since(g: &dyn GraphRead, cursor: &Value, limit: usize) -> V2Resul
                     e
                 }
             }),
+            ChangeCursor::Foreign => Err(V2Error::new(
+                Code::ChangeCursorExpired,
+                format!("\"{text}\" was not issued by this memory: a change cursor continues only the history it came from"),
+            )
+            .with_hint(format!(
+                "start again with CHANGES AFTER SEQ n (the newest seq is {last}); HISTORY SPACE lists the commits"
+            ))),
             _ => Err(V2Error::new(
                 Code::ChangeCursorInvalid,
                 format!("\"{text}\" is not a change cursor of this memory's history (newest seq {last})"),

@@ -2,7 +2,7 @@
 //! mode, each parsed, classified and checked before it runs, and the response
 //! envelope with per-operation and top-level status.
 //!
-//! Kept in one file (about 820 lines) and two long functions, knowingly: `run` decides
+//! Kept in one file (about 840 lines) and two long functions, knowingly: `run` decides
 //! the request's transactions (atomic write, shared read-only snapshot, one per
 //! operation) and `run_op` routes each statement kind; both share the private
 //! context keys that carry receipts out of an operation, and splitting them would pass
@@ -128,14 +128,28 @@ fn run(nexus: &Nexus, req: &Request, access: Access, budget: &Budget) -> Value {
                         left = l;
                         Ok(v)
                     }
-                    None => Err(V2Error::new(
-                        Code::ResultLimitExceeded,
-                        format!(
-                            "the response would pass {} bytes with this operation's result",
-                            limits.max_response_bytes
-                        ),
-                    )
-                    .with_hint("send fewer operations per request, or narrow this one")),
+                    None => {
+                        let e = V2Error::new(
+                            Code::ResultLimitExceeded,
+                            format!(
+                                "the response would pass {} bytes with this operation's result",
+                                limits.max_response_bytes
+                            ),
+                        )
+                        .with_hint("send fewer operations per request, or narrow this one");
+                        // A write that committed in its own transaction stays committed:
+                        // say so, with its receipt, so nobody sends it again.
+                        Err(match extra.get(OP_RECEIPT) {
+                            Some(r) if r["status"] == "committed" => {
+                                let mut e = e.with_detail("receipt", r.clone());
+                                e.message.push_str(
+                                    "; its write committed all the same (details.receipt): do not send it again",
+                                );
+                                e
+                            }
+                            _ => e,
+                        })
+                    }
                 }
             });
             match outcome {

@@ -4,6 +4,11 @@
 //! made at bootstrap, kept in `meta`): an edited coordinate does not verify and is
 //! refused, never read. A token grants nothing: every request is authorized as if it
 //! carried none (current governance, §68.2).
+//!
+//! Change cursors (`CHANGES`, §68) are bound the same way: `kipchg_default_` + the
+//! seq + `_` + the first 16 bytes of HMAC-SHA256 over a change-cursor label and the
+//! seq, so another memory's cursor (or an edited one) is refused instead of read as a
+//! position in this memory's history.
 
 use super::error::{Code, V2Error, V2Result};
 use crate::nexus::Nexus;
@@ -54,11 +59,83 @@ fn from(g: &dyn GraphRead) -> impl FnMut() -> V2Result<Option<Vec<u8>>> + '_ {
 }
 
 fn mac(key: &[u8], seq: u64) -> V2Result<HmacSha256> {
+    labelled(key, b"kip:space:default#", seq)
+}
+
+fn labelled(key: &[u8], label: &[u8], seq: u64) -> V2Result<HmacSha256> {
     let mut m = HmacSha256::new_from_slice(key)
         .map_err(|e| V2Error::new(Code::InternalError, format!("snapshot-token key: {e}")))?;
-    m.update(b"kip:space:default#");
+    m.update(label);
     m.update(&seq.to_be_bytes());
     Ok(m)
+}
+
+fn hex16(m: HmacSha256) -> String {
+    m.finalize()
+        .into_bytes()
+        .iter()
+        .take(16)
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+/// How change cursors begin (then the seq they continue after, `_`, the tag).
+pub const CHANGE_CURSOR: &str = "kipchg_default_";
+const CHANGE_LABEL: &[u8] = b"kip:changes:default#";
+
+/// The change cursor that continues after `seq` (unbound, as `kipchg_default_<seq>`,
+/// only in a memory without its key, which bootstrap always makes).
+pub fn change_cursor(g: &dyn GraphRead, seq: u64) -> V2Result<String> {
+    match g.meta(KEY)?.filter(|k| k.len() == 32) {
+        Some(k) => Ok(format!(
+            "{CHANGE_CURSOR}{seq}_{}",
+            hex16(labelled(&k, CHANGE_LABEL, seq)?)
+        )),
+        None => Ok(format!("{CHANGE_CURSOR}{seq}")),
+    }
+}
+
+/// What a string of the change-cursor form says.
+pub enum ChangeCursor {
+    /// Issued by this memory: continue after this seq.
+    After(u64),
+    /// Of the form, but not this memory's (another memory's, or edited).
+    Foreign,
+    /// Not even of the form (no seq, no tag).
+    Malformed,
+}
+
+/// Reads `rest`, a change cursor without its [`CHANGE_CURSOR`] prefix.
+pub fn read_change_cursor(g: &dyn GraphRead, rest: &str) -> V2Result<ChangeCursor> {
+    let key = g.meta(KEY)?.filter(|k| k.len() == 32);
+    let (seq, tag) = match rest.split_once('_') {
+        Some((seq, tag)) => (seq, Some(tag)),
+        None => (rest, None),
+    };
+    let Ok(seq) = seq.parse::<u64>() else {
+        return Ok(ChangeCursor::Malformed);
+    };
+    Ok(match (key, tag) {
+        (None, None) => ChangeCursor::After(seq),
+        (Some(_), None) | (None, Some(_)) => ChangeCursor::Malformed,
+        (Some(k), Some(tag)) => {
+            let bytes: Vec<u8> = (0..tag.len())
+                .step_by(2)
+                .filter_map(|i| tag.get(i..i + 2))
+                .filter_map(|h| u8::from_str_radix(h, 16).ok())
+                .collect();
+            if tag.len() != 32 || bytes.len() != 16 {
+                ChangeCursor::Malformed
+            } else if labelled(&k, CHANGE_LABEL, seq)?
+                .verify_truncated_left(&bytes)
+                .is_ok()
+            {
+                ChangeCursor::After(seq)
+            } else {
+                ChangeCursor::Foreign
+            }
+        }
+    })
 }
 
 /// The token of seq `seq` (`None`: the memory has no token key yet).
@@ -84,9 +161,7 @@ fn issue_with(
     let Some(k) = key(nexus, load)? else {
         return Ok(None);
     };
-    let tag = mac(&k, seq)?.finalize().into_bytes();
-    let hex: String = tag.iter().take(16).map(|b| format!("{b:02x}")).collect();
-    Ok(Some(format!("{PREFIX}{seq:016x}{hex}")))
+    Ok(Some(format!("{PREFIX}{seq:016x}{}", hex16(mac(&k, seq)?))))
 }
 
 /// The seq a token this memory issued binds; anything else (edited, truncated, another
