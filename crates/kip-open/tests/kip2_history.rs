@@ -556,3 +556,83 @@ fn a_package_install_that_changes_nothing_takes_no_seq() {
     n.admin().install_schema_package(&pkg, true).expect("again");
     assert_eq!(ok(&n, "SNAPSHOT")["snapshot_seq"], after_install);
 }
+
+/// `HISTORY ... CURSOR` (§68): a page that stops before the end gives a `next_cursor`;
+/// the next page continues exactly where it stopped, pinned to the commits of the
+/// first page (later commits do not extend it); `CURSOR null` is the first page; a
+/// cursor of another traversal or of another family is refused.
+#[test]
+fn history_pages_continue_with_their_cursor() {
+    let n = nexus();
+    for i in 0..5 {
+        ok(
+            &n,
+            &format!(r#"CREATE CONCEPT ?x {{ TYPE "Person" NAME "P{i}" }}"#),
+        );
+    }
+    let id = ok(&n, r#"CREATE CONCEPT ?x { TYPE "Person" NAME "Busy" }"#)["handles"]["x"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    for i in 0..3 {
+        ok(
+            &n,
+            &format!(r#"UPDATE "{id}" SET ATTRIBUTES {{ rank: {i} }}"#),
+        );
+    }
+    let seqs = |v: &Value, list: &str| -> Vec<u64> {
+        v[list]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|c| c["space_seq"].as_u64())
+            .collect()
+    };
+    let first = ok_with(&n, "HISTORY SPACE LIMIT 4 CURSOR :c", json!({"c": null}));
+    assert_eq!(seqs(&first, "commits"), [1, 2, 3, 4], "{first}");
+    let c = first["next_cursor"].clone();
+    assert!(
+        c.as_str().is_some_and(|c| c.starts_with("kiphc_")),
+        "{first}"
+    );
+    // A commit after the first page does not extend the traversal.
+    ok(&n, r#"CREATE CONCEPT ?x { TYPE "Person" NAME "Later" }"#);
+    let second = ok_with(&n, "HISTORY SPACE LIMIT 4 CURSOR :c", json!({"c": c}));
+    assert_eq!(seqs(&second, "commits"), [5, 6, 7, 8], "{second}");
+    let third = ok_with(
+        &n,
+        "HISTORY SPACE LIMIT 4 CURSOR :c",
+        json!({"c": second["next_cursor"]}),
+    );
+    assert_eq!(seqs(&third, "commits"), [9], "{third}");
+    assert!(third.get("next_cursor").is_none(), "the end: {third}");
+    // An element's changes, a page of one at a time.
+    let e1 = ok(&n, &format!(r#"HISTORY ELEMENT "{id}" LIMIT 1"#));
+    assert_eq!(seqs(&e1, "changes"), [7], "{e1}");
+    let e2 = ok_with(
+        &n,
+        &format!(r#"HISTORY ELEMENT "{id}" LIMIT 1 CURSOR :c"#),
+        json!({"c": e1["next_cursor"]}),
+    );
+    assert_eq!(seqs(&e2, "changes"), [8], "{e2}");
+    // Another traversal's cursor, an edited one, another family's: refused.
+    let r = run_with(
+        &n,
+        r#"HISTORY ELEMENT "C:1" LIMIT 1 CURSOR :c"#,
+        json!({"c": e1["next_cursor"]}),
+    );
+    assert_eq!(error_of(&r), "CursorMismatch", "{r}");
+    let edited = c
+        .as_str()
+        .unwrap_or_default()
+        .replacen("kiphc_5_", "kiphc_2_", 1);
+    let r = run_with(&n, "HISTORY SPACE LIMIT 4 CURSOR :c", json!({"c": edited}));
+    assert_eq!(error_of(&r), "CursorMismatch", "{r}");
+    let changes = ok(&n, "CHANGES AFTER SEQ 0 LIMIT 1");
+    let r = run_with(
+        &n,
+        "HISTORY SPACE LIMIT 4 CURSOR :c",
+        json!({"c": changes["cursor"]}),
+    );
+    assert_eq!(error_of(&r), "CursorTypeMismatch", "{r}");
+}

@@ -80,19 +80,27 @@ pub(super) fn run(
             limit,
             cursor,
         } => {
-            if cursor.is_some() {
-                return Err(V2Error::new(
-                    Code::UnsupportedCapability,
-                    "HISTORY ... CURSOR is not supported by this runtime: page with FROM SEQ",
-                )
-                .with_hint("HISTORY SPACE FROM SEQ 101 LIMIT 100"));
-            }
             let seq = |s: &Option<Scalar>| -> Result<Option<u64>, V2Error> {
                 s.as_ref()
                     .map(|s| whole(&scalar(param, s)?, "SEQ"))
                     .transpose()
             };
             let (from, to) = (seq(from_seq)?, seq(to_seq)?);
+            // `CURSOR null` (or none) is the first page; a cursor continues its
+            // traversal where the last page stopped (it carries FROM and TO).
+            let cursor = match cursor {
+                Some(c) => match scalar(param, c)? {
+                    Value::Null => None,
+                    Value::String(t) => Some(t),
+                    _ => {
+                        return Err(V2Error::new(
+                            Code::TypeMismatch,
+                            "HISTORY ... CURSOR takes the next_cursor of a HISTORY page (a string) or null",
+                        ))
+                    }
+                },
+                None => None,
+            };
             let limit = limit_of(nexus, param, limit)?;
             let id = element
                 .as_ref()
@@ -106,9 +114,19 @@ pub(super) fn run(
                         })
                 })
                 .transpose()?;
-            on(&|g| match &id {
-                Some(id) => history::element(g, id, from, to, limit),
-                None => history::space(g, from, to, limit),
+            on(&|g| {
+                let scope = id.as_deref().unwrap_or(history::SPACE_SCOPE);
+                let (from, to) = match &cursor {
+                    Some(t) => {
+                        let (f, t) = tokens::read_history_cursor(g, t, scope)?;
+                        (Some(f), Some(t))
+                    }
+                    None => (from, to),
+                };
+                match &id {
+                    Some(id) => history::element(g, id, from, to, limit),
+                    None => history::space(g, from, to, limit),
+                }
             })
         }
         Meta::Changes {

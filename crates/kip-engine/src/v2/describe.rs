@@ -102,7 +102,7 @@ const CAPABILITIES: &[(&str, bool, &str)] = &[
     (
         "historical_reads",
         true,
-        "FIND ... AS OF SEQ | TX \"kip:space:default#n\" | TIME; SNAPSHOT [AS OF], DESCRIBE SNAPSHOT, HISTORY ELEMENT | SPACE [FROM SEQ] [TO SEQ] [LIMIT], CHANGES AFTER SEQ | SINCE a change cursor; every commit has a space_seq and a receipt; a history horizon (KIP_HISTORY_KEEP_DAYS) (not yet: HISTORY CURSOR)",
+        "FIND ... AS OF SEQ | TX \"kip:space:default#n\" | TIME; SNAPSHOT [AS OF], DESCRIBE SNAPSHOT, HISTORY ELEMENT | SPACE [FROM SEQ] [TO SEQ] [LIMIT] [CURSOR], CHANGES AFTER SEQ | SINCE a change cursor; every commit has a space_seq and a receipt; a history horizon (KIP_HISTORY_KEEP_DAYS)",
     ),
     (
         "snapshot_tokens",

@@ -217,8 +217,9 @@ pub fn element(
             if k == key {
                 seqs.push(seq);
             }
-            // A page is enough (the scan is over every change since `from`).
-            Ok(seqs.len() < limit)
+            // A page and one more (whether there is a next page) is enough: the scan
+            // is over every change since `from`.
+            Ok(seqs.len() <= limit)
         },
     )?;
     let exists_now = match eid.kind {
@@ -233,6 +234,7 @@ pub fn element(
         )
         .with_hint("FIND an element's id first"));
     }
+    let next = seqs.get(limit).copied();
     let mut out = Vec::new();
     for seq in seqs.into_iter().take(limit) {
         let mut replaced = Map::new();
@@ -256,8 +258,19 @@ pub fn element(
             "purged": purged,
         }));
     }
-    Ok(json!({"element": id, "changes": out, "exists": exists_now}))
+    let mut v = json!({"element": id, "changes": out, "exists": exists_now});
+    if let Some(from) = next {
+        let to = match to {
+            Some(t) => t,
+            None => newest(g)?.map_or(from, |c| c.seq),
+        };
+        v["next_cursor"] = json!(super::tokens::history_cursor(g, id, from, to)?);
+    }
+    Ok(v)
 }
+
+/// The scope a `HISTORY SPACE` cursor is bound to (element cursors: the element id).
+pub const SPACE_SCOPE: &str = "space";
 
 /// `HISTORY SPACE [FROM SEQ a] [TO SEQ b] [LIMIT n]`: the space's commits in seq order
 /// (KIP2-HIST-010), each with the elements it changed or ended (creations are the ids
@@ -284,7 +297,11 @@ pub fn space(
         }
         seq += 1;
     }
-    Ok(json!({"space_id": DEFAULT_SPACE, "commits": commits}))
+    let mut v = json!({"space_id": DEFAULT_SPACE, "commits": commits});
+    if seq <= end {
+        v["next_cursor"] = json!(super::tokens::history_cursor(g, SPACE_SCOPE, seq, end)?);
+    }
+    Ok(v)
 }
 
 /// One commit with what it did.

@@ -95,6 +95,77 @@ pub fn change_cursor(g: &dyn GraphRead, seq: u64) -> V2Result<String> {
     }
 }
 
+/// How history cursors begin (then `from_to_tag`).
+pub const HISTORY_CURSOR: &str = "kiphc_";
+
+fn history_mac(key: &[u8], scope: &str, from: u64, to: u64) -> V2Result<HmacSha256> {
+    let mut m = labelled(key, b"kip:history:", from)?;
+    m.update(&to.to_be_bytes());
+    m.update(scope.as_bytes());
+    Ok(m)
+}
+
+/// The cursor of a `HISTORY` traversal of `scope` (an element id, or `space`) that
+/// continues with seqs `from..=to` (history does not move: a stateless, MAC'd
+/// position; `to` pins the newest commit of the first page).
+pub fn history_cursor(g: &dyn GraphRead, scope: &str, from: u64, to: u64) -> V2Result<String> {
+    let k = g.meta(KEY)?.filter(|k| k.len() == 32).ok_or_else(|| {
+        V2Error::new(
+            Code::InternalError,
+            "this memory has no token key: HISTORY pages with FROM SEQ instead",
+        )
+    })?;
+    Ok(format!(
+        "{HISTORY_CURSOR}{from}_{to}_{}",
+        hex16(history_mac(&k, scope, from, to)?)
+    ))
+}
+
+/// The `(from, to)` a history cursor of `scope` continues with. A cursor of another
+/// family is `CursorTypeMismatch`; one of another traversal (another element, or
+/// edited, or another memory's) is `CursorMismatch`.
+pub fn read_history_cursor(g: &dyn GraphRead, text: &str, scope: &str) -> V2Result<(u64, u64)> {
+    let mismatch = || {
+        V2Error::new(
+            Code::CursorMismatch,
+            format!("\"{text}\" is not a cursor of this HISTORY traversal"),
+        )
+        .with_hint(
+            "send the next_cursor of the previous HISTORY page of the same statement, as it came",
+        )
+    };
+    let Some(rest) = text.strip_prefix(HISTORY_CURSOR) else {
+        return Err(V2Error::new(
+            Code::CursorTypeMismatch,
+            "HISTORY takes the next_cursor of a HISTORY page: cursor families are not interchangeable (§88.4)",
+        )
+        .with_hint("CHANGES SINCE takes change cursors; FIND ... CURSOR takes KQL cursors"));
+    };
+    let parts: Vec<&str> = rest.split('_').collect();
+    let [from, to, tag] = parts[..] else {
+        return Err(mismatch());
+    };
+    let (Ok(from), Ok(to)) = (from.parse::<u64>(), to.parse::<u64>()) else {
+        return Err(mismatch());
+    };
+    let bytes: Vec<u8> = (0..tag.len())
+        .step_by(2)
+        .filter_map(|i| tag.get(i..i + 2))
+        .filter_map(|h| u8::from_str_radix(h, 16).ok())
+        .collect();
+    let k = g
+        .meta(KEY)?
+        .filter(|k| k.len() == 32)
+        .ok_or_else(mismatch)?;
+    if tag.len() != 32 || bytes.len() != 16 {
+        return Err(mismatch());
+    }
+    history_mac(&k, scope, from, to)?
+        .verify_truncated_left(&bytes)
+        .map_err(|_| mismatch())?;
+    Ok((from, to))
+}
+
 /// What a string of the change-cursor form says.
 pub enum ChangeCursor {
     /// Issued by this memory: continue after this seq.
