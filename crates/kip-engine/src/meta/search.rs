@@ -58,15 +58,16 @@ type TermPostings = (String, Vec<(u64, u32, u32)>, usize);
 
 /// BM25 scores of the concepts matching `qterms` (concept number -> score).
 ///
-/// `covered`, when given, counts per concept the query terms it matched (as a word, a
-/// prefix or an inflection). Only the hybrid fusion reads it, and only for a query of
-/// several terms ([`Completeness`]): the count costs a map entry per matched concept,
-/// which doubled the time of a prefix search that matches thousands.
+/// `covered`, when given, sums per concept the IDF of the query terms it matched (as a
+/// word, a prefix or an inflection), and the IDF of all the query's terms. Only the
+/// hybrid fusion reads it, and only for a query of several terms ([`Coverage`]): the
+/// sum costs a map entry per matched concept, which doubled the time of a prefix search
+/// that matches thousands.
 fn concept_scores(
     g: &dyn GraphRead,
     qterms: &[String],
     limits: &QueryLimits,
-    mut covered: Option<&mut HashMap<u64, usize>>,
+    mut covered: Option<&mut TermCoverage>,
 ) -> Result<HashMap<u64, f64>, KipError> {
     let docs = g.stat(Stat::TextDocs)?.max(1) as f64;
     let avgdl = (g.stat(Stat::TextLen)? as f64 / docs).max(1.0);
@@ -138,9 +139,14 @@ fn concept_scores(
             }
         }
         if let Some(covered) = covered.as_deref_mut() {
-            covered.reserve(best.len());
+            // The term's IDF over the concepts it matched in any of its forms (a term
+            // that matches nothing has the largest: no candidate has that word).
+            let df = best.len() as f64;
+            let idf = ((docs - df + 0.5) / (df + 0.5) + 1.0).ln();
+            covered.total += idf;
+            covered.per.reserve(best.len());
             for &n in best.keys() {
-                *covered.entry(n).or_insert(0) += 1;
+                *covered.per.entry(n).or_insert(0.0) += idf;
             }
         }
         if scores.is_empty() {
@@ -253,42 +259,70 @@ fn ranked_concepts(
     Ok(out)
 }
 
-/// Which keyword candidates match every term of the query, asked by [`rank_fused`] of
-/// its best few only (not worked out for every matched concept beforehand).
-struct Completeness<'a> {
+/// The IDF of the query's terms matched per concept, and of all of them: what
+/// [`concept_scores`] fills for [`Coverage`].
+#[derive(Default)]
+struct TermCoverage {
+    /// Concept -> sum of the IDF of the query terms it matched.
+    per: HashMap<u64, f64>,
+    /// Sum of the IDF of all the query's terms.
+    total: f64,
+}
+
+/// How much of the query a keyword candidate matches, asked by [`rank_fused`] of its
+/// best few only (not worked out for every matched concept beforehand).
+struct Coverage<'a> {
     /// The query's terms (stop words aside).
     terms: usize,
-    /// Terms matched per concept, counted when there are several terms.
-    covered: &'a HashMap<u64, usize>,
+    /// The IDF matched per concept, summed when there are several terms.
+    covered: &'a TermCoverage,
     /// Candidates only by their exact name (no term matched them).
     name_only: &'a HashSet<u64>,
 }
 
-impl Completeness<'_> {
-    fn matches_every_term(&self, n: u64) -> bool {
+impl Coverage<'_> {
+    /// The share of the query's IDF mass that concept `n` matches, in `[0, 1]`: 1 for a
+    /// concept matching every term, more for a rare word than for a common one.
+    fn share(&self, n: u64) -> f64 {
         match self.terms {
-            0 => false,
+            0 => 0.0,
             // One term: every candidate it scored matched it.
-            1 => !self.name_only.contains(&n),
-            k => self.covered.get(&n) == Some(&k),
+            1 => {
+                if self.name_only.contains(&n) {
+                    0.0
+                } else {
+                    1.0
+                }
+            }
+            _ if self.covered.total <= 0.0 => 0.0,
+            _ => (self.covered.per.get(&n).copied().unwrap_or(0.0) / self.covered.total).min(1.0),
         }
+    }
+
+    /// The weight of `n`'s keyword rank in the fusion: [`FUSION_KEYWORD_WEIGHT`] times
+    /// its [`share`](Self::share) to the power [`FUSION_COVERAGE_POWER`].
+    fn weight(&self, n: u64) -> f64 {
+        FUSION_KEYWORD_WEIGHT * self.share(n).powi(FUSION_COVERAGE_POWER)
     }
 }
 
 /// Concepts ranked for the hybrid mode by reciprocal-rank fusion: `(_score, number)`,
 /// best first (docs/semantics.md, "Semantic recall").
 ///
-/// Each concept scores `KEYWORD_WEIGHT / (K + keyword rank) + 1 / (K + vector rank)`
-/// over the best `depth` of each side ([`FUSION_K`], [`FUSION_KEYWORD_WEIGHT`]); a side
-/// that did not find it adds nothing (a concept not embedded yet is found by keyword
-/// alone). `_score` is that sum over its largest possible value (first on both sides),
-/// so it lies in `(0, 1]`; a concept named exactly as the query is the lookup asked for:
-/// `_score` 1, first. Ranks, not scores, are fused: BM25 scores depend on the query's
-/// words and cosines on the model, and neither is calibrated against the other.
+/// Each concept scores `w / (K + keyword rank) + 1 / (K + vector rank)` over the best
+/// `depth` of each side ([`FUSION_K`]), where `w` grows with the share of the query's
+/// IDF mass the concept matches ([`Coverage::weight`]): a keyword hit on the rare,
+/// specific words of a question outweighs the vector ranking, one on a common word
+/// hardly counts. A side that did not find it adds nothing (a concept not embedded yet
+/// is found by keyword alone). `_score` is that sum over its largest possible value
+/// (first on both sides, matching every word), so it lies in `(0, 1]`; a concept named
+/// exactly as the query is the lookup asked for: `_score` 1, first. Ranks, not scores,
+/// are fused: BM25 scores depend on the query's words and cosines on the model, and
+/// neither is calibrated against the other.
 /// No record is read: `keyword` holds the heads already read.
 fn rank_fused(
     keyword: Vec<Ranked>,
-    complete: &Completeness<'_>,
+    coverage: &Coverage<'_>,
     query_norm: &str,
     depth: usize,
     q: &Semantic<'_>,
@@ -298,12 +332,7 @@ fn rank_fused(
     let mut fused: HashMap<u64, (f64, bool)> = HashMap::with_capacity(2 * depth);
     for (rank, (_, n, (_, name))) in keyword.into_iter().take(depth).enumerate() {
         let e = fused.entry(n).or_insert((0.0, false));
-        let weight = if complete.matches_every_term(n) {
-            FUSION_COMPLETE_WEIGHT
-        } else {
-            FUSION_KEYWORD_WEIGHT
-        };
-        e.0 += weight / (FUSION_K + rank as f64 + 1.0);
+        e.0 += coverage.weight(n) / (FUSION_K + rank as f64 + 1.0);
         e.1 |= name_bonus(&name, query_norm) == EXACT_NAME_BONUS;
     }
     // Over-fetch: some nearest vectors may belong to concepts deleted since (the
@@ -312,7 +341,7 @@ fn rank_fused(
     for (rank, (_, n)) in nearest.into_iter().enumerate() {
         fused.entry(n).or_insert((0.0, false)).0 += 1.0 / (FUSION_K + rank as f64 + 1.0);
     }
-    let best = (FUSION_COMPLETE_WEIGHT + 1.0) / (FUSION_K + 1.0);
+    let best = (FUSION_KEYWORD_WEIGHT + 1.0) / (FUSION_K + 1.0);
     let mut out: Vec<(f64, bool, u64)> = fused
         .into_iter()
         .map(|(n, (sum, exact))| (sum / best, exact, n))
@@ -440,15 +469,32 @@ pub fn effective_mode(s: &Search, has_embedder: bool) -> Result<SearchMode, KipE
 /// one shared word outweigh the cosines, which lie between 0.2 and 0.7).
 pub const HYBRID_KEYWORD_WEIGHT: f64 = 0.1;
 
-/// Reciprocal-rank fusion constant of the hybrid mode (`1 / (K + rank)`), measured on
-/// the conversation set (`tests/data/conversations/`, docs/performance.md).
-pub const FUSION_K: f64 = 1.0;
-/// Weight of the keyword side's reciprocal rank in the hybrid mode (the vector side's
-/// is 1), measured with [`FUSION_K`].
-pub const FUSION_KEYWORD_WEIGHT: f64 = 0.3;
-/// Weight of the keyword side's reciprocal rank for a concept that matches every word of
-/// the query (stop words aside).
-pub const FUSION_COMPLETE_WEIGHT: f64 = 1.0;
+/// Reciprocal-rank fusion constant of the hybrid mode (`1 / (K + rank)`). Measured with
+/// [`FUSION_KEYWORD_WEIGHT`] and [`FUSION_COVERAGE_POWER`] on the two conversation sets
+/// and the by-meaning set (`tests/data/conversations/`, `conversations2/`,
+/// `recall_set.json`; docs/performance.md, "Recall on conversations"): K 1, 2 and 3
+/// all pass every check with weight 2.5 and the cube; 2 is the middle.
+pub const FUSION_K: f64 = 2.0;
+/// Weight of the keyword side's reciprocal rank in the hybrid mode for a concept that
+/// matches every word of the query (stop words aside; the vector side's weight is 1).
+/// A concept matching a share `s` of the query's IDF mass weighs `2.5 x s^3`
+/// ([`FUSION_COVERAGE_POWER`]): as much as the vector side at `s` = 0.74, the former
+/// fixed weight 0.3 at `s` = 0.5. So a keyword hit on the rare, specific words of a
+/// question (a name, a place, a title) can outrank the meaning, and one on a single
+/// shared word cannot. Measured (the rankings of the three sets replayed, then the
+/// engine): weights 2 to 3 with the cube beat keyword, semantic and the plain fusion on
+/// both conversation sets and keep by-meaning recall@5 and MRR at least semantic's;
+/// 2.5 is the middle. A fixed weight cannot do both: 0.3 (the former one) ranks below
+/// keyword search on the second set (R@5 0.746 against 0.791), equal weights fail the
+/// by-meaning set (MRR 0.834 against 0.954).
+pub const FUSION_KEYWORD_WEIGHT: f64 = 2.5;
+/// Power of the matched share of the query's IDF mass in a keyword candidate's fusion
+/// weight ([`FUSION_KEYWORD_WEIGHT`]). Measured: the square lets a hit on half of a
+/// question's words ("protect" in "how I protect my logins", of a trademark) outrank
+/// the meaning (by-meaning recall@5 0.99, below semantic's 1.00); the fourth power
+/// loses the second conversation set's lead over keyword search at R@10 (0.870-0.883
+/// against 0.876 for weights 2 to 3).
+pub const FUSION_COVERAGE_POWER: i32 = 3;
 /// How deep each side's ranking goes into the hybrid fusion (at least `3 x LIMIT + 10`).
 /// Depths from 20 to 200 measured the same on both recall sets; 40 asks the vector
 /// index for as many neighbours as before the fusion (its cost grows with them once an
@@ -566,9 +612,9 @@ pub fn search_resolved<'q>(
     if qterms.is_empty() && vectors().is_none() {
         return Ok(Outcome::ok(json!([])));
     }
-    // Which concepts match every word of the query (its stop words aside) is asked by
-    // the hybrid fusion only, and counted per concept only for several words.
-    let mut covered = HashMap::new();
+    // How much of the query (its stop words aside) each concept matches is asked by the
+    // hybrid fusion only, and summed per concept only for several words.
+    let mut covered = TermCoverage::default();
     let count_terms = mode == SearchMode::Hybrid && qterms.len() > 1;
     let mut scores = if qterms.is_empty() {
         HashMap::new()
@@ -592,7 +638,7 @@ pub fn search_resolved<'q>(
             Ok(true)
         })?;
     }
-    let complete = Completeness {
+    let coverage = Coverage {
         terms: qterms.len(),
         covered: &covered,
         name_only: &name_only,
@@ -631,7 +677,7 @@ pub fn search_resolved<'q>(
                     .collect(),
                 Some(q) if mode == SearchMode::Hybrid => rank_fused(
                     keyword,
-                    &complete,
+                    &coverage,
                     &query_norm,
                     fusion_depth,
                     q,
