@@ -62,7 +62,7 @@ KIP_TEST_BACKEND=postgres cargo test --workspace --locked \
   --test kql --test kml --test meta --test rc11 --test memory --test hardening \
   --test robustness --test scans --test attr_index --test export --test semantic --test sleep_safety --test exactly_once \
   --test brain --test audit --test concurrency --test corpus --test differential \
-  --test recall_quality --test conversation_recall --test newcomer --test kip2_runtime --test kip2_fixtures --test kip2_core --test kip2_search --test kip2_belief --test kip2_records --test kip2_transactions --test kip2_spec_examples --test kip2_retention --test kip2_plans --test kip2_cursors --test kip2_conformance_core --test kip2_conformance_kql --test kip2_conformance_meta --test kip2_conformance_kml --test kip2_conformance_rt --test kip2_history --test loop --test connections --test explorer --test http_api \
+  --test recall_quality --test conversation_recall --test newcomer --test kip2_runtime --test kip2_fixtures --test kip2_core --test kip2_search --test kip2_belief --test kip2_records --test kip2_transactions --test kip2_spec_examples --test kip2_retention --test kip2_plans --test kip2_cursors --test kip2_conformance_core --test kip2_conformance_kql --test kip2_conformance_meta --test kip2_conformance_kml --test kip2_conformance_rt --test kip2_history --test kip2_capsules --test loop --test connections --test explorer --test http_api \
   --test sleeper --test cli --test memory_server --test mcp_clients --test mcp_app \
   --test explorer_browser -- --include-ignored
 
@@ -70,7 +70,7 @@ echo "== the test matrix's memory leg: the engine's statement suites on the cont
 KIP_TEST_BACKEND=memory cargo test --workspace --locked \
   --test kql --test kml --test meta --test rc11 --test memory --test hardening \
   --test robustness --test export --test attr_index --test brain --test audit \
-  --test concurrency --test sleep_safety --test exactly_once --test kip2_runtime --test kip2_fixtures --test kip2_core --test kip2_search --test kip2_belief --test kip2_records --test kip2_transactions --test kip2_spec_examples --test kip2_retention --test kip2_plans --test kip2_cursors --test kip2_conformance_core --test kip2_conformance_kql --test kip2_conformance_meta --test kip2_conformance_kml --test kip2_conformance_rt --test kip2_history
+  --test concurrency --test sleep_safety --test exactly_once --test kip2_runtime --test kip2_fixtures --test kip2_core --test kip2_search --test kip2_belief --test kip2_records --test kip2_transactions --test kip2_spec_examples --test kip2_retention --test kip2_plans --test kip2_cursors --test kip2_conformance_core --test kip2_conformance_kql --test kip2_conformance_meta --test kip2_conformance_kml --test kip2_conformance_rt --test kip2_history --test kip2_capsules
 
 echo "== release artifacts of this machine's target: the wheel (the one release build), the binary tarball, server.json, SHA256SUMS, the Dockerfile; the wheel pip-installed into a fresh venv and asked over MCP (scripts/release.sh --ci, docs/release.md)"
 # Without KIP_TEST_PYTHON, as a newcomer runs it: the script sets up its own MCP client.

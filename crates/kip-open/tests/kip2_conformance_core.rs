@@ -597,14 +597,34 @@ fn kip2_schema_009_schema_cannot_authorize_governance() {
 }
 
 #[test]
-fn kip2_schema_011_validation_only_embedded_schema_stays_inactive_unsupported_for_now() {
+fn kip2_schema_011_validation_only_embedded_schema_stays_inactive() {
     let n = nexus();
     let before = ok(&n, "LIST SCHEMA PACKAGES");
-    let capsule = json!({"format": "KIP-Capsule", "packages": [secondary()]});
-    for cmd in ["VALIDATE CAPSULE :c", "VERIFY CAPSULE :c"] {
-        let r = run_with(&n, cmd, json!({"c": capsule}));
-        assert_eq!(code(&r), "UnsupportedCapability", "{cmd}: {r}");
-    }
+    // A capsule this memory exported (its schema dependencies listed by reference),
+    // verified, validated and previewed: no package is installed or activated.
+    ok(&n, r#"CREATE CONCEPT ?x { TYPE "Person" NAME "Ada" }"#);
+    let capsule = ok(
+        &n,
+        r#"EXPORT CAPSULE ?c WHERE { ?c CONCEPT {type: "Person"} }"#,
+    );
+    assert!(capsule["payload"]["schema"].is_array(), "{capsule}");
+    assert_eq!(
+        ok_with(&n, "VERIFY CAPSULE :c", json!({"c": capsule}))["verified"],
+        true
+    );
+    assert_eq!(
+        ok_with(&n, "VALIDATE CAPSULE :c", json!({"c": capsule}))["valid"],
+        true
+    );
+    ok_with(
+        &n,
+        r#"PREVIEW IMPORT CAPSULE :c INTO "default""#,
+        json!({"c": capsule}),
+    );
+    // An artifact that carries a package but is no capsule is refused, not installed.
+    let other = json!({"format": "KIP-Capsule", "packages": [secondary()]});
+    let r = run_with(&n, "VERIFY CAPSULE :c", json!({"c": other}));
+    assert_eq!(code(&r), "ArtifactParseError", "{r}");
     // The package-level check that does run validates without installing.
     assert_eq!(
         ok_with(&n, "VALIDATE SCHEMA PACKAGE :a", json!({"a": secondary()}))["valid"],

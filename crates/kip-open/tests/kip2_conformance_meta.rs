@@ -142,14 +142,31 @@ fn kip2_meta_012_capability_enumeration_does_not_leak_hidden_space() {
 }
 
 #[test]
-fn kip2_meta_013_verify_signature_is_not_trust_unsupported_for_now() {
+fn kip2_meta_013_verify_signature_is_not_trust() {
     let n = nexus();
+    seed(&n);
+    let mut capsule = ok(
+        &n,
+        r#"EXPORT CAPSULE ?c WHERE { ?c CONCEPT {type: "Person"} }"#,
+    );
+    // A proof from a signer this memory does not know: outside the digested payload.
+    capsule["integrity"]["proofs"] = json!([{"key_id": "unknown-signer", "sig": "AAAA"}]);
+    let before = state(&n);
+    let v = ok_with(&n, "VERIFY CAPSULE :a", json!({"a": capsule}));
+    assert_eq!(v["verified"], true, "{v}");
+    assert_eq!(v["trust_granted"], false, "{v}");
+    assert_eq!(v["authority_granted"], false, "{v}");
+    assert_eq!(v["proofs"]["present"], 1, "{v}");
+    assert_eq!(state(&n), before, "a verification changes nothing");
+    // Schema packages are not verified by this runtime yet.
     let artifact = json!({"format": "KIP-Schema-Package",
         "manifest": {"package_id": "kip://test/signed", "version": "1.0.0"},
         "definitions": {}, "integrity": {"signatures": [{"key_id": "unknown-signer", "sig": "AAAA"}]}});
-    for cmd in ["VERIFY SCHEMA PACKAGE :a", "VERIFY CAPSULE :a"] {
-        unsupported(&run_with(&n, cmd, json!({"a": artifact})));
-    }
+    unsupported(&run_with(
+        &n,
+        "VERIFY SCHEMA PACKAGE :a",
+        json!({"a": artifact}),
+    ));
 }
 
 #[test]
@@ -375,15 +392,27 @@ fn kip2_meta_022_expired_change_cursor_is_explicit() {
 }
 
 #[test]
-fn kip2_meta_023_export_capsule_is_cognitively_read_only_unsupported_for_now() {
+fn kip2_meta_023_export_capsule_is_cognitively_read_only() {
     let n = nexus();
     seed(&n);
     let before = state(&n);
-    unsupported(&run(
+    let seq = ok(&n, "SNAPSHOT")["snapshot_seq"].clone();
+    let c = ok(
         &n,
         r#"EXPORT CAPSULE ?c WHERE { ?c CONCEPT {type: "Person"} }"#,
-    ));
+    );
+    assert_eq!(c["format"], "KIP-Cognitive-Capsule", "{c}");
+    assert_eq!(
+        c["payload"]["records"].as_array().map(Vec::len),
+        Some(1),
+        "{c}"
+    );
     assert_eq!(state(&n), before);
+    assert_eq!(
+        ok(&n, "SNAPSHOT")["snapshot_seq"],
+        seq,
+        "an export takes no seq"
+    );
 }
 
 #[test]

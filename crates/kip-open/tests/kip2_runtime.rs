@@ -144,16 +144,16 @@ fn describe_capabilities_declares_what_runs_and_what_does_not() {
 #[test]
 fn a_valid_statement_that_does_not_run_yet_is_unsupported_capability() {
     let n = nexus();
-    let r = one(
-        &n,
-        r#"EXPORT CAPSULE ?c WHERE { ?c CONCEPT {type: "Person"} }"#,
-    );
+    let r = one(&n, r#"VERIFY RECEIPT "a-receipt""#);
     assert_eq!(r["status"], "failed");
     assert_eq!(error_code(&r), "UnsupportedCapability");
     assert_eq!(r["results"][0]["error"]["details"]["language"], "META");
-    assert!(r["results"][0]["error"]["message"]
-        .as_str()
-        .is_some_and(|m| m.starts_with("EXPORT is valid KIP 2.0 META")));
+    assert!(
+        r["results"][0]["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.starts_with("VERIFY is valid KIP 2.0 META")),
+        "{r}"
+    );
     let b = one(&n, r#"SEARCH ASSERTION "dark mode""#);
     assert_eq!(error_code(&b), "UnsupportedCapability");
 }

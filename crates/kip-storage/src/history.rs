@@ -22,7 +22,13 @@
 //!   makes the same choice), which bounds the walk a read makes (expected at most
 //!   [`WHOLE_EVERY`] entries). [`state_after`] reads a state back whole; only it and
 //!   the backends see the stored form. (A benchmark `Document` changed in two fields
-//!   keeps ~40 bytes instead of ~230.)
+//!   keeps ~40 bytes instead of ~230.) **Invariant**: the newest delta of a chain is
+//!   spliced onto the element's current state re-encoded ([`crate::encode`] of the
+//!   record read back), so that encoding must give back the bytes it wrote, and every
+//!   change of a row or record goes through [`record`] (the upkeep driver). A change
+//!   of the records' encoding (a storage format change) must first rewrite each
+//!   chain's newest version whole; a mismatch is detected (the delta's check) and
+//!   reported as corruption, never read as a wrong past.
 //! - What a read `AS OF SEQ k` sees is computed from those by [`crate::asof::AsOf`].
 //!
 //! Backends store the entries ([`HistoryRead`] / [`HistoryWrite`] primitives); the

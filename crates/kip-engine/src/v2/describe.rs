@@ -120,7 +120,11 @@ const CAPABILITIES: &[(&str, bool, &str)] = &[
         "SET RETENTION (retention_class, expires_at), ARCHIVE, TOMBSTONE (content kept until history reads land), PURGE with deny_if_referenced and a digest stub; legal hold refused in KML (not yet: tombstone_reference, authorized_cascade)",
     ),
     ("memory_spaces", false, "spaces other than \"default\""),
-    ("capsules", false, "EXPORT CAPSULE, VERIFY, PREVIEW IMPORT"),
+    (
+        "capsules",
+        true,
+        "EXPORT CAPSULE (snapshot capsules: one source snapshot, canonical JSON, sha256 content_digest, omitted references as external_refs), VERIFY / VALIDATE / DESCRIBE CAPSULE, PREVIEW IMPORT CAPSULE (not yet: import itself, delta capsules, signature checks, embedded packages)",
+    ),
     (
         "ingestion_context",
         true,

@@ -8,8 +8,9 @@
 //! What runs today: the envelope and its rules (modes, readonly, language labels,
 //! parameters, isolation, capability requirements, critical extensions, idempotency
 //! keys, dry runs), DESCRIBE and the schema META, KQL (with BELIEF), KML, SEARCH,
-//! VALIDATE and PREVIEW. Every other valid 2.0 statement (history, capsules, ...) is
-//! answered `UnsupportedCapability`, and `DESCRIBE CAPABILITIES` says so (no silent
+//! VALIDATE and PREVIEW, history (`history.rs`, `chronology.rs`) and capsules
+//! (`capsule.rs`). Every other valid 2.0 statement is answered
+//! `UnsupportedCapability`, and `DESCRIBE CAPABILITIES` says so (no silent
 //! downgrade, KIP2-RT-020). ARCHITECTURE.md lists the executor modules.
 //!
 //! - `error.rs`: the §87 registry and the 2.0 error object, converted from 1.x errors
@@ -21,6 +22,7 @@
 
 mod access;
 mod belief;
+mod capsule;
 mod chronology;
 mod client_keys;
 mod concepts;

@@ -16,7 +16,9 @@ use super::error::{Code, V2Error};
 use super::eval::Ctx;
 use super::request::{self, Operation, Request, DEFAULT_SPACE};
 use super::tokens;
-use super::{chronology, history, idempotency, mutate, packages, preview, schema_meta, search};
+use super::{
+    capsule, chronology, history, idempotency, mutate, packages, preview, schema_meta, search,
+};
 use crate::envelope::Access;
 use crate::nexus::{Budget, Nexus};
 use crate::store::{GraphRead, GraphWrite};
@@ -498,6 +500,13 @@ fn run_op(
                 None => read_v2(nexus, snap, |g| f(g)),
             };
             return chronology::run(nexus, m, &param, &on);
+        }
+        if capsule::handles(m) {
+            let on = |f: &dyn Fn(&dyn GraphRead) -> Result<Value, V2Error>| match &tx {
+                Some(w) => f(&**w),
+                None => read_v2(nexus, snap, |g| f(g)),
+            };
+            return capsule::run(nexus, m, &param, &on);
         }
     }
     match &st.kind {

@@ -50,6 +50,31 @@ impl HistoryRead for PgTx<'_> {
         part: u8,
         seq: u64,
     ) -> StoreResult<Option<(u64, Vec<u8>)>> {
+        // This transaction's own entries (valid_to = its seq, above every stored one):
+        // what the driver asks for when an element changes again in the transaction,
+        // answered from the buffer without a round trip.
+        let from = (
+            space(sp),
+            ek(key),
+            i16::from(part),
+            sq(seq.saturating_add(1)),
+        );
+        let to = (space(sp), ek(key), i16::from(part), i64::MAX);
+        let own = |buf: &crate::buffer::Buffer| {
+            buf.versions
+                .range(from..=to)
+                .next()
+                .map(|((_, _, _, t), v)| (unsq(*t), v.clone()))
+        };
+        let newest = self
+            .txn_history
+            .seq()
+            .is_some_and(|s| seq.saturating_add(1) >= s);
+        if newest {
+            if let Some(hit) = own(&self.buf.borrow()) {
+                return Ok(Some(hit));
+            }
+        }
         let row = self.query_opt(
             "SELECT valid_to, state FROM kip_hist_versions \
              WHERE space = $1 AND key = $2 AND part = $3 AND valid_to > $4 \
@@ -60,20 +85,7 @@ impl HistoryRead for PgTx<'_> {
             return Ok(Some((unsq(get::<i64>(&r, 0)?), get::<Vec<u8>>(&r, 1)?)));
         }
         // This transaction's own (not yet written) entries come after every stored one.
-        let from = (
-            space(sp),
-            ek(key),
-            i16::from(part),
-            sq(seq.saturating_add(1)),
-        );
-        let to = (space(sp), ek(key), i16::from(part), i64::MAX);
-        Ok(self
-            .buf
-            .borrow()
-            .versions
-            .range(from..=to)
-            .next()
-            .map(|((_, _, _, t), v)| (unsq(*t), v.clone())))
+        Ok(own(&self.buf.borrow()))
     }
 
     fn scan_changes(
