@@ -206,22 +206,44 @@ pub fn element(
     limit: usize,
 ) -> V2Result<Value> {
     let (key, eid) = element_key(id)?;
+    let first = from.unwrap_or(1).max(1);
+    let last = to.unwrap_or(u64::MAX);
+    let purged = g
+        .element(SpaceId::DEFAULT, eid)?
+        .is_some_and(|r| r.state.get("state") == Some(&json!("purged")));
     let mut seqs = Vec::new();
-    g.scan_changes(
-        SpaceId::DEFAULT,
-        from.map_or(0, |f| f.saturating_sub(1)),
-        &mut |seq, k| {
-            if to.is_some_and(|t| seq > t) {
+    if purged {
+        // The chain is gone with the purge: the changes index still names the
+        // commits (ids only), scanned from `from` on.
+        g.scan_changes(SpaceId::DEFAULT, first - 1, &mut |seq, k| {
+            if seq > last {
                 return Ok(false);
             }
             if k == key {
                 seqs.push(seq);
             }
-            // A page and one more (whether there is a next page) is enough: the scan
-            // is over every change since `from`.
+            // A page and one more (whether there is a next page) is enough.
             Ok(seqs.len() <= limit)
-        },
-    )?;
+        })?;
+    } else {
+        // Every change of the element kept its replaced state, under the commit's seq:
+        // the element's own chain (both parts) names its commits, no scan of others.
+        let mut all = std::collections::BTreeSet::new();
+        for part in [PART_ROW, PART_RECORD] {
+            let mut at = first - 1;
+            while let Some((valid_to, _)) = g.version_after(SpaceId::DEFAULT, key, part, at)? {
+                if valid_to > last {
+                    break;
+                }
+                all.insert(valid_to);
+                at = valid_to;
+                if all.range(..=valid_to).count() > limit {
+                    break;
+                }
+            }
+        }
+        seqs = all.into_iter().take(limit + 1).collect();
+    }
     let exists_now = match eid.kind {
         ElementKind::Concept => g.concept(eid.n)?.is_some(),
         ElementKind::Proposition => g.prop(eid.n)?.is_some(),
