@@ -87,14 +87,7 @@ pub fn concept_put<T: IndexTarget>(
     old: Option<&ConceptRecord>,
 ) -> StoreResult<()> {
     let key = ElemRef::Concept(id).encode();
-    history::record(
-        t,
-        SpaceId::DEFAULT,
-        key,
-        PART_ROW,
-        |_| old.map(encode).transpose(),
-        || encode(rec).map(Some),
-    )?;
+    record_row(t, key, old, Some(rec))?;
     if old.is_none_or(|o| text::concept_text_changed(o, rec)) {
         if let Some(o) = old {
             unindex_text(t, key, &text::concept_doc(o))?;
@@ -123,14 +116,7 @@ pub fn concept_put<T: IndexTarget>(
 /// Concept `id`, stored as `rec`, is deleted (its links are already gone).
 pub fn concept_delete<T: IndexTarget>(t: &mut T, id: u64, rec: &ConceptRecord) -> StoreResult<()> {
     let key = ElemRef::Concept(id).encode();
-    history::record(
-        t,
-        SpaceId::DEFAULT,
-        key,
-        PART_ROW,
-        |_| encode(rec).map(Some),
-        || Ok(None),
-    )?;
+    record_row(t, key, Some(rec), None)?;
     unindex_text(t, key, &text::concept_doc(rec))?;
     if t.vectors_on() {
         // Marked, not unmarked: the embedding worker then drops its copy of the vector.
@@ -149,14 +135,7 @@ pub fn prop_put<T: IndexTarget>(
     old: Option<&PropRecord>,
 ) -> StoreResult<()> {
     let key = ElemRef::Prop(id).encode();
-    history::record(
-        t,
-        SpaceId::DEFAULT,
-        key,
-        PART_ROW,
-        |_| old.map(encode).transpose(),
-        || encode(rec).map(Some),
-    )?;
+    record_row(t, key, old, Some(rec))?;
     let same_key = old.is_some_and(|o| {
         o.subject == rec.subject && o.predicate == rec.predicate && o.object == rec.object
     });
@@ -175,19 +154,29 @@ pub fn prop_put<T: IndexTarget>(
 /// Link `id`, stored as `rec`, is deleted.
 pub fn prop_delete<T: IndexTarget>(t: &mut T, id: u64, rec: &PropRecord) -> StoreResult<()> {
     let key = ElemRef::Prop(id).encode();
-    history::record(
-        t,
-        SpaceId::DEFAULT,
-        key,
-        PART_ROW,
-        |_| encode(rec).map(Some),
-        || Ok(None),
-    )?;
+    record_row(t, key, Some(rec), None)?;
     if t.vectors_on() {
         t.mark(key)?;
         t.drop_vector(key)?;
     }
     file_link_key(t, id, rec, false)
+}
+
+/// The graph row of element `key` goes from `old` to `new` (`None`: none): its history.
+fn record_row<T: IndexTarget, R: serde::Serialize>(
+    t: &mut T,
+    key: u64,
+    old: Option<&R>,
+    new: Option<&R>,
+) -> StoreResult<()> {
+    history::record(
+        t,
+        SpaceId::DEFAULT,
+        key,
+        PART_ROW,
+        |_| old.map(encode).transpose(),
+        || new.map(encode).transpose(),
+    )
 }
 
 /// Element record `id` of `space` is about to be stored as `rec` (created, its state

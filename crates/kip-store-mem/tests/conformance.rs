@@ -22,5 +22,5 @@ kip_storage::conformance_tests!(Memory);
 
 #[test]
 fn the_kit_lists_every_check_the_macro_runs() {
-    assert_eq!(kip_storage::conformance::CHECKS.len(), 14);
+    assert_eq!(kip_storage::conformance::CHECKS.len(), 15);
 }

@@ -246,11 +246,11 @@ fn export(
             continue;
         };
         mentions(&view, &mut mentioned);
-        *counts.entry(kind_name(id.kind)).or_insert(0) += 1;
+        *counts.entry(model::kind_word(id.kind)).or_insert(0) += 1;
         records.push(json!({
             "ref": format!("r{}", records.len() + 1),
             "source_ref": id.id_string(),
-            "kind": kind_name(id.kind),
+            "kind": model::kind_word(id.kind),
             "element": view,
         }));
     }
@@ -294,16 +294,6 @@ fn export(
         "payload": payload,
         "integrity": {"content_digest": content_digest, "proofs": []},
     }))
-}
-
-fn kind_name(k: ElementKind) -> &'static str {
-    match k {
-        ElementKind::Concept => "concept",
-        ElementKind::Proposition => "proposition",
-        ElementKind::Assertion => "assertion",
-        ElementKind::Evidence => "evidence",
-        ElementKind::Activity => "activity",
-    }
 }
 
 /// The element ids a record refers to (its own `id` aside): the ends of a
