@@ -71,12 +71,14 @@ pub(super) fn run(
                     let commit = history::resolve(g, clause, &|s| scalar(param, s))?;
                     let past = history::view(g, &commit)?;
                     let ctx = Ctx::new(&past, &named, max_rows).reading_the_past(true);
-                    export(&ctx, target, where_clauses, commit.seq)
+                    // The Schema Environment as of then, like the records.
+                    let env = packages::describe_at(g, commit.seq)?;
+                    export(&ctx, target, where_clauses, commit.seq, &env)
                 }
                 None => {
                     let seq = history::snapshot_seq(g)?;
                     let ctx = Ctx::new(g, &named, max_rows);
-                    export(&ctx, target, where_clauses, seq)
+                    export(&ctx, target, where_clauses, seq, &packages::describe(g)?)
                 }
             }
         }),
@@ -197,12 +199,14 @@ pub fn digest(payload: &Value) -> String {
 // EXPORT
 
 /// `EXPORT CAPSULE target WHERE {...} [AS OF ...]`: a snapshot capsule of the
-/// elements the target binds, read on the one snapshot `ctx` reads (seq `seq`).
+/// elements the target binds, read on the one snapshot `ctx` reads (seq `seq`, whose
+/// Schema Environment `env` describes).
 fn export(
     ctx: &Ctx,
     target: &TargetRef,
     clauses: &[kip_lang::v2::ast::WhereClause],
     seq: u64,
+    env: &Value,
 ) -> V2Result<Value> {
     let mut ids: BTreeSet<ElementId> = BTreeSet::new();
     let mut add = |b: &Bound| -> V2Result<()> {
@@ -264,7 +268,6 @@ fn export(
     } else {
         "selective"
     };
-    let env = packages::describe(ctx.g)?;
     let payload = json!({
         "manifest": {
             "capsule_kind": "snapshot",
