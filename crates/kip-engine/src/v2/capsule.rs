@@ -245,11 +245,14 @@ fn export(
     let mut records = Vec::new();
     let mut counts: BTreeMap<&'static str, u64> = BTreeMap::new();
     let mut mentioned: BTreeSet<String> = BTreeSet::new();
+    // The ids the capsule carries a record of (an id bound but hidden or gone is not).
+    let mut included: BTreeSet<String> = BTreeSet::new();
     for id in &ids {
         let Some(view) = model::view(ctx.g, *id)? else {
             continue;
         };
         mentions(&view, &mut mentioned);
+        included.insert(id.id_string());
         *counts.entry(model::kind_word(id.kind)).or_insert(0) += 1;
         records.push(json!({
             "ref": format!("r{}", records.len() + 1),
@@ -258,7 +261,6 @@ fn export(
             "element": view,
         }));
     }
-    let included: BTreeSet<String> = ids.iter().map(|i| i.id_string()).collect();
     let external: Vec<Value> = mentioned
         .difference(&included)
         .map(|id| json!({"kind": "source_element", "source_ref": id}))
