@@ -299,3 +299,27 @@ fn a_readonly_caller_exports_and_checks_capsules() {
     );
     assert_eq!(r["status"], "succeeded", "{r}");
 }
+
+#[test]
+fn kip2_cap_017_validate_and_preview_differ() {
+    let source = nexus();
+    seed(&source);
+    let c = export_people(&source);
+    let dest = nexus();
+    ok(&dest, r#"CREATE CONCEPT ?x { TYPE "Person" NAME "Alice" }"#);
+    // Well-formed for this memory...
+    let v = ok_with(&dest, "VALIDATE CAPSULE :c", json!({ "c": c }));
+    assert_eq!(v, json!({"valid": true, "errors": []}));
+    // ...and still in conflict with its identities: the preview says so.
+    let p = ok_with(
+        &dest,
+        r#"PREVIEW IMPORT CAPSULE :c INTO "default""#,
+        json!({ "c": c }),
+    );
+    let collisions = p["collisions"].as_array().cloned().unwrap_or_default();
+    assert_eq!(collisions.len(), 1, "{p}");
+    assert_eq!(
+        collisions[0]["source_ref"],
+        c["payload"]["records"][0]["source_ref"]
+    );
+}
