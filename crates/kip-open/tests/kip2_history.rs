@@ -415,6 +415,29 @@ fn a_history_horizon_cuts_the_past_and_keeps_the_present() {
     assert_eq!(seqs, [5], "{s}");
 }
 
+/// A HISTORY cursor whose next page the history horizon cut is `CursorExpired`: a
+/// traversal never skips what it has not shown.
+#[test]
+fn a_history_cursor_past_the_horizon_is_expired_not_skipped() {
+    let n = nexus();
+    let h = seed(&n);
+    for mood in ["calm", "busy", "tired"] {
+        ok_with(
+            &n,
+            &format!(r#"UPDATE :a SET ATTRIBUTES {{mood: "{mood}"}}"#),
+            json!({"a": h["alpha"]}),
+        );
+    }
+    let first = ok(&n, "HISTORY SPACE LIMIT 1");
+    let c = first["next_cursor"].clone();
+    assert!(c.is_string(), "{first}");
+    n.admin()
+        .prune_history(std::time::Duration::ZERO)
+        .expect("prune");
+    let r = run_with(&n, "HISTORY SPACE LIMIT 1 CURSOR :c", json!({"c": c}));
+    assert_eq!(error_of(&r), "CursorExpired", "{r}");
+}
+
 #[test]
 fn kip2_hist_007_belief_then_differs_from_current_belief_about_then() {
     let n = nexus();

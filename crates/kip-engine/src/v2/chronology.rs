@@ -119,6 +119,16 @@ pub(super) fn run(
                 let (from, to) = match &cursor {
                     Some(t) => {
                         let (f, t) = tokens::read_history_cursor(g, t, scope)?;
+                        // A traversal the history horizon cut since its last page
+                        // would skip what it has not shown: refused, never skipped.
+                        let kept = history::oldest_seq(g)?;
+                        if f <= kept {
+                            return Err(V2Error::new(
+                                Code::CursorExpired,
+                                format!("the history this cursor continues (from seq {f}) was cut: the memory keeps it from seq {kept} on"),
+                            )
+                            .with_hint("start the traversal again without CURSOR"));
+                        }
                         (Some(f), Some(t))
                     }
                     None => (from, to),

@@ -291,6 +291,12 @@ pub fn element(
     Ok(v)
 }
 
+/// The seq of the oldest commit kept: its own changes are gone with a horizon cut
+/// below it (0 when history is whole or not recorded).
+pub fn oldest_seq(g: &dyn GraphRead) -> V2Result<u64> {
+    Ok(history::oldest(g, SpaceId::DEFAULT)?.map_or(0, |c| c.seq))
+}
+
 /// The scope a `HISTORY SPACE` cursor is bound to (element cursors: the element id).
 pub const SPACE_SCOPE: &str = "space";
 
